@@ -1,0 +1,174 @@
+// Package catalog keeps the list of activities and their SKUs: written to
+// the default Redis by preheat (the engine) and read by every part that must
+// route a SKU (hot shard or not) or judge a request early (the edge). Reads
+// come from an in-memory snapshot swapped atomically, so the hot path takes
+// no lock; Load refreshes it (periodically and on activity events).
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"seckill/internal/sale"
+)
+
+// Catalog is safe for concurrent use.
+type Catalog struct {
+	rdb  rueidis.Client
+	snap atomic.Pointer[snapshot]
+	mu   sync.Mutex // serialises Load and Put's local update
+}
+
+type snapshot struct {
+	acts  map[int64]*sale.Activity
+	bySKU map[int64][]*sale.Activity // every activity that sells the SKU, by start
+}
+
+// New returns an empty catalog over the default Redis.
+func New(rdb rueidis.Client) *Catalog {
+	c := &Catalog{rdb: rdb}
+	c.snap.Store(build(nil))
+	return c
+}
+
+func build(acts []*sale.Activity) *snapshot {
+	s := &snapshot{acts: make(map[int64]*sale.Activity, len(acts)), bySKU: map[int64][]*sale.Activity{}}
+	for _, a := range acts {
+		s.acts[a.ID] = a
+		for _, k := range a.SKUs {
+			s.bySKU[k.ID] = append(s.bySKU[k.ID], a)
+		}
+	}
+	for _, l := range s.bySKU {
+		sort.Slice(l, func(i, j int) bool { return l[i].Start.Before(l[j].Start) })
+	}
+	return s
+}
+
+// Put writes a (create or replace) to Redis and to the local snapshot.
+func (c *Catalog) Put(ctx context.Context, a sale.Activity) error {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	cmds := rueidis.Commands{
+		c.rdb.B().Set().Key(sale.ActivityKey(a.ID)).Value(string(b)).Build(),
+		c.rdb.B().Sadd().Key(sale.ActivitiesKey).Member(strconv.FormatInt(a.ID, 10)).Build(),
+	}
+	for _, r := range c.rdb.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("catalog put activity %d: %w", a.ID, err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.snap.Load()
+	acts := make([]*sale.Activity, 0, len(old.acts)+1)
+	for id, x := range old.acts {
+		if id != a.ID {
+			acts = append(acts, x)
+		}
+	}
+	cp := a
+	acts = append(acts, &cp)
+	c.snap.Store(build(acts))
+	return nil
+}
+
+// Load replaces the snapshot with what Redis holds.
+func (c *Catalog) Load(ctx context.Context) error {
+	ids, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(sale.ActivitiesKey).Build()).AsStrSlice()
+	if err != nil {
+		return fmt.Errorf("catalog load: %w", err)
+	}
+	acts := make([]*sale.Activity, 0, len(ids))
+	if len(ids) > 0 {
+		cmds := make(rueidis.Commands, len(ids))
+		for i, id := range ids {
+			cmds[i] = c.rdb.B().Get().Key("sk:act:" + id).Build()
+		}
+		for i, r := range c.rdb.DoMulti(ctx, cmds...) {
+			s, err := r.ToString()
+			if rueidis.IsRedisNil(err) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("catalog load activity %s: %w", ids[i], err)
+			}
+			a := new(sale.Activity)
+			if err := json.Unmarshal([]byte(s), a); err != nil {
+				return fmt.Errorf("catalog load activity %s: %w", ids[i], err)
+			}
+			acts = append(acts, a)
+		}
+	}
+	c.mu.Lock()
+	c.snap.Store(build(acts))
+	c.mu.Unlock()
+	return nil
+}
+
+// Activity returns the activity with id. The result must not be modified.
+func (c *Catalog) Activity(id int64) (*sale.Activity, bool) {
+	a, ok := c.snap.Load().acts[id]
+	return a, ok
+}
+
+// Activities returns every activity, by id. The results must not be modified.
+func (c *Catalog) Activities() []*sale.Activity {
+	s := c.snap.Load()
+	out := make([]*sale.Activity, 0, len(s.acts))
+	for _, a := range s.acts {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Lookup returns activity id's SKU sku.
+func (c *Catalog) Lookup(activity, sku int64) (*sale.Activity, *sale.SKU, bool) {
+	a, ok := c.snap.Load().acts[activity]
+	if !ok {
+		return nil, nil, false
+	}
+	k := a.SKU(sku)
+	return a, k, k != nil
+}
+
+// Current resolves the activity that sells sku at now, for requests that do
+// not name one: the activity whose window contains now, else the next one to
+// start, else the one that ended last.
+func (c *Catalog) Current(sku int64, now time.Time) (*sale.Activity, *sale.SKU, bool) {
+	l := c.snap.Load().bySKU[sku]
+	if len(l) == 0 {
+		return nil, nil, false
+	}
+	var pick *sale.Activity
+	for _, a := range l {
+		if !now.Before(a.Start) && now.Before(a.End) {
+			if a.State != sale.StateOffline || pick == nil {
+				pick = a
+			}
+		}
+	}
+	if pick == nil {
+		for _, a := range l {
+			if now.Before(a.Start) {
+				pick = a
+				break
+			}
+		}
+	}
+	if pick == nil {
+		pick = l[len(l)-1]
+	}
+	return pick, pick.SKU(sku), true
+}

@@ -1,0 +1,92 @@
+// Package results reads and writes ticket results (sk:r:{requestNo} on the
+// default Redis): QUEUING when the engine accepts, SUCCESS or FAIL when the
+// consumer is done. The buyer's polling reads them; they expire after a TTL.
+package results
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"seckill/internal/sale"
+)
+
+// DefaultTTL is how long a result stays readable (DESIGN §5: 48 h).
+const DefaultTTL = 48 * time.Hour
+
+// ErrNotFound means no result exists under that requestNo.
+var ErrNotFound = errors.New("result not found")
+
+// Entry is one result to write.
+type Entry struct {
+	RequestNo string
+	Activity  int64
+	SKU       int64
+	Owner     int64
+	State     string // sale.ResultQueuing, ResultSuccess, ResultFail
+	OrderNo   string
+	Code      string // failure code for FAIL
+}
+
+// Store writes and reads results. Safe for concurrent use.
+type Store struct {
+	rdb rueidis.Client
+	ttl time.Duration
+}
+
+// New returns a Store on the default Redis; ttl <= 0 means DefaultTTL.
+func New(rdb rueidis.Client, ttl time.Duration) *Store {
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	return &Store{rdb: rdb, ttl: ttl}
+}
+
+func (s *Store) cmds(e *Entry, dst rueidis.Commands) rueidis.Commands {
+	k := sale.ResultKey(e.RequestNo)
+	h := s.rdb.B().Hset().Key(k).FieldValue().
+		FieldValue(sale.FieldState, e.State).
+		FieldValue(sale.FieldOwner, strconv.FormatInt(e.Owner, 10)).
+		FieldValue(sale.FieldActivity, strconv.FormatInt(e.Activity, 10)).
+		FieldValue(sale.FieldSKU, strconv.FormatInt(e.SKU, 10)).
+		FieldValue(sale.FieldOrderNo, e.OrderNo).
+		FieldValue(sale.FieldCode, e.Code)
+	return append(dst, h.Build(), s.rdb.B().Expire().Key(k).Seconds(int64(s.ttl/time.Second)).Build())
+}
+
+// Write stores the results in one pipelined round trip.
+func (s *Store) Write(ctx context.Context, es ...Entry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	cmds := make(rueidis.Commands, 0, 2*len(es))
+	for i := range es {
+		cmds = s.cmds(&es[i], cmds)
+	}
+	for _, r := range s.rdb.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("write results: %w", err)
+		}
+	}
+	return nil
+}
+
+// Read returns the result of requestNo, or ErrNotFound.
+func (s *Store) Read(ctx context.Context, requestNo string) (Entry, error) {
+	m, err := s.rdb.Do(ctx, s.rdb.B().Hgetall().Key(sale.ResultKey(requestNo)).Build()).AsStrMap()
+	if err != nil {
+		return Entry{}, fmt.Errorf("read result %s: %w", requestNo, err)
+	}
+	if len(m) == 0 {
+		return Entry{}, ErrNotFound
+	}
+	e := Entry{RequestNo: requestNo, State: m[sale.FieldState], OrderNo: m[sale.FieldOrderNo], Code: m[sale.FieldCode]}
+	e.Owner, _ = strconv.ParseInt(m[sale.FieldOwner], 10, 64)
+	e.Activity, _ = strconv.ParseInt(m[sale.FieldActivity], 10, 64)
+	e.SKU, _ = strconv.ParseInt(m[sale.FieldSKU], 10, 64)
+	return e, nil
+}

@@ -1,0 +1,34 @@
+package sale
+
+import "strconv"
+
+// Redis key layout (DESIGN §5). Every key of one SKU carries the hash tag
+// {a<activity>:s<sku>} so that one script touches one cluster slot.
+
+// SKUKeys are the keys of one SKU of one activity, all in one slot.
+type SKUKeys struct {
+	Meta  string // hash: status, start_ms, end_ms, limit, price, initial, activity
+	Stock string // integer: remaining stock
+	Users string // hash: userId -> requestNo (proof of occupancy)
+	Sold  string // integer: units occupied or ordered
+	Claim string // set: requestNos the consumer has claimed for an order
+}
+
+// KeysFor builds the keys of (activity, sku).
+func KeysFor(activity, sku int64) SKUKeys {
+	p := "sk:{a" + strconv.FormatInt(activity, 10) + ":s" + strconv.FormatInt(sku, 10) + "}:"
+	return SKUKeys{Meta: p + "meta", Stock: p + "stock", Users: p + "users", Sold: p + "sold", Claim: p + "claimed"}
+}
+
+// ResultKey is the key of a ticket's result hash on the default Redis.
+func ResultKey(requestNo string) string { return "sk:r:" + requestNo }
+
+// ActivityKey holds an activity's JSON on the default Redis (the catalog the
+// edges read).
+func ActivityKey(id int64) string { return "sk:act:" + strconv.FormatInt(id, 10) }
+
+// ActivitiesKey is the set of activity ids in the catalog.
+const ActivitiesKey = "sk:acts"
+
+// EventsChannel is the pub/sub channel every edge subscribes to.
+const EventsChannel = "sk:events"

@@ -1,0 +1,170 @@
+// Package sale holds the business vocabulary shared by edge, engine and
+// consumer: activities and their SKUs, the order message that travels over
+// Kafka, ticket results, and the Redis key layout. It has no I/O of its own.
+package sale
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Activity states as stored in Redis meta and in the activity table.
+const (
+	StateOnline  = "ONLINE"
+	StateOffline = "OFFLINE"
+)
+
+// Activity is one flash sale: a window, an optional qualification-token
+// requirement and the SKUs on sale. Times are absolute; the window is judged
+// against Redis server time by the occupy script.
+type Activity struct {
+	ID            int64     `json:"id" yaml:"id"`
+	Start         time.Time `json:"start" yaml:"start"`
+	End           time.Time `json:"end" yaml:"end"`
+	State         string    `json:"state,omitempty" yaml:"state"`
+	RequireToken  bool      `json:"requireToken" yaml:"require_token"`
+	ReservedUsers []int64   `json:"reservedUsers,omitempty" yaml:"reserved_users"`
+	SKUs          []SKU     `json:"skus" yaml:"skus"`
+}
+
+// SKU is one item of an activity. Price is in cents; Stock is the initial
+// stock of this sale.
+type SKU struct {
+	ID           int64 `json:"id" yaml:"id"`
+	Stock        int64 `json:"stock" yaml:"stock"`
+	Price        Cents `json:"price" yaml:"price"`
+	LimitPerUser int64 `json:"limitPerUser" yaml:"limit_per_user"`
+	Hot          bool  `json:"hot" yaml:"hot"`
+}
+
+// Validate reports the first problem of a, naming the field.
+func (a *Activity) Validate() error {
+	if a.ID <= 0 {
+		return fmt.Errorf("activity id must be positive")
+	}
+	if a.Start.IsZero() || a.End.IsZero() || !a.End.After(a.Start) {
+		return fmt.Errorf("activity %d: end must be after start", a.ID)
+	}
+	if a.State == "" {
+		a.State = StateOnline
+	}
+	if a.State != StateOnline && a.State != StateOffline {
+		return fmt.Errorf("activity %d: state must be ONLINE or OFFLINE", a.ID)
+	}
+	if len(a.SKUs) == 0 {
+		return fmt.Errorf("activity %d: at least one sku", a.ID)
+	}
+	seen := map[int64]bool{}
+	for i := range a.SKUs {
+		s := &a.SKUs[i]
+		if s.ID <= 0 || seen[s.ID] {
+			return fmt.Errorf("activity %d: sku ids must be positive and unique", a.ID)
+		}
+		seen[s.ID] = true
+		if s.Stock < 0 {
+			return fmt.Errorf("activity %d sku %d: stock must not be negative", a.ID, s.ID)
+		}
+		if s.Price < 0 {
+			return fmt.Errorf("activity %d sku %d: price must not be negative", a.ID, s.ID)
+		}
+		if s.LimitPerUser <= 0 {
+			s.LimitPerUser = 1
+		}
+	}
+	return nil
+}
+
+// SKU returns the SKU with id, or nil.
+func (a *Activity) SKU(id int64) *SKU {
+	for i := range a.SKUs {
+		if a.SKUs[i].ID == id {
+			return &a.SKUs[i]
+		}
+	}
+	return nil
+}
+
+// Reserved reports whether user is on the reserved list.
+func (a *Activity) Reserved(user int64) bool {
+	for _, u := range a.ReservedUsers {
+		if u == user {
+			return true
+		}
+	}
+	return false
+}
+
+// Cents is a money amount in hundredths. It reads and writes as a decimal
+// string ("99.00") in JSON and YAML, and also accepts a JSON number.
+type Cents int64
+
+// String formats c as "12.34".
+func (c Cents) String() string {
+	neg := ""
+	v := int64(c)
+	if v < 0 {
+		neg, v = "-", -v
+	}
+	return fmt.Sprintf("%s%d.%02d", neg, v/100, v%100)
+}
+
+// ParseCents parses "12", "12.3" or "12.34".
+func ParseCents(s string) (Cents, error) {
+	s = strings.TrimSpace(s)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" || len(frac) > 2 {
+		return 0, fmt.Errorf("price %q: want a decimal with at most 2 places", s)
+	}
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("price %q: %w", s, err)
+	}
+	var f int64
+	if frac != "" {
+		for len(frac) < 2 {
+			frac += "0"
+		}
+		if f, err = strconv.ParseInt(frac, 10, 64); err != nil {
+			return 0, fmt.Errorf("price %q: %w", s, err)
+		}
+	}
+	v := w*100 + f
+	if neg {
+		v = -v
+	}
+	return Cents(v), nil
+}
+
+// MarshalJSON writes c as a quoted decimal string.
+func (c Cents) MarshalJSON() ([]byte, error) { return []byte(`"` + c.String() + `"`), nil }
+
+// UnmarshalJSON reads a quoted decimal or a bare number.
+func (c *Cents) UnmarshalJSON(b []byte) error {
+	v, err := ParseCents(strings.Trim(string(b), `"`))
+	if err != nil {
+		return err
+	}
+	*c = v
+	return nil
+}
+
+// MarshalYAML writes c as a decimal string.
+func (c Cents) MarshalYAML() (any, error) { return c.String(), nil }
+
+// UnmarshalYAML reads a decimal string or number.
+func (c *Cents) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if err := unmarshal(&s); err != nil {
+		return err
+	}
+	v, err := ParseCents(s)
+	if err != nil {
+		return err
+	}
+	*c = v
+	return nil
+}

@@ -1,0 +1,31 @@
+package testenv
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"seckill/internal/sale"
+)
+
+// Kafka is an embedded Kafka-protocol broker (kfake) on loopback.
+type Kafka struct {
+	Addrs   []string
+	Cluster *kfake.Cluster
+}
+
+// StartKafka starts a one-broker kfake cluster with the orders and
+// dead-letter topics created (kfake does not create topics on first use),
+// closed when the test ends.
+func StartKafka(t testing.TB, partitions int32) *Kafka {
+	t.Helper()
+	c, err := kfake.NewCluster(
+		kfake.NumBrokers(1),
+		kfake.SeedTopics(partitions, sale.OrdersTopic, sale.DLQTopic),
+	)
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return &Kafka{Addrs: c.ListenAddrs(), Cluster: c}
+}

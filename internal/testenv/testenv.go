@@ -1,0 +1,98 @@
+// Package testenv starts the real servers tests run against: redis-server
+// children on free loopback ports, a MariaDB server (shared per test binary,
+// one fresh database per test) and the embedded Kafka-protocol broker kfake.
+// Nothing here mocks a server's behaviour. A missing binary fails the test
+// with the command that installs it; it never skips.
+package testenv
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// FreePort asks the kernel for a free TCP port on 127.0.0.1.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	p, err := freePort()
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	return p
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitTCP waits until addr accepts connections or the deadline passes.
+func waitTCP(addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not reachable after %v: %w", addr, d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Main runs the package's tests and then stops the servers shared by the
+// test binary (MariaDB). Use it as TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
+func Main(m *testing.M) {
+	code := m.Run()
+	stopShared()
+	os.Exit(code)
+}
+
+var (
+	sharedMu    sync.Mutex
+	sharedStops []func()
+)
+
+func onStopShared(f func()) {
+	sharedMu.Lock()
+	sharedStops = append(sharedStops, f)
+	sharedMu.Unlock()
+}
+
+func stopShared() {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	for i := len(sharedStops) - 1; i >= 0; i-- {
+		sharedStops[i]()
+	}
+	sharedStops = nil
+}
+
+func lookBinary(names ...string) (string, error) {
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p, nil
+		}
+		for _, dir := range []string{"/usr/sbin", "/usr/bin", "/usr/local/bin"} {
+			p := filepath.Join(dir, n)
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("none of %v found on PATH", names)
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,21 @@
+// Package lua embeds the Redis scripts of the stock engine. Each script's
+// header lists its KEYS, ARGV and return codes; callers load them once and
+// run them by SHA (rueidis.NewLuaScript falls back to EVAL on NOSCRIPT).
+package lua
+
+import _ "embed"
+
+// Occupy takes stock for one buyer: see occupy.lua.
+//
+//go:embed occupy.lua
+var Occupy string
+
+// Release gives one ticket's stock back, idempotently: see release.lua.
+//
+//go:embed release.lua
+var Release string
+
+// Claim marks a ticket as becoming an order: see claim.lua.
+//
+//go:embed claim.lua
+var Claim string

@@ -1,0 +1,44 @@
+-- occupy: take stock for one buyer, atomically (DESIGN §5).
+-- KEYS[1] meta   hash: status, start_ms, end_ms, limit
+-- KEYS[2] stock  integer: remaining units
+-- KEYS[3] users  hash: userId -> requestNo
+-- KEYS[4] sold   integer: units occupied or ordered
+-- ARGV[1] userId
+-- ARGV[2] requestNo
+-- ARGV[3] quantity (positive integer)
+-- Returns {code, remaining, holder}:
+--   "OK"         stock taken; remaining after the decrement; holder = ARGV[2]
+--   "NOT_OPEN"   no meta, status not ONLINE, or server time before start_ms
+--   "ENDED"      server time at or after end_ms
+--   "DUPLICATE"  the user already holds a ticket; holder = that requestNo
+--   "OVER_LIMIT" quantity above the per-user limit
+--   "SOLD_OUT"   remaining stock below quantity (remaining may be above 0)
+-- remaining is -1 where stock was not read.
+local meta = redis.call('HMGET', KEYS[1], 'status', 'start_ms', 'end_ms', 'limit')
+if not meta[1] or meta[1] ~= 'ONLINE' then
+  return {'NOT_OPEN', -1, ''}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(meta[2]) then
+  return {'NOT_OPEN', -1, ''}
+end
+if now >= tonumber(meta[3]) then
+  return {'ENDED', -1, ''}
+end
+local holder = redis.call('HGET', KEYS[3], ARGV[1])
+if holder then
+  return {'DUPLICATE', -1, holder}
+end
+local q = tonumber(ARGV[3])
+if q > tonumber(meta[4] or '1') then
+  return {'OVER_LIMIT', -1, ''}
+end
+local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
+if stock < q then
+  return {'SOLD_OUT', stock, ''}
+end
+stock = redis.call('DECRBY', KEYS[2], q)
+redis.call('INCRBY', KEYS[4], q)
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+return {'OK', stock, ARGV[2]}

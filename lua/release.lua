@@ -1,0 +1,31 @@
+-- release: give one ticket's stock back (compensation), idempotently.
+-- KEYS[1] stock   integer: remaining units
+-- KEYS[2] users   hash: userId -> requestNo
+-- KEYS[3] sold    integer: units occupied or ordered
+-- KEYS[4] claimed set: requestNos the consumer claimed for an order
+-- ARGV[1] userId
+-- ARGV[2] requestNo
+-- ARGV[3] quantity
+-- ARGV[4] "1" to release a claimed ticket too (the order failed for good or
+--         was closed unpaid); anything else leaves a claimed ticket alone
+-- Returns {code, remaining}:
+--   "RELEASED"  stock restored by quantity, user record removed
+--   "NOT_HELD"  the user's record does not name this requestNo (released
+--               already, or never occupied): nothing changed
+--   "CLAIMED"   the ticket was claimed for an order and ARGV[4] is not "1":
+--               nothing changed
+-- Stock is restored only through the user's record, never by a bare INCR.
+local holder = redis.call('HGET', KEYS[2], ARGV[1])
+if holder ~= ARGV[2] then
+  return {'NOT_HELD', tonumber(redis.call('GET', KEYS[1]) or '0')}
+end
+if redis.call('SISMEMBER', KEYS[4], ARGV[2]) == 1 then
+  if ARGV[4] ~= '1' then
+    return {'CLAIMED', tonumber(redis.call('GET', KEYS[1]) or '0')}
+  end
+  redis.call('SREM', KEYS[4], ARGV[2])
+end
+local q = tonumber(ARGV[3])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('DECRBY', KEYS[3], q)
+return {'RELEASED', redis.call('INCRBY', KEYS[1], q)}
