@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"errors"
+	"time"
+)
+
+// Config is the engine section.
+type Config struct {
+	// Node distinguishes request numbers of engines that run side by side
+	// (0-1023). Default 1.
+	Node int64 `yaml:"node"`
+	// OccupyTimeout bounds one occupy script call; past it the buyer gets
+	// "busy". Default 500ms.
+	OccupyTimeout time.Duration `yaml:"occupy_timeout"`
+	// ResultTTL is how long ticket results stay readable. Default 48h.
+	ResultTTL time.Duration `yaml:"result_ttl"`
+	// Listen is the sidecar listener of `seckill engine`
+	// ("unix:///run/seckill/engine.sock" or "tcp://127.0.0.1:9090").
+	Listen string `yaml:"listen"`
+	Kafka  KafkaConfig `yaml:"kafka"`
+}
+
+// KafkaConfig is the engine's producer.
+type KafkaConfig struct {
+	Brokers []string `yaml:"brokers"`
+	Topic   string   `yaml:"topic"`
+	// Acks is "all" (default; the ack DESIGN §6 asks for) or "leader".
+	Acks string `yaml:"acks"`
+	// SendTimeout bounds the wait for the broker's ack; past it the
+	// occupancy is released and the buyer gets "busy". Default 3s.
+	SendTimeout time.Duration `yaml:"send_timeout"`
+	// FlushFrequency and FlushMessages shape producer batches. Defaults
+	// 1ms and 256.
+	FlushFrequency time.Duration `yaml:"flush_frequency"`
+	FlushMessages  int           `yaml:"flush_messages"`
+	// RetryMax is the producer's own retry count. Default 3.
+	RetryMax int `yaml:"retry_max"`
+}
+
+// DefaultConfig returns the defaults named on each field.
+func DefaultConfig() Config {
+	return Config{
+		Node:          1,
+		OccupyTimeout: 500 * time.Millisecond,
+		ResultTTL:     48 * time.Hour,
+		Kafka: KafkaConfig{
+			Brokers:        []string{"127.0.0.1:9092"},
+			Topic:          "seckill.orders",
+			Acks:           "all",
+			SendTimeout:    3 * time.Second,
+			FlushFrequency: time.Millisecond,
+			FlushMessages:  256,
+			RetryMax:       3,
+		},
+	}
+}
+
+// Validate names the first bad key.
+func (c *Config) Validate() error {
+	switch {
+	case c.Node < 0 || c.Node > 1023:
+		return errors.New("engine.node must be 0..1023")
+	case c.OccupyTimeout <= 0:
+		return errors.New("engine.occupy_timeout must be positive")
+	case c.ResultTTL < time.Second:
+		return errors.New("engine.result_ttl must be at least 1s")
+	case len(c.Kafka.Brokers) == 0:
+		return errors.New("engine.kafka.brokers must name at least one broker")
+	case c.Kafka.Topic == "":
+		return errors.New("engine.kafka.topic must not be empty")
+	case c.Kafka.Acks != "all" && c.Kafka.Acks != "leader":
+		return errors.New("engine.kafka.acks must be all or leader")
+	case c.Kafka.SendTimeout <= 0:
+		return errors.New("engine.kafka.send_timeout must be positive")
+	case c.Kafka.FlushMessages < 0:
+		return errors.New("engine.kafka.flush_messages must not be negative")
+	case c.Kafka.RetryMax < 0:
+		return errors.New("engine.kafka.retry_max must not be negative")
+	}
+	return nil
+}

@@ -1,0 +1,26 @@
+package engine
+
+import "errors"
+
+// Outcomes of Occupy other than success. The edge maps each to one HTTP
+// status in one place.
+var (
+	// ErrNotOpen: the activity is offline, not preheated, or not started
+	// (judged by Redis server time).
+	ErrNotOpen = errors.New("activity not open")
+	// ErrEnded: the activity's window has closed.
+	ErrEnded = errors.New("activity ended")
+	// ErrSoldOut: remaining stock is below the quantity asked.
+	ErrSoldOut = errors.New("sold out")
+	// ErrDuplicate: the user already holds a ticket for this SKU; the
+	// returned Ticket names it.
+	ErrDuplicate = errors.New("duplicate purchase")
+	// ErrOverLimit: quantity above the per-user limit.
+	ErrOverLimit = errors.New("over per-user limit")
+	// ErrUnknownSKU: no activity sells the SKU (or not the one named).
+	ErrUnknownSKU = errors.New("unknown sku")
+	// ErrBusy: a dependency (Redis, Kafka) failed or timed out. Any stock
+	// taken was released (or will be by the orphan sweeper); never a guess
+	// of success.
+	ErrBusy = errors.New("system busy")
+)
