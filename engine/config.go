@@ -17,7 +17,7 @@ type Config struct {
 	ResultTTL time.Duration `yaml:"result_ttl"`
 	// Listen is the sidecar listener of `seckill engine`
 	// ("unix:///run/seckill/engine.sock" or "tcp://127.0.0.1:9090").
-	Listen string `yaml:"listen"`
+	Listen string      `yaml:"listen"`
 	Kafka  KafkaConfig `yaml:"kafka"`
 }
 

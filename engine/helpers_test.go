@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"seckill/internal/catalog"
+	"seckill/internal/results"
+	"seckill/internal/sale"
+	"seckill/internal/shard"
+	"seckill/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// rig is a Stock over two real redis-servers (default and hot shard).
+type rig struct {
+	def, hot *testenv.Redis
+	shards   *shard.Set
+	cat      *catalog.Catalog
+	stock    *Stock
+	res      *results.Store
+	events   chan sale.Event
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	r := &rig{def: testenv.StartRedis(t), hot: testenv.StartRedis(t), events: make(chan sale.Event, 1024)}
+	cfg := shard.DefaultConfig()
+	cfg.Default.Addrs = []string{r.def.Addr}
+	cfg.Hot.Addrs = []string{r.hot.Addr}
+	var err error
+	if r.shards, err = shard.Open(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.shards.Close)
+	r.cat = catalog.New(r.shards.Default)
+	r.stock = NewStock(r.shards, r.cat, WithEventHook(func(e sale.Event) {
+		select {
+		case r.events <- e:
+		default:
+		}
+	}))
+	r.res = results.New(r.shards.Default, 0)
+	return r
+}
+
+// activity is open now for an hour with one SKU of the given stock.
+func activity(id, sku, stock int64, hot bool) sale.Activity {
+	now := time.Now()
+	return sale.Activity{ID: id, Start: now.Add(-time.Minute), End: now.Add(time.Hour), State: sale.StateOnline,
+		SKUs: []sale.SKU{{ID: sku, Stock: stock, Price: 9900, LimitPerUser: 1, Hot: hot}}}
+}
+
+func (r *rig) preheat(t *testing.T, a sale.Activity) (*sale.Activity, *sale.SKU) {
+	t.Helper()
+	if err := r.stock.Preheat(context.Background(), a); err != nil {
+		t.Fatalf("preheat: %v", err)
+	}
+	pa, k, ok := r.cat.Lookup(a.ID, a.SKUs[0].ID)
+	if !ok {
+		t.Fatal("catalog lost the activity")
+	}
+	return pa, k
+}
+
+func (r *rig) counts(t *testing.T, a, sku int64) Counts {
+	t.Helper()
+	c, err := r.stock.Counts(context.Background(), a, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func newLocal(t *testing.T, r *rig, brokers []string, opts ...Option) *Local {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Kafka.Brokers = brokers
+	cfg.Kafka.SendTimeout = 2 * time.Second
+	e, err := New(cfg, r.stock, r.res, zaptest.NewLogger(t), nil, opts...)
+	if err != nil {
+		t.Fatalf("engine: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}

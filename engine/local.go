@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"seckill/internal/results"
+	"seckill/internal/sale"
+)
+
+// Local is the in-process engine. Safe for concurrent use.
+type Local struct {
+	cfg    Config
+	stock  *Stock
+	prod   *Producer
+	res    *results.Store
+	ids    *sale.RequestNos
+	log    *zap.Logger
+	m      *metrics
+	now    func() time.Time
+	fault  func(stage string) error
+	closed atomic.Bool
+	bufs   sync.Pool
+	hotLbl [2]struct {
+		lua    prometheus.Observer
+		errors prometheus.Counter
+	}
+}
+
+// Option is a test seam.
+type Option func(*Local)
+
+// WithClock replaces time.Now (accepted-at times).
+func WithClock(now func() time.Time) Option { return func(e *Local) { e.now = now } }
+
+// WithFault calls fn at named stages of Occupy ("after_occupy",
+// "before_produce"); a non-nil error aborts Occupy right there, as a crash
+// of the engine would — nothing is compensated. Fault tests only.
+func WithFault(fn func(stage string) error) Option { return func(e *Local) { e.fault = fn } }
+
+// New builds the in-process engine and connects its producer.
+func New(cfg Config, stock *Stock, res *results.Store, log *zap.Logger, reg prometheus.Registerer, opts ...Option) (*Local, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	prod, err := NewProducer(cfg.Kafka, log)
+	if err != nil {
+		return nil, err
+	}
+	e := &Local{cfg: cfg, stock: stock, prod: prod, res: res, ids: sale.NewRequestNos(cfg.Node), log: log, m: newMetrics(reg), now: time.Now}
+	e.bufs.New = func() any { b := make([]byte, 0, 256); return &b }
+	for i, s := range []string{"default", "hot"} {
+		e.hotLbl[i].lua = e.m.lua.WithLabelValues(s)
+		e.hotLbl[i].errors = e.m.luaErrors.WithLabelValues(s)
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	return e, nil
+}
+
+// Stock returns the stock scripts the engine runs.
+func (e *Local) Stock() *Stock { return e.stock }
+
+// Occupy implements Engine.
+func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
+	if e.closed.Load() {
+		return Ticket{Remaining: -1}, fmt.Errorf("%w: engine is shutting down", ErrBusy)
+	}
+	a, sku, err := e.resolve(r)
+	if err != nil {
+		return Ticket{Remaining: -1}, err
+	}
+	t := Ticket{ActivityID: a.ID, Remaining: -1}
+	rn := e.ids.Next()
+
+	octx, cancel := context.WithTimeout(ctx, e.cfg.OccupyTimeout)
+	start := time.Now()
+	res, err := e.stock.Occupy(octx, a, sku, r.UserID, rn, r.Quantity)
+	cancel()
+	lbl := &e.hotLbl[0]
+	if sku.Hot {
+		lbl = &e.hotLbl[1]
+	}
+	lbl.lua.Observe(time.Since(start).Seconds())
+	if err != nil {
+		lbl.errors.Inc()
+		e.m.occupy.WithLabelValues("error").Inc()
+		// The script may have run before the timeout hit: the occupancy,
+		// if any, has no message and is left to the orphan sweeper.
+		return t, fmt.Errorf("%w: %v", ErrBusy, err)
+	}
+	e.m.occupy.WithLabelValues(codeLabel(res.Code)).Inc()
+	t.Remaining = res.Remaining
+	if err := res.Err(); err != nil {
+		if errors.Is(err, ErrDuplicate) {
+			t.RequestNo = res.Holder
+		}
+		return t, err
+	}
+	t.RequestNo = rn
+	if err := e.queue(ctx, a, sku, r, rn); err != nil {
+		return Ticket{ActivityID: a.ID, Remaining: -1}, err
+	}
+	return t, nil
+}
+
+func (e *Local) resolve(r *Request) (*sale.Activity, *sale.SKU, error) {
+	cat := e.stock.Catalog()
+	if r.ActivityID != 0 {
+		a, k, ok := cat.Lookup(r.ActivityID, r.SKUID)
+		if !ok {
+			return nil, nil, ErrUnknownSKU
+		}
+		return a, k, nil
+	}
+	a, k, ok := cat.Current(r.SKUID, e.now())
+	if !ok {
+		return nil, nil, ErrUnknownSKU
+	}
+	return a, k, nil
+}
+
+// queue records the QUEUING result, produces the message and waits for the
+// ack; on failure it releases the occupancy and answers ErrBusy.
+func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *Request, rn string) error {
+	if e.fault != nil {
+		if err := e.fault("after_occupy"); err != nil {
+			return fmt.Errorf("%w: fault after occupy: %v", ErrBusy, err)
+		}
+	}
+	m := sale.Message{
+		RequestNo: rn, ActivityID: a.ID, SKUID: sku.ID, UserID: r.UserID, Quantity: r.Quantity,
+		UnitPrice: sku.Price, AcceptedAt: e.now().UnixMilli(), TraceID: r.TraceID,
+	}
+	if m.TraceID == "" {
+		m.TraceID = rn
+	}
+	// The QUEUING result goes first: the consumer may write SUCCESS as soon
+	// as the message is acked, and must never be overwritten by QUEUING.
+	wctx, cancel := context.WithTimeout(ctx, e.cfg.OccupyTimeout)
+	err := e.res.Write(wctx, results.Entry{RequestNo: rn, Activity: a.ID, SKU: sku.ID, Owner: r.UserID, State: sale.ResultQueuing})
+	cancel()
+	if err != nil {
+		return e.compensate(&m, fmt.Errorf("write queuing result: %w", err))
+	}
+	if e.fault != nil {
+		if err := e.fault("before_produce"); err != nil {
+			return fmt.Errorf("%w: fault before produce: %v", ErrBusy, err)
+		}
+	}
+	bp := e.bufs.Get().(*[]byte)
+	val := m.Encode((*bp)[:0])
+	var keyBuf [20]byte
+	key := strconv.AppendInt(keyBuf[:0], r.UserID, 10)
+	start := time.Now()
+	err = e.prod.Send(ctx, key, val)
+	e.m.produce.Observe(time.Since(start).Seconds())
+	if err == nil || !errors.Is(err, errSendTimeout) {
+		// On a timeout Sarama may still hold val; only reuse it when the
+		// send is finished one way or the other.
+		*bp = val
+		e.bufs.Put(bp)
+	}
+	if err != nil {
+		e.m.produceErrs.Inc()
+		return e.compensate(&m, fmt.Errorf("produce: %w", err))
+	}
+	return nil
+}
+
+// compensate releases the ticket's occupancy after a failed step. If the
+// consumer already claimed it, the message did reach Kafka after all and the
+// ticket stands.
+func (e *Local) compensate(m *sale.Message, cause error) error {
+	// A fresh context: the buyer's may be what expired.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*e.cfg.OccupyTimeout)
+	defer cancel()
+	out, err := e.stock.Release(ctx, m, false)
+	if err != nil {
+		e.m.releases.WithLabelValues("error").Inc()
+		e.log.Error("release after failure failed; left to the orphan sweeper",
+			zap.String("requestNo", m.RequestNo), zap.String("traceId", m.TraceID),
+			zap.Int64("activityId", m.ActivityID), zap.Int64("skuId", m.SKUID), zap.Int64("userId", m.UserID),
+			zap.NamedError("cause", cause), zap.Error(err))
+		return fmt.Errorf("%w: %v", ErrBusy, cause)
+	}
+	e.m.releases.WithLabelValues(out.String()).Inc()
+	if out == Claimed {
+		return nil
+	}
+	_ = e.res.Write(ctx, results.Entry{RequestNo: m.RequestNo, Activity: m.ActivityID, SKU: m.SKUID, Owner: m.UserID,
+		State: sale.ResultFail, Code: sale.FailBusy})
+	e.log.Warn("ticket released after failure",
+		zap.String("requestNo", m.RequestNo), zap.String("traceId", m.TraceID),
+		zap.Int64("activityId", m.ActivityID), zap.Int64("skuId", m.SKUID), zap.Int64("userId", m.UserID),
+		zap.Stringer("release", out), zap.Error(cause))
+	return fmt.Errorf("%w: %v", ErrBusy, cause)
+}
+
+// Close stops taking purchases and flushes the producer: every message
+// already handed to it is acked (or failed and released) before Close
+// returns. Stop the edge first.
+func (e *Local) Close() error {
+	if e.closed.Swap(true) {
+		return nil
+	}
+	return e.prod.Close()
+}

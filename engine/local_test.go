@@ -1,0 +1,207 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"seckill/internal/sale"
+	"seckill/internal/testenv"
+)
+
+func TestOccupyQueuesADurableMessage(t *testing.T) {
+	r := newRig(t)
+	k := testenv.StartKafka(t, 3)
+	e := newLocal(t, r, k.Addrs)
+	r.preheat(t, activity(1, 1001, 5, false))
+	ctx := context.Background()
+
+	tk, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 42, Quantity: 1, TraceID: "trace-1"})
+	if err != nil {
+		t.Fatalf("occupy: %v", err)
+	}
+	if tk.RequestNo == "" || tk.ActivityID != 1 || tk.Remaining != 4 {
+		t.Fatalf("ticket %+v", tk)
+	}
+	got, err := r.res.Read(ctx, tk.RequestNo)
+	if err != nil || got.State != sale.ResultQueuing || got.Owner != 42 {
+		t.Fatalf("result %+v %v", got, err)
+	}
+	msgs := readAll(t, k.Addrs, 1)
+	m, err := sale.DecodeMessage(msgs[0].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.RequestNo != tk.RequestNo || m.UserID != 42 || m.SKUID != 1001 || m.ActivityID != 1 || m.Quantity != 1 || m.UnitPrice != 9900 || m.TraceID != "trace-1" {
+		t.Fatalf("message %+v", m)
+	}
+	if string(msgs[0].Key) != "42" {
+		t.Fatalf("message key %q, want the user id", msgs[0].Key)
+	}
+
+	// The same user again: duplicate naming the held ticket.
+	tk2, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 42, Quantity: 1})
+	if !errors.Is(err, ErrDuplicate) || tk2.RequestNo != tk.RequestNo {
+		t.Fatalf("second occupy: %+v %v", tk2, err)
+	}
+	if _, err := e.Occupy(ctx, &Request{SKUID: 999, UserID: 1, Quantity: 1}); !errors.Is(err, ErrUnknownSKU) {
+		t.Fatalf("unknown sku: %v", err)
+	}
+}
+
+func TestBrokerUnreachableAnswersBusyAndRestoresStock(t *testing.T) {
+	r := newRig(t)
+	k := testenv.StartKafka(t, 1)
+	e := newLocal(t, r, k.Addrs)
+	r.preheat(t, activity(1, 1001, 5, false))
+	ctx := context.Background()
+	if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 1, Quantity: 1}); err != nil {
+		t.Fatalf("occupy with a live broker: %v", err)
+	}
+	k.Cluster.Close()
+
+	start := time.Now()
+	tk, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 2, Quantity: 1})
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("occupy with the broker gone: %+v %v, want ErrBusy", tk, err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("busy answer took %v, want it bounded by the send timeout", d)
+	}
+	c := r.counts(t, 1, 1001)
+	if c.Remaining != 4 || c.Holders != 1 || c.Sold != 1 {
+		t.Fatalf("counts %+v: the failed ticket's stock must be back (4 left, 1 holder)", c)
+	}
+	// User 2 was released and may try again later.
+	a, sku, _ := r.cat.Lookup(1, 1001)
+	if res, _ := r.stock.Occupy(ctx, a, sku, 2, "retry", 1); res.Code != CodeOK {
+		t.Fatalf("user 2 after release: %+v", res)
+	}
+}
+
+func TestHotSKUKeysLandOnlyOnTheHotShard(t *testing.T) {
+	r := newRig(t)
+	k := testenv.StartKafka(t, 1)
+	e := newLocal(t, r, k.Addrs)
+	a := activity(1, 1001, 10, false)
+	a.SKUs = append(a.SKUs, sale.SKU{ID: 1002, Stock: 10, Price: 100, LimitPerUser: 1, Hot: true})
+	r.preheat(t, a)
+	ctx := context.Background()
+	for u := int64(1); u <= 3; u++ {
+		if _, err := e.Occupy(ctx, &Request{SKUID: 1002, UserID: u, Quantity: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: u, Quantity: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hotKeys := keys(t, r.hot, "sk:{*")
+	defKeys := keys(t, r.def, "sk:{*")
+	for _, key := range hotKeys {
+		if !contains(key, ":s1002}") {
+			t.Errorf("hot shard holds %s", key)
+		}
+	}
+	for _, key := range defKeys {
+		if contains(key, ":s1002}") {
+			t.Errorf("default shard holds hot key %s", key)
+		}
+	}
+	if len(hotKeys) < 3 || len(defKeys) < 3 {
+		t.Fatalf("hot keys %v, default keys %v", hotKeys, defKeys)
+	}
+	if n, _ := r.hot.Do(t, "GET", sale.KeysFor(1, 1002).Stock).AsInt64(); n != 7 {
+		t.Fatalf("hot stock %d, want 7", n)
+	}
+}
+
+func TestScriptFlushMidRunRecovers(t *testing.T) {
+	r := newRig(t)
+	k := testenv.StartKafka(t, 2)
+	e := newLocal(t, r, k.Addrs)
+	r.preheat(t, activity(1, 1001, 400, false))
+	ctx := context.Background()
+	var ok, failed atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				_, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: int64(g*1000 + i + 1), Quantity: 1})
+				if err != nil {
+					failed.Add(1)
+					t.Errorf("occupy: %v", err)
+					return
+				}
+				ok.Add(1)
+				if g == 0 && i%10 == 5 {
+					if err := r.def.Do(t, "SCRIPT", "FLUSH").Error(); err != nil {
+						t.Errorf("script flush: %v", err)
+					}
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	if ok.Load() != 400 || failed.Load() != 0 {
+		t.Fatalf("%d ok, %d failed; want all 400 through despite SCRIPT FLUSH", ok.Load(), failed.Load())
+	}
+	if c := r.counts(t, 1, 1001); c.Remaining != 0 || c.Holders != 400 {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+func readAll(t *testing.T, brokers []string, n int) []*sarama.ConsumerMessage {
+	t.Helper()
+	c, err := sarama.NewConsumer(brokers, sarama.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	parts, err := c.Partitions(sale.OrdersTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan *sarama.ConsumerMessage, 1024)
+	for _, p := range parts {
+		pc, err := c.ConsumePartition(sale.OrdersTopic, p, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		go func() {
+			for m := range pc.Messages() {
+				out <- m
+			}
+		}()
+	}
+	var got []*sarama.ConsumerMessage
+	deadline := time.After(10 * time.Second)
+	for len(got) < n {
+		select {
+		case m := <-out:
+			got = append(got, m)
+		case <-deadline:
+			t.Fatalf("read %d of %d messages", len(got), n)
+		}
+	}
+	return got
+}
+
+func keys(t *testing.T, r *testenv.Redis, pattern string) []string {
+	t.Helper()
+	ks, err := r.Do(t, "KEYS", pattern).AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of the engine (all created at start, so they exist from the first
+// scrape):
+//
+//	seckill_engine_occupy_total{code}          occupy outcomes: ok, not_open, ended, sold_out, duplicate, over_limit, error
+//	seckill_engine_lua_seconds{shard}          occupy script latency per shard (default, hot)
+//	seckill_engine_lua_errors_total{shard}     occupy script failures per shard
+//	seckill_engine_produce_seconds             wait for the broker's ack
+//	seckill_engine_produce_errors_total        sends that failed or timed out
+//	seckill_engine_releases_total{outcome}     compensations: released, not_held, claimed, error
+type metrics struct {
+	occupy      *prometheus.CounterVec
+	lua         *prometheus.HistogramVec
+	luaErrors   *prometheus.CounterVec
+	produce     prometheus.Histogram
+	produceErrs prometheus.Counter
+	releases    *prometheus.CounterVec
+}
+
+var occupyCodes = []string{"ok", "not_open", "ended", "sold_out", "duplicate", "over_limit", "error"}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		occupy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_engine_occupy_total", Help: "Occupy outcomes by code."}, []string{"code"}),
+		lua: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "seckill_engine_lua_seconds", Help: "Occupy script latency per shard.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5}}, []string{"shard"}),
+		luaErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_engine_lua_errors_total", Help: "Occupy script failures per shard."}, []string{"shard"}),
+		produce: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "seckill_engine_produce_seconds", Help: "Time from send to the broker's ack.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}),
+		produceErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_engine_produce_errors_total", Help: "Order messages that failed or timed out."}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_engine_releases_total", Help: "Compensating releases by outcome."}, []string{"outcome"}),
+	}
+	for _, c := range occupyCodes {
+		m.occupy.WithLabelValues(c)
+	}
+	for _, s := range []string{"default", "hot"} {
+		m.lua.WithLabelValues(s)
+		m.luaErrors.WithLabelValues(s)
+	}
+	for _, o := range []string{"released", "not_held", "claimed", "error"} {
+		m.releases.WithLabelValues(o)
+	}
+	if reg != nil {
+		reg.MustRegister(m.occupy, m.lua, m.luaErrors, m.produce, m.produceErrs, m.releases)
+	}
+	return m
+}
+
+func codeLabel(code string) string {
+	switch code {
+	case CodeOK:
+		return "ok"
+	case CodeNotOpen:
+		return "not_open"
+	case CodeEnded:
+		return "ended"
+	case CodeSoldOut:
+		return "sold_out"
+	case CodeDuplicate:
+		return "duplicate"
+	case CodeOverLimit:
+		return "over_limit"
+	}
+	return "error"
+}

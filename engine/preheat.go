@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	"seckill/internal/sale"
+)
+
+// OrderedFunc reports how many units of (activity, sku) the database holds as
+// orders (not closed). Preheat uses it when a SKU's stock key is missing, so
+// that a Redis that came back empty is refilled with initial − ordered, never
+// with the full initial stock.
+type OrderedFunc func(ctx context.Context, activity, sku int64) (int64, error)
+
+// WithOrdered sets the database view Preheat consults.
+func WithOrdered(fn OrderedFunc) StockOption { return func(s *Stock) { s.ordered = fn } }
+
+// Preheat writes activity a into Redis: the catalog entry on the default
+// Redis and, on each SKU's shard, its meta (status, window, limit, price,
+// initial) and — only where absent — its stock and sold counters. An
+// existing stock key is kept, so preheating a live activity again never
+// resets a sale in progress (restock is a separate, explicit operation).
+// It publishes an activity event.
+func (s *Stock) Preheat(ctx context.Context, a sale.Activity) error {
+	if err := a.Validate(); err != nil {
+		return fmt.Errorf("preheat: %w", err)
+	}
+	for i := range a.SKUs {
+		sku := &a.SKUs[i]
+		c := s.shards.For(sku.Hot)
+		k := sale.KeysFor(a.ID, sku.ID)
+		stock := sku.Stock
+		exists, err := c.Do(ctx, c.B().Exists().Key(k.Stock).Build()).AsInt64()
+		if err != nil {
+			return fmt.Errorf("preheat activity %d sku %d: %w", a.ID, sku.ID, err)
+		}
+		var ordered int64
+		if exists == 0 && s.ordered != nil {
+			if ordered, err = s.ordered(ctx, a.ID, sku.ID); err != nil {
+				return fmt.Errorf("preheat activity %d sku %d: read orders: %w", a.ID, sku.ID, err)
+			}
+			stock -= ordered
+			if stock < 0 {
+				stock = 0
+			}
+		}
+		cmds := rueidis.Commands{
+			c.B().Hset().Key(k.Meta).FieldValue().
+				FieldValue("status", a.State).
+				FieldValue("start_ms", strconv.FormatInt(a.Start.UnixMilli(), 10)).
+				FieldValue("end_ms", strconv.FormatInt(a.End.UnixMilli(), 10)).
+				FieldValue("limit", strconv.FormatInt(sku.LimitPerUser, 10)).
+				FieldValue("price", strconv.FormatInt(int64(sku.Price), 10)).
+				FieldValue("initial", strconv.FormatInt(sku.Stock, 10)).
+				FieldValue("activity", strconv.FormatInt(a.ID, 10)).Build(),
+			c.B().Set().Key(k.Stock).Value(strconv.FormatInt(stock, 10)).Nx().Build(),
+			c.B().Set().Key(k.Sold).Value(strconv.FormatInt(ordered, 10)).Nx().Build(),
+		}
+		for _, r := range c.DoMulti(ctx, cmds...) {
+			if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
+				return fmt.Errorf("preheat activity %d sku %d: %w", a.ID, sku.ID, err)
+			}
+		}
+	}
+	if err := s.cat.Put(ctx, a); err != nil {
+		return fmt.Errorf("preheat: %w", err)
+	}
+	s.publish(ctx, sale.Event{Kind: sale.EventActivity, Activity: a.ID})
+	for _, sku := range a.SKUs {
+		// A replaced activity may have stock again: clear stale flags.
+		if n, err := s.Counts(ctx, a.ID, sku.ID); err == nil && n.Remaining > 0 {
+			s.publish(ctx, sale.Event{Kind: sale.EventAvailable, Activity: a.ID, SKU: sku.ID})
+		}
+	}
+	return nil
+}
+
+// SetState switches an activity ONLINE or OFFLINE on every SKU's shard and
+// in the catalog, and tells the edges.
+func (s *Stock) SetState(ctx context.Context, id int64, state string) error {
+	if state != sale.StateOnline && state != sale.StateOffline {
+		return fmt.Errorf("state must be %s or %s", sale.StateOnline, sale.StateOffline)
+	}
+	if err := s.cat.Load(ctx); err != nil {
+		return err
+	}
+	cur, ok := s.cat.Activity(id)
+	if !ok {
+		return fmt.Errorf("activity %d: %w", id, ErrUnknownSKU)
+	}
+	a := *cur
+	a.SKUs = append([]sale.SKU(nil), cur.SKUs...)
+	a.State = state
+	for _, sku := range a.SKUs {
+		c := s.shards.For(sku.Hot)
+		k := sale.KeysFor(a.ID, sku.ID)
+		if err := c.Do(ctx, c.B().Hset().Key(k.Meta).FieldValue().FieldValue("status", state).Build()).Error(); err != nil {
+			return fmt.Errorf("set state activity %d sku %d: %w", id, sku.ID, err)
+		}
+	}
+	if err := s.cat.Put(ctx, a); err != nil {
+		return err
+	}
+	s.publish(ctx, sale.Event{Kind: sale.EventActivity, Activity: id})
+	return nil
+}

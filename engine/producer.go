@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"go.uber.org/zap"
+)
+
+// Producer sends order messages and waits for each one's ack. It wraps a
+// Sarama AsyncProducer, so concurrent sends share batches; each Send blocks
+// only its caller. Safe for concurrent use.
+type Producer struct {
+	ap      sarama.AsyncProducer
+	topic   string
+	timeout time.Duration
+	log     *zap.Logger
+	wg      sync.WaitGroup
+}
+
+// ack carries one message's outcome from the dispatcher to its sender.
+type ack struct{ ch chan error }
+
+var ackPool = sync.Pool{New: func() any { return &ack{ch: make(chan error, 1)} }}
+
+// SaramaConfig builds the producer configuration: acks=all with the
+// idempotent producer (one in-flight request per broker keeps order and
+// makes broker-side retries safe), batches shaped by FlushFrequency and
+// FlushMessages.
+func SaramaConfig(k KafkaConfig, clientID string) *sarama.Config {
+	c := sarama.NewConfig()
+	c.ClientID = clientID
+	c.Producer.Return.Successes = true
+	c.Producer.Return.Errors = true
+	c.Producer.Partitioner = sarama.NewHashPartitioner
+	c.Producer.Retry.Max = max(k.RetryMax, 1)
+	c.Producer.Retry.Backoff = 50 * time.Millisecond
+	c.Producer.Timeout = k.SendTimeout
+	c.Producer.Flush.Frequency = k.FlushFrequency
+	c.Producer.Flush.Messages = k.FlushMessages
+	c.Producer.Flush.MaxMessages = 0
+	if k.Acks == "leader" {
+		c.Producer.RequiredAcks = sarama.WaitForLocal
+	} else {
+		c.Producer.RequiredAcks = sarama.WaitForAll
+		c.Producer.Idempotent = true
+		c.Net.MaxOpenRequests = 1
+	}
+	c.Net.DialTimeout = 2 * time.Second
+	c.Net.ReadTimeout = k.SendTimeout + time.Second
+	c.Net.WriteTimeout = k.SendTimeout
+	c.Metadata.Retry.Max = 2
+	c.Metadata.Retry.Backoff = 100 * time.Millisecond
+	return c
+}
+
+// NewProducer connects to the brokers.
+func NewProducer(k KafkaConfig, log *zap.Logger) (*Producer, error) {
+	ap, err := sarama.NewAsyncProducer(k.Brokers, SaramaConfig(k, "seckill-engine"))
+	if err != nil {
+		return nil, fmt.Errorf("kafka producer %v: %w", k.Brokers, err)
+	}
+	p := &Producer{ap: ap, topic: k.Topic, timeout: k.SendTimeout, log: log}
+	p.wg.Add(2)
+	go func() {
+		defer p.wg.Done()
+		for m := range ap.Successes() {
+			m.Metadata.(*ack).ch <- nil
+		}
+	}()
+	go func() {
+		defer p.wg.Done()
+		for e := range ap.Errors() {
+			e.Msg.Metadata.(*ack).ch <- e.Err
+		}
+	}()
+	return p, nil
+}
+
+// errSendTimeout is returned when the ack does not come within the timeout.
+var errSendTimeout = errors.New("kafka ack timed out")
+
+// Send produces value under key and waits for the broker's ack, at most the
+// configured send timeout (or ctx). An error means the message may not be
+// durable; it may still arrive later, which the consumer's claim step makes
+// harmless once the caller has released the ticket.
+func (p *Producer) Send(ctx context.Context, key, value []byte) error {
+	a := ackPool.Get().(*ack)
+	msg := &sarama.ProducerMessage{Topic: p.topic, Key: sarama.ByteEncoder(key), Value: sarama.ByteEncoder(value), Metadata: a}
+	t := time.NewTimer(p.timeout)
+	defer t.Stop()
+	select {
+	case p.ap.Input() <- msg:
+	case <-t.C:
+		ackPool.Put(a)
+		return errSendTimeout
+	case <-ctx.Done():
+		ackPool.Put(a)
+		return ctx.Err()
+	}
+	select {
+	case err := <-a.ch:
+		ackPool.Put(a) // the dispatcher is done with it
+		return err
+	case <-t.C:
+		// a stays with the in-flight message; the dispatcher's late
+		// answer lands in its buffered channel and is collected by GC.
+		return errSendTimeout
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close flushes buffered messages, waits for their acks and closes.
+func (p *Producer) Close() error {
+	p.ap.AsyncClose()
+	p.wg.Wait()
+	return nil
+}

@@ -1,0 +1,245 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"seckill/internal/catalog"
+	"seckill/internal/sale"
+	"seckill/internal/shard"
+	"seckill/lua"
+)
+
+// Stock runs the stock scripts (occupy, release, claim) on the shard that
+// owns each SKU, preheats activities and publishes stock events. It is the
+// one place that changes stock in Redis; the engine, the consumer and the
+// admin tools all go through it. Safe for concurrent use.
+type Stock struct {
+	shards  *shard.Set
+	cat     *catalog.Catalog
+	occupy  *rueidis.Lua
+	release *rueidis.Lua
+	claim   *rueidis.Lua
+	onEvent func(sale.Event)
+	ordered OrderedFunc
+	now     func() time.Time
+}
+
+// StockOption is a test seam or wiring hook.
+type StockOption func(*Stock)
+
+// WithEventHook calls fn for every event Stock publishes, before publishing
+// (the in-process edge uses it to update its flags without a round trip).
+func WithEventHook(fn func(sale.Event)) StockOption { return func(s *Stock) { s.onEvent = fn } }
+
+// NewStock returns a Stock over shards; cat routes SKUs (hot or not).
+func NewStock(shards *shard.Set, cat *catalog.Catalog, opts ...StockOption) *Stock {
+	s := &Stock{
+		shards:  shards,
+		cat:     cat,
+		occupy:  rueidis.NewLuaScript(lua.Occupy),
+		release: rueidis.NewLuaScript(lua.Release),
+		claim:   rueidis.NewLuaScript(lua.Claim),
+		now:     time.Now,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Catalog returns the catalog Stock routes with.
+func (s *Stock) Catalog() *catalog.Catalog { return s.cat }
+
+// Shards returns the Redis deployments.
+func (s *Stock) Shards() *shard.Set { return s.shards }
+
+// Occupy codes returned by the occupy script.
+const (
+	CodeOK        = "OK"
+	CodeNotOpen   = "NOT_OPEN"
+	CodeEnded     = "ENDED"
+	CodeSoldOut   = "SOLD_OUT"
+	CodeDuplicate = "DUPLICATE"
+	CodeOverLimit = "OVER_LIMIT"
+)
+
+// OccupyResult is the occupy script's answer.
+type OccupyResult struct {
+	Code      string
+	Remaining int64  // -1 where the script did not read stock
+	Holder    string // the requestNo holding the user's record (OK, DUPLICATE)
+}
+
+// Err maps the script's code to the package's sentinel; nil for OK.
+func (r OccupyResult) Err() error {
+	switch r.Code {
+	case CodeOK:
+		return nil
+	case CodeNotOpen:
+		return ErrNotOpen
+	case CodeEnded:
+		return ErrEnded
+	case CodeSoldOut:
+		return ErrSoldOut
+	case CodeDuplicate:
+		return ErrDuplicate
+	case CodeOverLimit:
+		return ErrOverLimit
+	}
+	return fmt.Errorf("%w: occupy script answered %q", ErrBusy, r.Code)
+}
+
+func (s *Stock) client(activity, sku int64) rueidis.Client {
+	_, k, ok := s.cat.Lookup(activity, sku)
+	return s.shards.For(ok && k.Hot)
+}
+
+// Occupy runs the occupy script for one buyer. An error is a Redis failure;
+// business outcomes are in the result's Code.
+func (s *Stock) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (OccupyResult, error) {
+	k := sale.KeysFor(a.ID, sku.ID)
+	vals, err := s.occupy.Exec(ctx, s.shards.For(sku.Hot),
+		[]string{k.Meta, k.Stock, k.Users, k.Sold},
+		[]string{strconv.FormatInt(user, 10), requestNo, strconv.FormatInt(q, 10)}).ToArray()
+	if err != nil {
+		return OccupyResult{}, fmt.Errorf("occupy sku %d: %w", sku.ID, err)
+	}
+	if len(vals) != 3 {
+		return OccupyResult{}, fmt.Errorf("occupy sku %d: script answered %d values", sku.ID, len(vals))
+	}
+	var r OccupyResult
+	if r.Code, err = vals[0].ToString(); err != nil {
+		return r, fmt.Errorf("occupy sku %d: %w", sku.ID, err)
+	}
+	if r.Remaining, err = vals[1].AsInt64(); err != nil {
+		return r, fmt.Errorf("occupy sku %d: %w", sku.ID, err)
+	}
+	r.Holder, _ = vals[2].ToString()
+	if r.Code == CodeOK && r.Remaining == 0 || r.Code == CodeSoldOut && r.Remaining == 0 {
+		s.publish(ctx, sale.Event{Kind: sale.EventSoldOut, Activity: a.ID, SKU: sku.ID})
+	}
+	return r, nil
+}
+
+// ReleaseOutcome is what a release did.
+type ReleaseOutcome int
+
+const (
+	// Released: stock restored, the user's record removed.
+	Released ReleaseOutcome = iota + 1
+	// NotHeld: the record does not name this ticket; nothing changed.
+	NotHeld
+	// Claimed: the ticket is becoming an order and force was false;
+	// nothing changed.
+	Claimed
+)
+
+func (o ReleaseOutcome) String() string {
+	switch o {
+	case Released:
+		return "released"
+	case NotHeld:
+		return "not_held"
+	case Claimed:
+		return "claimed"
+	}
+	return "unknown"
+}
+
+// Release gives m's stock back if the user's record still names
+// m.RequestNo. force also releases a ticket the consumer claimed (its order
+// failed for good, or was closed unpaid). Running it twice changes nothing
+// the second time. A release that restores stock publishes "available".
+func (s *Stock) Release(ctx context.Context, m *sale.Message, force bool) (ReleaseOutcome, error) {
+	k := sale.KeysFor(m.ActivityID, m.SKUID)
+	f := "0"
+	if force {
+		f = "1"
+	}
+	vals, err := s.release.Exec(ctx, s.client(m.ActivityID, m.SKUID),
+		[]string{k.Stock, k.Users, k.Sold, k.Claim},
+		[]string{strconv.FormatInt(m.UserID, 10), m.RequestNo, strconv.FormatInt(m.Quantity, 10), f}).ToArray()
+	if err != nil {
+		return 0, fmt.Errorf("release %s sku %d: %w", m.RequestNo, m.SKUID, err)
+	}
+	if len(vals) != 2 {
+		return 0, fmt.Errorf("release %s: script answered %d values", m.RequestNo, len(vals))
+	}
+	code, _ := vals[0].ToString()
+	switch code {
+	case "RELEASED":
+		s.publish(ctx, sale.Event{Kind: sale.EventAvailable, Activity: m.ActivityID, SKU: m.SKUID})
+		return Released, nil
+	case "NOT_HELD":
+		return NotHeld, nil
+	case "CLAIMED":
+		return Claimed, nil
+	}
+	return 0, fmt.Errorf("release %s: script answered %q", m.RequestNo, code)
+}
+
+// Claim marks m's ticket as becoming an order. false means the record no
+// longer names the ticket (it was released): no order may be made for it.
+func (s *Stock) Claim(ctx context.Context, m *sale.Message) (bool, error) {
+	k := sale.KeysFor(m.ActivityID, m.SKUID)
+	code, err := s.claim.Exec(ctx, s.client(m.ActivityID, m.SKUID),
+		[]string{k.Users, k.Claim},
+		[]string{strconv.FormatInt(m.UserID, 10), m.RequestNo}).ToString()
+	if err != nil {
+		return false, fmt.Errorf("claim %s sku %d: %w", m.RequestNo, m.SKUID, err)
+	}
+	return code == "CLAIMED", nil
+}
+
+// Counts is one SKU's stock as Redis holds it.
+type Counts struct {
+	Initial   int64 // from meta
+	Remaining int64 // stock key
+	Sold      int64 // occupied or ordered
+	Holders   int64 // user records (live occupancies + orders)
+	Claimed   int64 // records claimed for an order
+}
+
+// Counts reads one SKU's counters.
+func (s *Stock) Counts(ctx context.Context, activity, sku int64) (Counts, error) {
+	k := sale.KeysFor(activity, sku)
+	c := s.client(activity, sku)
+	rs := c.DoMulti(ctx,
+		c.B().Hget().Key(k.Meta).Field("initial").Build(),
+		c.B().Get().Key(k.Stock).Build(),
+		c.B().Get().Key(k.Sold).Build(),
+		c.B().Hlen().Key(k.Users).Build(),
+		c.B().Scard().Key(k.Claim).Build(),
+	)
+	var out Counts
+	dst := []*int64{&out.Initial, &out.Remaining, &out.Sold, &out.Holders, &out.Claimed}
+	for i, r := range rs {
+		v, err := r.AsInt64()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return out, fmt.Errorf("counts sku %d: %w", sku, err)
+		}
+		*dst[i] = v
+	}
+	return out, nil
+}
+
+func (s *Stock) publish(ctx context.Context, e sale.Event) {
+	if e.At == 0 {
+		e.At = s.now().UnixNano()
+	}
+	if s.onEvent != nil {
+		s.onEvent(e)
+	}
+	// Best effort: a missed event is covered by the edges' flag TTL and
+	// catalog refresh, and must never fail a stock operation.
+	c := s.shards.Default
+	_ = c.Do(ctx, c.B().Publish().Channel(sale.EventsChannel).Message(e.String()).Build()).Error()
+}
+
+// Publish sends an event to every edge (and the local hook).
+func (s *Stock) Publish(ctx context.Context, e sale.Event) { s.publish(ctx, e) }

@@ -1,0 +1,287 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"seckill/internal/sale"
+)
+
+func TestOccupyCodes(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	now := time.Now()
+	open := activity(1, 11, 2, false)
+	open.SKUs[0].LimitPerUser = 2
+	notStarted := activity(2, 21, 5, false)
+	notStarted.Start, notStarted.End = now.Add(time.Hour), now.Add(2*time.Hour)
+	ended := activity(3, 31, 5, false)
+	ended.Start, ended.End = now.Add(-2*time.Hour), now.Add(-time.Hour)
+	offline := activity(4, 41, 5, false)
+	offline.State = sale.StateOffline
+	for _, a := range []sale.Activity{open, notStarted, ended, offline} {
+		r.preheat(t, a)
+	}
+	occ := func(act, sku, user int64, rn string, q int64) OccupyResult {
+		a, k, ok := r.cat.Lookup(act, sku)
+		if !ok {
+			t.Fatalf("no sku %d", sku)
+		}
+		res, err := r.stock.Occupy(ctx, a, k, user, rn, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	tests := []struct {
+		name          string
+		act, sku, usr int64
+		rn            string
+		q             int64
+		code          string
+		remaining     int64
+		holder        string
+	}{
+		{"an activity before its start is not open", 2, 21, 1, "r1", 1, CodeNotOpen, -1, ""},
+		{"an activity after its end has ended", 3, 31, 1, "r2", 1, CodeEnded, -1, ""},
+		{"an offline activity is not open", 4, 41, 1, "r3", 1, CodeNotOpen, -1, ""},
+		{"a quantity above the limit is refused", 1, 11, 1, "r4", 3, CodeOverLimit, -1, ""},
+		{"the first buyer gets stock", 1, 11, 1, "r5", 1, CodeOK, 1, "r5"},
+		{"the same buyer again is a duplicate naming the held ticket", 1, 11, 1, "r6", 1, CodeDuplicate, -1, "r5"},
+		{"more than what is left is sold out with the remainder", 1, 11, 2, "r7", 2, CodeSoldOut, 1, ""},
+		{"the last unit sells", 1, 11, 3, "r8", 1, CodeOK, 0, "r8"},
+		{"after that it is sold out", 1, 11, 4, "r9", 1, CodeSoldOut, 0, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := occ(tc.act, tc.sku, tc.usr, tc.rn, tc.q)
+			if got.Code != tc.code || got.Remaining != tc.remaining || got.Holder != tc.holder {
+				t.Fatalf("got %+v, want code %s remaining %d holder %q", got, tc.code, tc.remaining, tc.holder)
+			}
+		})
+	}
+	c := r.counts(t, 1, 11)
+	if c.Remaining != 0 || c.Sold != 2 || c.Holders != 2 || c.Initial != 2 {
+		t.Fatalf("counts after the table: %+v", c)
+	}
+}
+
+func TestOccupyMissingMetaIsNotOpen(t *testing.T) {
+	r := newRig(t)
+	a := activity(9, 99, 5, false)
+	// Never preheated: the script finds no meta.
+	res, err := r.stock.Occupy(context.Background(), &a, &a.SKUs[0], 1, "x", 1)
+	if err != nil || res.Code != CodeNotOpen {
+		t.Fatalf("got %+v, %v; want NOT_OPEN", res, err)
+	}
+}
+
+func TestOccupyConcurrentNeverOversells(t *testing.T) {
+	r := newRig(t)
+	a, k := r.preheat(t, activity(1, 1001, 1000, false))
+	ctx := context.Background()
+	var mu sync.Mutex
+	okUsers := map[int64]int{}
+	var wg sync.WaitGroup
+	for g := 0; g < 50; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 60; i++ {
+				// 3,000 attempts over 2,000 distinct users: every
+				// third attempt repeats a user another goroutine uses.
+				user := int64((g*60+i)%2000 + 1)
+				rn := fmt.Sprintf("g%d-%d", g, i)
+				res, err := r.stock.Occupy(ctx, a, k, user, rn, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Code == CodeOK {
+					mu.Lock()
+					okUsers[user]++
+					mu.Unlock()
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	total := 0
+	for u, n := range okUsers {
+		if n != 1 {
+			t.Errorf("user %d got %d OKs", u, n)
+		}
+		total += n
+	}
+	if total != 1000 {
+		t.Fatalf("%d OK answers, want exactly 1000", total)
+	}
+	c := r.counts(t, 1, 1001)
+	if c.Remaining != 0 || c.Sold != 1000 || c.Holders != 1000 {
+		t.Fatalf("counts: %+v, want remaining 0, sold 1000, 1000 holders", c)
+	}
+}
+
+func TestReleaseIsBoundToTheTicket(t *testing.T) {
+	r := newRig(t)
+	a, k := r.preheat(t, activity(1, 11, 10, false))
+	ctx := context.Background()
+	res, err := r.stock.Occupy(ctx, a, k, 7, "rn-7", 1)
+	if err != nil || res.Code != CodeOK {
+		t.Fatalf("occupy: %+v %v", res, err)
+	}
+	m := &sale.Message{RequestNo: "rn-7", ActivityID: 1, SKUID: 11, UserID: 7, Quantity: 1}
+
+	foreign := *m
+	foreign.RequestNo = "someone-else"
+	if out, err := r.stock.Release(ctx, &foreign, true); err != nil || out != NotHeld {
+		t.Fatalf("release with a foreign requestNo: %v %v, want not_held", out, err)
+	}
+	if c := r.counts(t, 1, 11); c.Remaining != 9 {
+		t.Fatalf("a foreign release changed stock: %+v", c)
+	}
+	if out, err := r.stock.Release(ctx, m, false); err != nil || out != Released {
+		t.Fatalf("first release: %v %v", out, err)
+	}
+	if out, err := r.stock.Release(ctx, m, false); err != nil || out != NotHeld {
+		t.Fatalf("second release: %v %v, want not_held", out, err)
+	}
+	if c := r.counts(t, 1, 11); c.Remaining != 10 || c.Sold != 0 || c.Holders != 0 {
+		t.Fatalf("after two releases: %+v, want stock restored once", c)
+	}
+	// The user may buy again once released.
+	if res, _ := r.stock.Occupy(ctx, a, k, 7, "rn-7b", 1); res.Code != CodeOK {
+		t.Fatalf("re-buy after release: %+v", res)
+	}
+}
+
+func TestClaimedTicketIsOnlyReleasedByForce(t *testing.T) {
+	r := newRig(t)
+	a, k := r.preheat(t, activity(1, 11, 10, false))
+	ctx := context.Background()
+	if res, _ := r.stock.Occupy(ctx, a, k, 7, "rn-7", 1); res.Code != CodeOK {
+		t.Fatalf("occupy: %+v", res)
+	}
+	m := &sale.Message{RequestNo: "rn-7", ActivityID: 1, SKUID: 11, UserID: 7, Quantity: 1}
+	if ok, err := r.stock.Claim(ctx, m); !ok || err != nil {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if ok, err := r.stock.Claim(ctx, m); !ok || err != nil {
+		t.Fatalf("claim again must stay claimed: %v %v", ok, err)
+	}
+	if out, _ := r.stock.Release(ctx, m, false); out != Claimed {
+		t.Fatalf("unforced release of a claimed ticket: %v, want claimed", out)
+	}
+	if c := r.counts(t, 1, 11); c.Remaining != 9 || c.Claimed != 1 {
+		t.Fatalf("counts: %+v", c)
+	}
+	if out, _ := r.stock.Release(ctx, m, true); out != Released {
+		t.Fatalf("forced release: %v", out)
+	}
+	if c := r.counts(t, 1, 11); c.Remaining != 10 || c.Claimed != 0 || c.Holders != 0 {
+		t.Fatalf("counts after forced release: %+v", c)
+	}
+	if ok, _ := r.stock.Claim(ctx, m); ok {
+		t.Fatal("a released ticket was claimed")
+	}
+}
+
+func TestSoldOutAndAvailableEvents(t *testing.T) {
+	r := newRig(t)
+	a, k := r.preheat(t, activity(5, 55, 1, false))
+	ctx := context.Background()
+	drain(r.events)
+	if res, _ := r.stock.Occupy(ctx, a, k, 1, "a", 1); res.Code != CodeOK || res.Remaining != 0 {
+		t.Fatalf("occupy: %+v", res)
+	}
+	expectEvent(t, r.events, sale.EventSoldOut, 55)
+	if _, err := r.stock.Release(ctx, &sale.Message{RequestNo: "a", ActivityID: 5, SKUID: 55, UserID: 1, Quantity: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, r.events, sale.EventAvailable, 55)
+}
+
+func TestPreheatKeepsLiveStockAndRebuildsFromOrders(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	a, k := r.preheat(t, activity(1, 11, 10, false))
+	if res, _ := r.stock.Occupy(ctx, a, k, 1, "x", 1); res.Code != CodeOK {
+		t.Fatal(res)
+	}
+	r.preheat(t, activity(1, 11, 10, false))
+	if c := r.counts(t, 1, 11); c.Remaining != 9 {
+		t.Fatalf("preheating a live activity reset its stock: %+v", c)
+	}
+	// Redis comes back empty while the database holds 4 ordered units.
+	r.def.Stop()
+	if err := r.def.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := NewStock(r.shards, r.cat, WithOrdered(func(context.Context, int64, int64) (int64, error) { return 4, nil }))
+	var err error
+	for i := 0; i < 50; i++ { // the client reconnects by itself
+		if err = s2.Preheat(ctx, activity(1, 11, 10, false)); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s2.Counts(ctx, 1, 11); c.Remaining != 6 || c.Sold != 4 || c.Initial != 10 {
+		t.Fatalf("rebuilt counts: %+v, want remaining 6 = 10 - 4 ordered", c)
+	}
+}
+
+func TestSetStateTakesEffectInTheScript(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	r.preheat(t, activity(1, 11, 10, false))
+	if err := r.stock.SetState(ctx, 1, sale.StateOffline); err != nil {
+		t.Fatal(err)
+	}
+	a, k, _ := r.cat.Lookup(1, 11)
+	if a.State != sale.StateOffline {
+		t.Fatalf("catalog state %s", a.State)
+	}
+	if res, _ := r.stock.Occupy(ctx, a, k, 1, "x", 1); res.Code != CodeNotOpen {
+		t.Fatalf("offline occupy: %+v", res)
+	}
+	if err := r.stock.SetState(ctx, 1, sale.StateOnline); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := r.stock.Occupy(ctx, a, k, 1, "x", 1); res.Code != CodeOK {
+		t.Fatalf("online again occupy: %+v", res)
+	}
+}
+
+func drain(ch chan sale.Event) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+func expectEvent(t *testing.T, ch chan sale.Event, kind string, sku int64) {
+	t.Helper()
+	deadline := time.After(2 * time.Second)
+	for {
+		select {
+		case e := <-ch:
+			if e.Kind == kind && e.SKU == sku {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %s event for sku %d", kind, sku)
+		}
+	}
+}
+
+var _ = strconv.Itoa
