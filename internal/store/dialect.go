@@ -1,0 +1,53 @@
+package store
+
+import "database/sql"
+
+// dialect is what differs between the two databases; everything else is
+// shared SQL with "?" placeholders.
+type dialect struct {
+	name   string
+	schema []string
+	// insertIgnore starts an insert that skips rows violating a unique key.
+	insertIgnore string
+	// forUpdate ends a SELECT that must lock the rows it reads. SQLite
+	// needs none: its write transactions are serialised (BEGIN IMMEDIATE
+	// on one writer connection).
+	forUpdate string
+	// logUpsert ends the request-log insert: on a duplicate requestNo it
+	// updates status, order_no, remark and updated_ms.
+	logUpsert string
+	// activityUpsert and itemUpsert end the activity and item inserts.
+	activityUpsert string
+	itemUpsert     string
+	// txOptions are the write transactions' options.
+	txOptions *sql.TxOptions
+}
+
+// MySQL runs batches at READ COMMITTED so that the existing-order check,
+// made after the snapshot rows are locked, sees every order committed
+// before the lock was granted.
+var mysqlDialect = dialect{
+	name:         "mysql",
+	schema:       mysqlSchema,
+	insertIgnore: "INSERT IGNORE INTO",
+	forUpdate:    " FOR UPDATE",
+	logUpsert: ` ON DUPLICATE KEY UPDATE status = VALUES(status), order_no = VALUES(order_no),
+		remark = VALUES(remark), updated_ms = VALUES(updated_ms)`,
+	activityUpsert: ` ON DUPLICATE KEY UPDATE start_ms = VALUES(start_ms), end_ms = VALUES(end_ms),
+		state = VALUES(state), require_token = VALUES(require_token), updated_ms = VALUES(updated_ms)`,
+	itemUpsert: ` ON DUPLICATE KEY UPDATE price_cents = VALUES(price_cents), stock = VALUES(stock),
+		limit_per_user = VALUES(limit_per_user), hot = VALUES(hot)`,
+	txOptions: &sql.TxOptions{Isolation: sql.LevelReadCommitted},
+}
+
+var sqliteDialect = dialect{
+	name:         "sqlite",
+	schema:       sqliteSchema,
+	insertIgnore: "INSERT OR IGNORE INTO",
+	logUpsert: ` ON CONFLICT (request_no) DO UPDATE SET status = excluded.status,
+		order_no = excluded.order_no, remark = excluded.remark, updated_ms = excluded.updated_ms`,
+	activityUpsert: ` ON CONFLICT (id) DO UPDATE SET start_ms = excluded.start_ms, end_ms = excluded.end_ms,
+		state = excluded.state, require_token = excluded.require_token, updated_ms = excluded.updated_ms`,
+	itemUpsert: ` ON CONFLICT (activity_id, sku_id) DO UPDATE SET price_cents = excluded.price_cents,
+		stock = excluded.stock, limit_per_user = excluded.limit_per_user, hot = excluded.hot`,
+}

@@ -1,0 +1,129 @@
+package store
+
+// The schema, one list of statements per dialect, same logical tables and
+// keys on both. Times are unix milliseconds (BIGINT), money is cents
+// (BIGINT). Every statement is idempotent, so migrating twice (or from two
+// processes) is fine.
+
+var mysqlSchema = []string{
+	`CREATE TABLE IF NOT EXISTS flash_sale_activity (
+		id            BIGINT      NOT NULL PRIMARY KEY,
+		start_ms      BIGINT      NOT NULL,
+		end_ms        BIGINT      NOT NULL,
+		state         VARCHAR(16) NOT NULL,
+		require_token TINYINT     NOT NULL DEFAULT 0,
+		updated_ms    BIGINT      NOT NULL
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	`CREATE TABLE IF NOT EXISTS flash_sale_item (
+		activity_id    BIGINT  NOT NULL,
+		sku_id         BIGINT  NOT NULL,
+		price_cents    BIGINT  NOT NULL,
+		stock          BIGINT  NOT NULL,
+		limit_per_user BIGINT  NOT NULL,
+		hot            TINYINT NOT NULL DEFAULT 0,
+		PRIMARY KEY (activity_id, sku_id)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	`CREATE TABLE IF NOT EXISTS seckill_order (
+		id               BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		order_no         VARCHAR(80)  NOT NULL,
+		request_no       VARCHAR(64)  NOT NULL,
+		activity_id      BIGINT       NOT NULL,
+		sku_id           BIGINT       NOT NULL,
+		user_id          BIGINT       NOT NULL,
+		quantity         BIGINT       NOT NULL,
+		unit_price_cents BIGINT       NOT NULL,
+		amount_cents     BIGINT       NOT NULL,
+		status           VARCHAR(32)  NOT NULL,
+		trace_id         VARCHAR(128) NOT NULL DEFAULT '',
+		created_ms       BIGINT       NOT NULL,
+		updated_ms       BIGINT       NOT NULL,
+		UNIQUE KEY uk_order_no (order_no),
+		UNIQUE KEY uk_request_no (request_no),
+		UNIQUE KEY uk_activity_sku_user (activity_id, sku_id, user_id),
+		KEY idx_status_created (status, created_ms)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	`CREATE TABLE IF NOT EXISTS seckill_request_log (
+		id          BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		request_no  VARCHAR(64)  NOT NULL,
+		activity_id BIGINT       NOT NULL,
+		sku_id      BIGINT       NOT NULL,
+		user_id     BIGINT       NOT NULL,
+		quantity    BIGINT       NOT NULL,
+		status      VARCHAR(32)  NOT NULL,
+		order_no    VARCHAR(80)  NOT NULL DEFAULT '',
+		trace_id    VARCHAR(128) NOT NULL DEFAULT '',
+		remark      VARCHAR(255) NOT NULL DEFAULT '',
+		created_ms  BIGINT       NOT NULL,
+		updated_ms  BIGINT       NOT NULL,
+		UNIQUE KEY uk_request_no (request_no)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	`CREATE TABLE IF NOT EXISTS seckill_stock_snapshot (
+		activity_id BIGINT NOT NULL,
+		sku_id      BIGINT NOT NULL,
+		initial     BIGINT NOT NULL,
+		available   BIGINT NOT NULL,
+		sold        BIGINT NOT NULL,
+		version     BIGINT NOT NULL,
+		PRIMARY KEY (activity_id, sku_id)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+}
+
+var sqliteSchema = []string{
+	`CREATE TABLE IF NOT EXISTS flash_sale_activity (
+		id            INTEGER NOT NULL PRIMARY KEY,
+		start_ms      INTEGER NOT NULL,
+		end_ms        INTEGER NOT NULL,
+		state         TEXT    NOT NULL,
+		require_token INTEGER NOT NULL DEFAULT 0,
+		updated_ms    INTEGER NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS flash_sale_item (
+		activity_id    INTEGER NOT NULL,
+		sku_id         INTEGER NOT NULL,
+		price_cents    INTEGER NOT NULL,
+		stock          INTEGER NOT NULL,
+		limit_per_user INTEGER NOT NULL,
+		hot            INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (activity_id, sku_id)
+	)`,
+	`CREATE TABLE IF NOT EXISTS seckill_order (
+		id               INTEGER PRIMARY KEY AUTOINCREMENT,
+		order_no         TEXT    NOT NULL UNIQUE,
+		request_no       TEXT    NOT NULL UNIQUE,
+		activity_id      INTEGER NOT NULL,
+		sku_id           INTEGER NOT NULL,
+		user_id          INTEGER NOT NULL,
+		quantity         INTEGER NOT NULL,
+		unit_price_cents INTEGER NOT NULL,
+		amount_cents     INTEGER NOT NULL,
+		status           TEXT    NOT NULL,
+		trace_id         TEXT    NOT NULL DEFAULT '',
+		created_ms       INTEGER NOT NULL,
+		updated_ms       INTEGER NOT NULL,
+		UNIQUE (activity_id, sku_id, user_id)
+	)`,
+	`CREATE INDEX IF NOT EXISTS idx_order_status_created ON seckill_order (status, created_ms)`,
+	`CREATE TABLE IF NOT EXISTS seckill_request_log (
+		id          INTEGER PRIMARY KEY AUTOINCREMENT,
+		request_no  TEXT    NOT NULL UNIQUE,
+		activity_id INTEGER NOT NULL,
+		sku_id      INTEGER NOT NULL,
+		user_id     INTEGER NOT NULL,
+		quantity    INTEGER NOT NULL,
+		status      TEXT    NOT NULL,
+		order_no    TEXT    NOT NULL DEFAULT '',
+		trace_id    TEXT    NOT NULL DEFAULT '',
+		remark      TEXT    NOT NULL DEFAULT '',
+		created_ms  INTEGER NOT NULL,
+		updated_ms  INTEGER NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS seckill_stock_snapshot (
+		activity_id INTEGER NOT NULL,
+		sku_id      INTEGER NOT NULL,
+		initial     INTEGER NOT NULL,
+		available   INTEGER NOT NULL,
+		sold        INTEGER NOT NULL,
+		version     INTEGER NOT NULL,
+		PRIMARY KEY (activity_id, sku_id)
+	)`,
+}

@@ -1,0 +1,238 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"seckill/internal/sale"
+)
+
+// sqlStore is both implementations: the shared SQL over a dialect. w takes
+// every write and transaction, r every plain read (the same pool for MySQL).
+type sqlStore struct {
+	d   *dialect
+	w   *sql.DB
+	r   *sql.DB
+	opt options
+}
+
+func (s *sqlStore) migrate(ctx context.Context) error {
+	for _, q := range s.d.schema {
+		if _, err := s.w.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("store %s migrate: %w", s.d.name, err)
+		}
+	}
+	return nil
+}
+
+func (s *sqlStore) nowMs() int64 { return s.opt.now().UnixMilli() }
+
+func (s *sqlStore) PutActivity(ctx context.Context, a sale.Activity) error {
+	if err := a.Validate(); err != nil {
+		return fmt.Errorf("put activity: %w", err)
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		now := s.nowMs()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO flash_sale_activity
+			(id, start_ms, end_ms, state, require_token, updated_ms) VALUES (?, ?, ?, ?, ?, ?)`+s.d.activityUpsert,
+			a.ID, a.Start.UnixMilli(), a.End.UnixMilli(), a.State, boolInt(a.RequireToken), now); err != nil {
+			return err
+		}
+		keep := make([]any, 0, len(a.SKUs)+1)
+		keep = append(keep, a.ID)
+		for _, k := range a.SKUs {
+			keep = append(keep, k.ID)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM flash_sale_item WHERE activity_id = ? AND sku_id NOT IN (`+
+			marks(len(a.SKUs), 1)+`)`, keep...); err != nil {
+			return err
+		}
+		for _, k := range a.SKUs {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO flash_sale_item
+				(activity_id, sku_id, price_cents, stock, limit_per_user, hot) VALUES (?, ?, ?, ?, ?, ?)`+s.d.itemUpsert,
+				a.ID, k.ID, int64(k.Price), k.Stock, k.LimitPerUser, boolInt(k.Hot)); err != nil {
+				return err
+			}
+			// The snapshot counts orders made; a replace must not
+			// hand that stock out a second time.
+			if _, err := tx.ExecContext(ctx, s.d.insertIgnore+` seckill_stock_snapshot
+				(activity_id, sku_id, initial, available, sold, version) VALUES (?, ?, ?, ?, 0, 0)`,
+				a.ID, k.ID, k.Stock, k.Stock); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("put activity %d: %w", a.ID, err)
+	}
+	return nil
+}
+
+// inTx runs f in a write transaction and commits it, or rolls back when f
+// fails.
+func (s *sqlStore) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, s.d.txOptions)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlStore) Snapshot(ctx context.Context, activity, sku int64) (Snapshot, error) {
+	sn := Snapshot{ActivityID: activity, SKUID: sku}
+	err := s.r.QueryRowContext(ctx, `SELECT initial, available, sold, version FROM seckill_stock_snapshot
+		WHERE activity_id = ? AND sku_id = ?`, activity, sku).Scan(&sn.Initial, &sn.Available, &sn.Sold, &sn.Version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sn, fmt.Errorf("snapshot activity %d sku %d: %w", activity, sku, ErrNotFound)
+	}
+	if err != nil {
+		return sn, fmt.Errorf("snapshot activity %d sku %d: %w", activity, sku, err)
+	}
+	return sn, nil
+}
+
+func (s *sqlStore) CountOrders(ctx context.Context, activity, sku int64) (orders, units int64, err error) {
+	err = s.r.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(quantity), 0) FROM seckill_order
+		WHERE activity_id = ? AND sku_id = ? AND status <> ?`, activity, sku, OrderClosed).Scan(&orders, &units)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count orders activity %d sku %d: %w", activity, sku, err)
+	}
+	return orders, units, nil
+}
+
+const orderColumns = `id, order_no, request_no, activity_id, sku_id, user_id, quantity,
+	unit_price_cents, amount_cents, status, trace_id, created_ms, updated_ms`
+
+func (s *sqlStore) Order(ctx context.Context, orderNo string) (Order, error) {
+	return s.order(ctx, "order_no", orderNo)
+}
+
+func (s *sqlStore) OrderByRequest(ctx context.Context, requestNo string) (Order, error) {
+	return s.order(ctx, "request_no", requestNo)
+}
+
+func (s *sqlStore) order(ctx context.Context, col, v string) (Order, error) {
+	var (
+		o                Order
+		price, amount    int64
+		created, updated int64
+	)
+	err := s.r.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM seckill_order WHERE `+col+` = ?`, v).Scan(
+		&o.ID, &o.OrderNo, &o.RequestNo, &o.ActivityID, &o.SKUID, &o.UserID, &o.Quantity,
+		&price, &amount, &o.Status, &o.TraceID, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return o, fmt.Errorf("order %s %s: %w", col, v, ErrNotFound)
+	}
+	if err != nil {
+		return o, fmt.Errorf("order %s %s: %w", col, v, err)
+	}
+	o.UnitPrice, o.Amount = sale.Cents(price), sale.Cents(amount)
+	o.Created, o.Updated = time.UnixMilli(created), time.UnixMilli(updated)
+	return o, nil
+}
+
+const logColumns = `request_no, activity_id, sku_id, user_id, quantity, status, order_no, trace_id,
+	remark, created_ms, updated_ms`
+
+func (s *sqlStore) LogRequest(ctx context.Context, e LogEntry) error {
+	now := s.nowMs()
+	created := now
+	if !e.Created.IsZero() {
+		created = e.Created.UnixMilli()
+	}
+	_, err := s.w.ExecContext(ctx, `INSERT INTO seckill_request_log (`+logColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`+s.d.logUpsert,
+		e.RequestNo, e.ActivityID, e.SKUID, e.UserID, e.Quantity, e.Status, e.OrderNo,
+		cut(e.TraceID, maxTrace), cut(e.Remark, maxRemark), created, now)
+	if err != nil {
+		return fmt.Errorf("log request %s: %w", e.RequestNo, err)
+	}
+	return nil
+}
+
+func (s *sqlStore) RequestLog(ctx context.Context, requestNo string) (LogEntry, error) {
+	var (
+		e                LogEntry
+		created, updated int64
+	)
+	err := s.r.QueryRowContext(ctx, `SELECT `+logColumns+` FROM seckill_request_log WHERE request_no = ?`,
+		requestNo).Scan(&e.RequestNo, &e.ActivityID, &e.SKUID, &e.UserID, &e.Quantity, &e.Status, &e.OrderNo,
+		&e.TraceID, &e.Remark, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return e, fmt.Errorf("request log %s: %w", requestNo, ErrNotFound)
+	}
+	if err != nil {
+		return e, fmt.Errorf("request log %s: %w", requestNo, err)
+	}
+	e.Created, e.Updated = time.UnixMilli(created), time.UnixMilli(updated)
+	return e, nil
+}
+
+func (s *sqlStore) Ping(ctx context.Context) error {
+	if err := s.w.PingContext(ctx); err != nil {
+		return fmt.Errorf("store %s ping: %w", s.d.name, err)
+	}
+	if s.r != s.w {
+		if err := s.r.PingContext(ctx); err != nil {
+			return fmt.Errorf("store %s ping: %w", s.d.name, err)
+		}
+	}
+	return nil
+}
+
+func (s *sqlStore) Close() error {
+	err := s.w.Close()
+	if s.r != s.w {
+		if e := s.r.Close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// Column widths the MySQL schema enforces (strict mode refuses longer
+// values); free text is cut to fit rather than failing a batch.
+const (
+	maxTrace  = 128
+	maxRemark = 255
+)
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Do not split a UTF-8 sequence.
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// marks returns n row groups of "(?, …)" with cols placeholders each,
+// comma-separated; for cols 1, "?, ?, …".
+func marks(n, cols int) string {
+	if cols == 1 {
+		return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+	}
+	row := "(" + marks(cols, 1) + ")"
+	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
