@@ -1,0 +1,102 @@
+package config
+
+import (
+	"errors"
+	"time"
+
+	"seckill/consumer"
+	"seckill/edge"
+	"seckill/engine"
+	"seckill/internal/obs"
+	"seckill/internal/shard"
+	"seckill/internal/store"
+)
+
+// Config is the whole configuration file. Each part's section is that
+// part's own Config with its own defaults and validation.
+type Config struct {
+	Log      obs.LogConfig   `yaml:"log"`
+	Redis    shard.Config    `yaml:"redis"`
+	Engine   engine.Config   `yaml:"engine"`
+	Edge     edge.Config     `yaml:"edge"`
+	Consumer consumer.Config `yaml:"consumer"`
+	Store    store.Config    `yaml:"store"`
+	Admin    Admin           `yaml:"admin"`
+	Order    Order           `yaml:"order"`
+	Dev      Dev             `yaml:"dev"`
+}
+
+// Admin is the on-call listener.
+type Admin struct {
+	// Listen is the admin listener. Default 127.0.0.1:8081; keep it off
+	// the public network.
+	Listen string `yaml:"listen"`
+	// Token is the bearer token every admin call must carry. Required
+	// outside dev.
+	Token string `yaml:"token"`
+}
+
+// Order holds order lifecycle settings.
+type Order struct {
+	// PayTimeout closes an unpaid order after this long. Default 15m.
+	PayTimeout time.Duration `yaml:"pay_timeout"`
+}
+
+// Dev configures `seckill dev`, the all-in-one process.
+type Dev struct {
+	// DataDir holds the SQLite file, Redis' append-only files and the
+	// broker's log. Default ./data.
+	DataDir string `yaml:"data_dir"`
+	// Demo preloads the demo activity (activity 1: SKU 1001 with 1,000
+	// units, SKU 1002 with 50,000 hot units, open now for an hour).
+	// Default true.
+	Demo bool `yaml:"demo"`
+	// KafkaPort is the embedded broker's port; 0 picks a free one.
+	KafkaPort int `yaml:"kafka_port"`
+	// Partitions of the orders topic on the embedded broker. Default 4.
+	Partitions int `yaml:"partitions"`
+}
+
+// Default returns every section's defaults.
+func Default() Config {
+	return Config{
+		Log:      obs.LogConfig{Format: "json", Level: "info"},
+		Redis:    shard.DefaultConfig(),
+		Engine:   engine.DefaultConfig(),
+		Edge:     edge.DefaultConfig(),
+		Consumer: consumer.DefaultConfig(),
+		Store:    store.DefaultConfig(),
+		Admin:    Admin{Listen: "127.0.0.1:8081"},
+		Order:    Order{PayTimeout: 15 * time.Minute},
+		Dev:      Dev{DataDir: "data", Demo: true, Partitions: 4},
+	}
+}
+
+// Load reads path (may be empty) over the defaults and applies SECKILL_*
+// environment overrides.
+func Load(path string) (Config, error) {
+	c := Default()
+	if err := LoadFile(path, &c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Validate checks every section.
+func (c *Config) Validate() error {
+	for _, v := range []interface{ Validate() error }{&c.Redis, &c.Engine, &c.Edge, &c.Consumer, &c.Store} {
+		if err := v.Validate(); err != nil {
+			return err
+		}
+	}
+	if c.Admin.Listen == "" {
+		return errors.New("admin.listen must not be empty")
+	}
+	if c.Order.PayTimeout < time.Second {
+		return errors.New("order.pay_timeout must be at least 1s")
+	}
+	if c.Dev.Partitions <= 0 {
+		return errors.New("dev.partitions must be positive")
+	}
+	return nil
+}
