@@ -1,0 +1,121 @@
+// Package ratelimit holds the edge's rate limits, cheapest first:
+//
+//   - Local: per-key (client IP, user) limits in process memory, GCRA with a
+//     burst, sharded so that no lock is global, bounded in memory;
+//   - Window: a per user × SKU window in Redis (one Lua call), shared by
+//     every edge;
+//   - Gate: the per-SKU admission gate, which lets at most K × remaining
+//     stock per second through to the engine.
+//
+// Each answers with how long the caller should wait (Retry-After).
+package ratelimit
+
+import (
+	"sync"
+	"time"
+)
+
+const shards = 64
+
+// Local limits each key to Rate events per second with a burst of Burst,
+// using GCRA (one int64 per key: the theoretical arrival time). Memory is
+// bounded: each of 64 shards holds at most MaxKeys/64 keys, and a full shard
+// first forgets keys whose state has expired, then (under a flood of new
+// keys) everything — which errs toward letting traffic through, never toward
+// blocking a key that did nothing. Safe for concurrent use.
+type Local struct {
+	interval int64 // nanoseconds between events
+	tau      int64 // burst tolerance
+	perShard int
+	now      func() time.Time
+	shards   [shards]localShard
+}
+
+type localShard struct {
+	mu  sync.Mutex
+	tat map[uint64]int64
+	_   [40]byte // keep shards on separate cache lines
+}
+
+// NewLocal returns a limiter of rate events/s with burst; maxKeys bounds
+// memory. rate <= 0 disables it (Allow always true).
+func NewLocal(rate float64, burst int, maxKeys int, now func() time.Time) *Local {
+	if now == nil {
+		now = time.Now
+	}
+	l := &Local{now: now, perShard: max(maxKeys/shards, 16)}
+	if rate > 0 {
+		l.interval = int64(float64(time.Second) / rate)
+		l.tau = l.interval * int64(max(burst, 1)-1)
+	}
+	for i := range l.shards {
+		l.shards[i].tat = make(map[uint64]int64)
+	}
+	return l
+}
+
+// Allow records one event for key and reports whether it is within the
+// limit; if not, wait says how long until it would be.
+func (l *Local) Allow(key uint64) (ok bool, wait time.Duration) {
+	if l == nil || l.interval == 0 {
+		return true, 0
+	}
+	now := l.now().UnixNano()
+	s := &l.shards[mix(key)%shards]
+	s.mu.Lock()
+	tat, seen := s.tat[key]
+	if !seen || tat < now {
+		tat = now
+	}
+	if tat-now > l.tau {
+		s.mu.Unlock()
+		return false, time.Duration(tat - now - l.tau)
+	}
+	if !seen && len(s.tat) >= l.perShard {
+		l.evict(s, now)
+	}
+	s.tat[key] = tat + l.interval
+	s.mu.Unlock()
+	return true, 0
+}
+
+func (l *Local) evict(s *localShard, now int64) {
+	for k, t := range s.tat {
+		if t <= now {
+			delete(s.tat, k)
+		}
+	}
+	if len(s.tat) >= l.perShard {
+		clear(s.tat)
+	}
+}
+
+// Len is the number of keys held (for tests and metrics).
+func (l *Local) Len() int {
+	n := 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		n += len(s.tat)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// mix spreads sequential keys (user ids) over shards.
+func mix(k uint64) uint64 {
+	k ^= k >> 33
+	k *= 0xff51afd7ed558ccd
+	k ^= k >> 33
+	return k
+}
+
+// KeyString hashes a string key (an IP) with FNV-1a, without allocating.
+func KeyString(s []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range s {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}

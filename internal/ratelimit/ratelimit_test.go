@@ -1,0 +1,140 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"seckill/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func TestLocalTripsAndRecovers(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	l := NewLocal(10, 3, 1000, c.now) // 10/s, burst 3
+	for i := 0; i < 3; i++ {
+		if ok, _ := l.Allow(7); !ok {
+			t.Fatalf("burst event %d refused", i)
+		}
+	}
+	ok, wait := l.Allow(7)
+	if ok || wait <= 0 || wait > 100*time.Millisecond {
+		t.Fatalf("4th event: ok=%v wait=%v, want refused with wait ≤ 100ms", ok, wait)
+	}
+	if ok, _ := l.Allow(8); !ok {
+		t.Fatal("another key must not be limited")
+	}
+	c.add(wait)
+	if ok, _ := l.Allow(7); !ok {
+		t.Fatal("after waiting Retry-After the key must pass again")
+	}
+}
+
+func TestLocalMemoryIsBounded(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	l := NewLocal(1, 1, 64*16, c.now)
+	for k := uint64(0); k < 100000; k++ {
+		l.Allow(k)
+	}
+	if n := l.Len(); n > 64*16 {
+		t.Fatalf("holds %d keys, bound is %d", n, 64*16)
+	}
+}
+
+func TestLocalDisabled(t *testing.T) {
+	l := NewLocal(0, 0, 10, nil)
+	for i := 0; i < 1000; i++ {
+		if ok, _ := l.Allow(1); !ok {
+			t.Fatal("a disabled limiter refused")
+		}
+	}
+}
+
+func TestWindowTripsAndRecoversInRedis(t *testing.T) {
+	r := testenv.StartRedis(t)
+	w := NewWindow(r.Client(t), 2, 300*time.Millisecond)
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		if ok, _, err := w.Allow(ctx, 1, 1001, 42); !ok || err != nil {
+			t.Fatalf("attempt %d: %v %v", i, ok, err)
+		}
+	}
+	ok, wait, err := w.Allow(ctx, 1, 1001, 42)
+	if ok || err != nil || wait <= 0 || wait > 300*time.Millisecond {
+		t.Fatalf("3rd attempt: ok=%v wait=%v err=%v", ok, wait, err)
+	}
+	if ok, _, _ := w.Allow(ctx, 1, 1002, 42); !ok {
+		t.Fatal("another sku must have its own window")
+	}
+	time.Sleep(wait + 50*time.Millisecond)
+	if ok, _, err := w.Allow(ctx, 1, 1001, 42); !ok || err != nil {
+		t.Fatalf("after the window: %v %v", ok, err)
+	}
+}
+
+func TestWindowFailsClosedWhenRedisIsDown(t *testing.T) {
+	r := testenv.StartRedis(t)
+	w := NewWindow(r.Client(t), 2, time.Second)
+	r.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if ok, _, err := w.Allow(ctx, 1, 1, 1); ok || err == nil {
+		t.Fatalf("with Redis down: ok=%v err=%v, want an error", ok, err)
+	}
+}
+
+func TestGateAdmitsKTimesRemaining(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	g := NewGate(2, 1, c.now)
+	if ok, _ := g.Allow(1); !ok {
+		t.Fatal("unknown remaining must not be gated")
+	}
+	g.Observe(1, 10) // 20/s
+	admitted := 0
+	for step := 0; step < 1000; step++ { // one second in 1ms steps, 5 tries each
+		for i := 0; i < 5; i++ {
+			if ok, _ := g.Allow(1); ok {
+				admitted++
+			}
+		}
+		c.add(time.Millisecond)
+	}
+	// burst (20) + 20/s over one second
+	if admitted < 35 || admitted > 41 {
+		t.Fatalf("admitted %d in 1s, want about 40 (burst 20 + 20/s)", admitted)
+	}
+}
+
+func TestGateNeverStarvesTheLastUnit(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	g := NewGate(2, 5, c.now)
+	g.Observe(1, 0) // even at 0 the floor keeps a trickle going (stock may come back)
+	admitted := 0
+	for step := 0; step < 2000; step++ {
+		if ok, _ := g.Allow(1); ok {
+			admitted++
+		}
+		c.add(time.Millisecond)
+	}
+	if admitted < 9 {
+		t.Fatalf("admitted %d in 2s at the floor of 5/s", admitted)
+	}
+	ok, wait := g.Allow(1)
+	if !ok && (wait <= 0 || wait > 200*time.Millisecond) {
+		t.Fatalf("refusal must say when to retry: %v", wait)
+	}
+}
