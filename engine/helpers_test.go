@@ -88,3 +88,41 @@ func newLocal(t *testing.T, r *rig, brokers []string, opts ...Option) *Local {
 	t.Cleanup(func() { e.Close() })
 	return e
 }
+
+// eachMode runs f against the in-process engine and against the same engine
+// behind the sidecar protocol on a unix socket.
+func eachMode(t *testing.T, f func(t *testing.T, r *rig, k *testenv.Kafka, e Engine)) {
+	for _, mode := range []string{"in-process", "sidecar"} {
+		t.Run(mode, func(t *testing.T) {
+			r := newRig(t)
+			k := testenv.StartKafka(t, 3)
+			loc := newLocal(t, r, k.Addrs)
+			var e Engine = loc
+			if mode == "sidecar" {
+				e = startSidecar(t, loc, ClientConfig{})
+			}
+			f(t, r, k, e)
+		})
+	}
+}
+
+// startSidecar serves eng on a unix socket and returns a client for it.
+func startSidecar(t *testing.T, eng Engine, cfg ClientConfig) *Client {
+	t.Helper()
+	addr := "unix://" + t.TempDir() + "/engine.sock"
+	serveSidecar(t, eng, addr)
+	return NewClient(addr, cfg)
+}
+
+func serveSidecar(t *testing.T, eng Engine, addr string) (*Server, chan error) {
+	t.Helper()
+	ln, err := Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(eng, zaptest.NewLogger(t))
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	return srv, done
+}

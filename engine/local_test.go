@@ -15,10 +15,9 @@ import (
 	"seckill/internal/testenv"
 )
 
-func TestOccupyQueuesADurableMessage(t *testing.T) {
-	r := newRig(t)
-	k := testenv.StartKafka(t, 3)
-	e := newLocal(t, r, k.Addrs)
+func TestOccupyQueuesADurableMessage(t *testing.T) { eachMode(t, testOccupyQueuesADurableMessage) }
+
+func testOccupyQueuesADurableMessage(t *testing.T, r *rig, k *testenv.Kafka, e Engine) {
 	r.preheat(t, activity(1, 1001, 5, false))
 	ctx := context.Background()
 
@@ -56,9 +55,10 @@ func TestOccupyQueuesADurableMessage(t *testing.T) {
 }
 
 func TestBrokerUnreachableAnswersBusyAndRestoresStock(t *testing.T) {
-	r := newRig(t)
-	k := testenv.StartKafka(t, 1)
-	e := newLocal(t, r, k.Addrs)
+	eachMode(t, testBrokerUnreachableAnswersBusyAndRestoresStock)
+}
+
+func testBrokerUnreachableAnswersBusyAndRestoresStock(t *testing.T, r *rig, k *testenv.Kafka, e Engine) {
 	r.preheat(t, activity(1, 1001, 5, false))
 	ctx := context.Background()
 	if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 1, Quantity: 1}); err != nil {
@@ -86,9 +86,10 @@ func TestBrokerUnreachableAnswersBusyAndRestoresStock(t *testing.T) {
 }
 
 func TestHotSKUKeysLandOnlyOnTheHotShard(t *testing.T) {
-	r := newRig(t)
-	k := testenv.StartKafka(t, 1)
-	e := newLocal(t, r, k.Addrs)
+	eachMode(t, testHotSKUKeysLandOnlyOnTheHotShard)
+}
+
+func testHotSKUKeysLandOnlyOnTheHotShard(t *testing.T, r *rig, _ *testenv.Kafka, e Engine) {
 	a := activity(1, 1001, 10, false)
 	a.SKUs = append(a.SKUs, sale.SKU{ID: 1002, Stock: 10, Price: 100, LimitPerUser: 1, Hot: true})
 	r.preheat(t, a)
@@ -121,10 +122,9 @@ func TestHotSKUKeysLandOnlyOnTheHotShard(t *testing.T) {
 	}
 }
 
-func TestScriptFlushMidRunRecovers(t *testing.T) {
-	r := newRig(t)
-	k := testenv.StartKafka(t, 2)
-	e := newLocal(t, r, k.Addrs)
+func TestScriptFlushMidRunRecovers(t *testing.T) { eachMode(t, testScriptFlushMidRunRecovers) }
+
+func testScriptFlushMidRunRecovers(t *testing.T, r *rig, _ *testenv.Kafka, e Engine) {
 	r.preheat(t, activity(1, 1001, 400, false))
 	ctx := context.Background()
 	var ok, failed atomic.Int64

@@ -1,0 +1,303 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+)
+
+// The sidecar protocol is one HTTP/1.1 request per occupy over a local
+// socket, pipelined by fasthttp's PipelineClient:
+//
+//	POST /occupy   body "activity,sku,user,quantity,traceId"
+//	200            body "CODE,requestNo,activity,remaining"
+//
+// CODE is OK, NOT_OPEN, ENDED, SOLD_OUT, DUPLICATE, OVER_LIMIT, UNKNOWN_SKU
+// or BUSY. GET /healthz answers 200 while the engine takes requests.
+
+// Listen opens a listener for an address "unix:///path.sock" or
+// "tcp://host:port" (a bare "host:port" means tcp). A stale unix socket file
+// is removed first.
+func Listen(addr string) (net.Listener, error) {
+	network, a := splitAddr(addr)
+	if network == "unix" {
+		if err := os.Remove(a); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove stale socket %s: %w", a, err)
+		}
+	}
+	return net.Listen(network, a)
+}
+
+func splitAddr(addr string) (network, a string) {
+	switch {
+	case strings.HasPrefix(addr, "unix://"):
+		return "unix", strings.TrimPrefix(addr, "unix://")
+	case strings.HasPrefix(addr, "tcp://"):
+		return "tcp", strings.TrimPrefix(addr, "tcp://")
+	}
+	return "tcp", addr
+}
+
+// Server serves an Engine over the sidecar protocol.
+type Server struct {
+	eng Engine
+	log *zap.Logger
+	srv *fasthttp.Server
+}
+
+// NewServer wraps eng.
+func NewServer(eng Engine, log *zap.Logger) *Server {
+	s := &Server{eng: eng, log: log}
+	s.srv = &fasthttp.Server{
+		Handler:                       s.handle,
+		Name:                          "seckill-engine",
+		NoDefaultServerHeader:         true,
+		NoDefaultContentType:          true,
+		DisableHeaderNamesNormalizing: true,
+		MaxRequestBodySize:            1024,
+		IdleTimeout:                   5 * time.Minute,
+		Concurrency:                   64 * 1024,
+	}
+	return s
+}
+
+// Serve serves ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// Shutdown stops taking connections and waits for in-flight calls.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+
+var wireCodes = map[error]string{
+	ErrNotOpen: CodeNotOpen, ErrEnded: CodeEnded, ErrSoldOut: CodeSoldOut, ErrDuplicate: CodeDuplicate,
+	ErrOverLimit: CodeOverLimit, ErrUnknownSKU: "UNKNOWN_SKU",
+}
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	path := ctx.Path()
+	if string(path) == "/healthz" {
+		ctx.SetBodyString("ok")
+		return
+	}
+	if string(path) != "/occupy" || !ctx.IsPost() {
+		ctx.SetStatusCode(fasthttp.StatusNotFound)
+		return
+	}
+	var r Request
+	if err := parseOccupy(ctx.PostBody(), &r); err != nil {
+		ctx.SetStatusCode(fasthttp.StatusBadRequest)
+		ctx.SetBodyString(err.Error())
+		return
+	}
+	t, err := s.eng.Occupy(ctx, &r)
+	code := CodeOK
+	if err != nil {
+		code = "BUSY"
+		for sentinel, c := range wireCodes {
+			if errors.Is(err, sentinel) {
+				code = c
+				break
+			}
+		}
+	}
+	b := ctx.Response.BodyWriter()
+	var buf [96]byte
+	out := append(buf[:0], code...)
+	out = append(out, ',')
+	out = append(out, t.RequestNo...)
+	out = append(out, ',')
+	out = strconv.AppendInt(out, t.ActivityID, 10)
+	out = append(out, ',')
+	out = strconv.AppendInt(out, t.Remaining, 10)
+	_, _ = b.Write(out)
+}
+
+func parseOccupy(b []byte, r *Request) error {
+	var f [5][]byte
+	for i := 0; i < 4; i++ {
+		j := bytes.IndexByte(b, ',')
+		if j < 0 {
+			return errors.New("want activity,sku,user,quantity,traceId")
+		}
+		f[i], b = b[:j], b[j+1:]
+	}
+	f[4] = b
+	var err error
+	dst := []*int64{&r.ActivityID, &r.SKUID, &r.UserID, &r.Quantity}
+	for i, d := range dst {
+		if *d, err = parseInt(f[i]); err != nil {
+			return err
+		}
+	}
+	if r.SKUID <= 0 || r.UserID <= 0 || r.Quantity <= 0 || r.ActivityID < 0 {
+		return errors.New("ids and quantity must be positive")
+	}
+	r.TraceID = string(f[4])
+	return nil
+}
+
+func parseInt(b []byte) (int64, error) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, errors.New("bad number")
+	}
+	var n int64
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, errors.New("bad number")
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, nil
+}
+
+// ClientConfig shapes the sidecar client.
+type ClientConfig struct {
+	// Timeout bounds one call; past it the edge answers busy. Default 5s
+	// (above the engine's own occupy + send timeouts).
+	Timeout time.Duration
+	// Conns is the number of pipelined connections. Default 4.
+	Conns int
+	// BreakAfter consecutive failures open the circuit for Cooldown, during
+	// which calls fail at once with ErrBusy; then one probe goes through.
+	// Defaults 5 and 1s.
+	BreakAfter int
+	Cooldown   time.Duration
+}
+
+// Client calls a sidecar engine. It implements Engine. Safe for concurrent
+// use.
+type Client struct {
+	pc       *fasthttp.PipelineClient
+	cfg      ClientConfig
+	fails    atomic.Int64
+	openTill atomic.Int64 // unix nanos; circuit open before this
+	probing  atomic.Bool
+	reqs     sync.Pool
+}
+
+// NewClient returns a client for addr ("unix:///path.sock", "tcp://host:port").
+func NewClient(addr string, cfg ClientConfig) *Client {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.Conns <= 0 {
+		cfg.Conns = 4
+	}
+	if cfg.BreakAfter <= 0 {
+		cfg.BreakAfter = 5
+	}
+	if cfg.Cooldown <= 0 {
+		cfg.Cooldown = time.Second
+	}
+	network, a := splitAddr(addr)
+	c := &Client{cfg: cfg}
+	c.pc = &fasthttp.PipelineClient{
+		Addr:               a,
+		Dial:               func(string) (net.Conn, error) { return net.DialTimeout(network, a, time.Second) },
+		MaxConns:           cfg.Conns,
+		MaxPendingRequests: 16 * 1024,
+		ReadTimeout:        cfg.Timeout,
+		WriteTimeout:       cfg.Timeout,
+	}
+	return c
+}
+
+var errCircuitOpen = fmt.Errorf("%w: engine sidecar unavailable (circuit open)", ErrBusy)
+
+// Occupy implements Engine over the socket.
+func (c *Client) Occupy(ctx context.Context, r *Request) (Ticket, error) {
+	t := Ticket{Remaining: -1}
+	now := time.Now().UnixNano()
+	if till := c.openTill.Load(); now < till {
+		return t, errCircuitOpen
+	} else if till != 0 {
+		// Half-open: one probe at a time.
+		if !c.probing.CompareAndSwap(false, true) {
+			return t, errCircuitOpen
+		}
+		defer c.probing.Store(false)
+	}
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI("/occupy")
+	req.Header.SetHost("engine")
+	var buf [128]byte
+	body := strconv.AppendInt(buf[:0], r.ActivityID, 10)
+	body = append(body, ',')
+	body = strconv.AppendInt(body, r.SKUID, 10)
+	body = append(body, ',')
+	body = strconv.AppendInt(body, r.UserID, 10)
+	body = append(body, ',')
+	body = strconv.AppendInt(body, r.Quantity, 10)
+	body = append(body, ',')
+	body = append(body, r.TraceID...)
+	req.SetBodyRaw(body)
+	deadline := time.Now().Add(c.cfg.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	err := c.pc.DoDeadline(req, resp, deadline)
+	if err == nil && resp.StatusCode() != fasthttp.StatusOK {
+		err = fmt.Errorf("engine sidecar answered %d: %s", resp.StatusCode(), resp.Body())
+	}
+	if err != nil {
+		if c.fails.Add(1) >= int64(c.cfg.BreakAfter) {
+			c.openTill.Store(time.Now().Add(c.cfg.Cooldown).UnixNano())
+		}
+		return t, fmt.Errorf("%w: %v", ErrBusy, err)
+	}
+	c.fails.Store(0)
+	c.openTill.Store(0)
+	return decodeTicket(resp.Body())
+}
+
+func decodeTicket(b []byte) (Ticket, error) {
+	t := Ticket{Remaining: -1}
+	parts := bytes.SplitN(b, []byte{','}, 4)
+	if len(parts) != 4 {
+		return t, fmt.Errorf("%w: engine sidecar answered %q", ErrBusy, b)
+	}
+	t.RequestNo = string(parts[1])
+	t.ActivityID, _ = parseInt(parts[2])
+	t.Remaining, _ = parseInt(parts[3])
+	switch string(parts[0]) {
+	case CodeOK:
+		return t, nil
+	case CodeNotOpen:
+		return t, ErrNotOpen
+	case CodeEnded:
+		return t, ErrEnded
+	case CodeSoldOut:
+		return t, ErrSoldOut
+	case CodeDuplicate:
+		return t, ErrDuplicate
+	case CodeOverLimit:
+		return t, ErrOverLimit
+	case "UNKNOWN_SKU":
+		return t, ErrUnknownSKU
+	}
+	return t, fmt.Errorf("%w: engine sidecar answered %s", ErrBusy, parts[0])
+}
+
+// Close closes idle connections.
+func (c *Client) Close() {}
