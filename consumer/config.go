@@ -18,22 +18,40 @@ type Config struct {
 	MaxWait time.Duration `yaml:"max_wait"`
 	// Retries is how often a failing batch is retried (with backoff
 	// starting at RetryBackoff, doubling) before it is handled message by
-	// message. Defaults 3 and 100ms.
+	// message. The same bound applies to Redis calls (claim, release,
+	// result write) before the batch is left uncommitted for redelivery.
+	// Defaults 3 and 100ms.
 	Retries      int           `yaml:"retries"`
 	RetryBackoff time.Duration `yaml:"retry_backoff"`
+	// Timeout bounds one database transaction, one Redis call and one
+	// dead-letter send. Default 5s.
+	Timeout time.Duration `yaml:"timeout"`
+	// SessionTimeout, HeartbeatInterval and RebalanceTimeout are the
+	// consumer group's timings. Defaults 10s, 3s and 30s.
+	SessionTimeout    time.Duration `yaml:"session_timeout"`
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	RebalanceTimeout  time.Duration `yaml:"rebalance_timeout"`
+	// RejoinBackoff is the wait before joining the group again after a
+	// failed join or a session ended by a failing dependency. Default 2s.
+	RejoinBackoff time.Duration `yaml:"rejoin_backoff"`
 }
 
 // DefaultConfig returns the defaults named on each field.
 func DefaultConfig() Config {
 	return Config{
-		Brokers:      []string{"127.0.0.1:9092"},
-		Topic:        "seckill.orders",
-		DLQTopic:     "seckill.orders.dlq",
-		Group:        "seckill-consumer",
-		BatchSize:    500,
-		MaxWait:      20 * time.Millisecond,
-		Retries:      3,
-		RetryBackoff: 100 * time.Millisecond,
+		Brokers:           []string{"127.0.0.1:9092"},
+		Topic:             "seckill.orders",
+		DLQTopic:          "seckill.orders.dlq",
+		Group:             "seckill-consumer",
+		BatchSize:         500,
+		MaxWait:           20 * time.Millisecond,
+		Retries:           3,
+		RetryBackoff:      100 * time.Millisecond,
+		Timeout:           5 * time.Second,
+		SessionTimeout:    10 * time.Second,
+		HeartbeatInterval: 3 * time.Second,
+		RebalanceTimeout:  30 * time.Second,
+		RejoinBackoff:     2 * time.Second,
 	}
 }
 
@@ -54,6 +72,16 @@ func (c *Config) Validate() error {
 		return errors.New("consumer.retries must not be negative")
 	case c.RetryBackoff <= 0:
 		return errors.New("consumer.retry_backoff must be positive")
+	case c.Timeout <= 0:
+		return errors.New("consumer.timeout must be positive")
+	case c.SessionTimeout <= 0:
+		return errors.New("consumer.session_timeout must be positive")
+	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.SessionTimeout:
+		return errors.New("consumer.heartbeat_interval must be positive and below consumer.session_timeout")
+	case c.RebalanceTimeout <= 0:
+		return errors.New("consumer.rebalance_timeout must be positive")
+	case c.RejoinBackoff <= 0:
+		return errors.New("consumer.rejoin_backoff must be positive")
 	}
 	return nil
 }

@@ -1,0 +1,406 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"go.uber.org/zap"
+
+	"seckill/internal/results"
+	"seckill/internal/sale"
+	"seckill/internal/store"
+)
+
+// ticket is one decoded message on its way through a batch.
+type ticket struct {
+	km      *sarama.ConsumerMessage
+	m       sale.Message
+	held    bool   // claimed in Redis: an order may be made
+	release bool   // the ticket's occupancy must be given back (force)
+	outcome string // metric label
+	reason  string // why it failed (outFailed)
+	res     results.Entry
+}
+
+func (t *ticket) fields() []zap.Field {
+	return []zap.Field{zap.String("requestNo", t.m.RequestNo), zap.String("traceId", t.m.TraceID),
+		zap.Int64("activityId", t.m.ActivityID), zap.Int64("sku", t.m.SKUID), zap.Int64("userId", t.m.UserID)}
+}
+
+func (t *ticket) result(state, orderNo, code string) {
+	t.res = results.Entry{RequestNo: t.m.RequestNo, Activity: t.m.ActivityID, SKU: t.m.SKUID,
+		Owner: t.m.UserID, State: state, OrderNo: orderNo, Code: code}
+}
+
+// process runs one batch to its end and commits its offsets. An error means
+// a dependency stayed down: nothing was committed and the batch will be
+// delivered again. ctx is not cancelled by the session's end (a batch in
+// progress completes); every call is bounded by cfg.Timeout.
+func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession, batch []*sarama.ConsumerMessage) error {
+	c.m.batches.Inc()
+	c.m.batchSize.Observe(float64(len(batch)))
+
+	// 1. Decode; dead-letter what cannot be decoded at once.
+	tickets := make([]*ticket, 0, len(batch))
+	var letters []deadLetter
+	for _, km := range batch {
+		m, err := sale.DecodeMessage(km.Value)
+		if err != nil {
+			letters = append(letters, deadLetter{km: km, reason: err.Error()})
+			c.log.Error("undecodable order message dead-lettered", zap.String("topic", km.Topic),
+				zap.Int32("partition", km.Partition), zap.Int64("offset", km.Offset), zap.Error(err))
+			continue
+		}
+		tickets = append(tickets, &ticket{km: km, m: m})
+	}
+	// The rest of the batch goes on even if the dead-letter topic is down;
+	// only the commit waits for it.
+	var withheld error
+	if err := c.sendDLQ(letters); err != nil {
+		withheld = fmt.Errorf("%w: dead-letter %d messages: %v", ErrUncommitted, len(letters), err)
+	} else {
+		c.m.messages.WithLabelValues(outDLQ).Add(float64(len(letters)))
+	}
+
+	// 2. Claim every ticket in Redis.
+	c.knowSKUs(ctx, tickets)
+	if err := c.claim(ctx, tickets); err != nil {
+		return err
+	}
+	var held, notHeld []*ticket
+	for _, t := range tickets {
+		if t.held {
+			held = append(held, t)
+		} else {
+			notHeld = append(notHeld, t)
+		}
+	}
+	if err := c.released(ctx, notHeld); err != nil {
+		return err
+	}
+
+	// 3. Orders in one transaction (retried, then message by message).
+	if err := c.save(ctx, held); err != nil {
+		return err
+	}
+
+	// 4. Results in one pipelined write. They go before the releases: if
+	// Redis fails in between, the redelivered batch finds the tickets
+	// still claimed and reaches the same answers, whereas a ticket
+	// released first would then look "released" to the redelivery.
+	entries := make([]results.Entry, len(tickets))
+	for i, t := range tickets {
+		entries[i] = t.res
+	}
+	if err := c.retry(ctx, "write results", func(ctx context.Context) error {
+		return c.res.Write(ctx, entries...)
+	}); err != nil {
+		return fmt.Errorf("%w: %v", ErrUncommitted, err)
+	}
+
+	// 5. Give back the stock of tickets that got no order, dead-letter the
+	// failed ones, then commit the offsets.
+	if err := c.releaseAll(ctx, tickets); err != nil {
+		return err
+	}
+	var failed []deadLetter
+	for _, t := range tickets {
+		if t.outcome == outFailed {
+			failed = append(failed, deadLetter{km: t.km, reason: t.reason})
+		}
+	}
+	if err := c.sendDLQ(failed); err != nil {
+		withheld = errors.Join(withheld, fmt.Errorf("%w: dead-letter %d failed messages: %v", ErrUncommitted, len(failed), err))
+	}
+	for _, t := range tickets {
+		c.m.messages.WithLabelValues(t.outcome).Inc()
+	}
+	if withheld != nil {
+		return withheld
+	}
+	for _, km := range batch {
+		sess.MarkMessage(km, "")
+	}
+	sess.Commit()
+	return nil
+}
+
+// knowSKUs reloads the catalog when a ticket names an activity it does not
+// know: Claim and Release route by it, and a hot SKU routed to the default
+// shard would look released.
+func (c *Consumer) knowSKUs(ctx context.Context, tickets []*ticket) {
+	cat := c.stock.Catalog()
+	for _, t := range tickets {
+		if _, _, ok := cat.Lookup(t.m.ActivityID, t.m.SKUID); !ok {
+			ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+			err := cat.Load(ctx)
+			cancel()
+			if err != nil {
+				c.log.Warn("catalog reload failed", append(t.fields(), zap.Error(err))...)
+			}
+			return
+		}
+	}
+}
+
+// claim claims every ticket, concurrently (rueidis pipelines the calls),
+// retrying the calls that failed.
+func (c *Consumer) claim(ctx context.Context, tickets []*ticket) error {
+	asked := make([]bool, len(tickets))
+	return c.retry(ctx, "claim tickets", func(ctx context.Context) error {
+		var (
+			mu   sync.Mutex
+			errs []error
+			wg   sync.WaitGroup
+		)
+		for i, t := range tickets {
+			if asked[i] {
+				continue
+			}
+			wg.Go(func() {
+				ok, err := c.stock.Claim(ctx, &t.m)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				t.held, asked[i] = ok, true
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
+}
+
+// released answers tickets whose occupancy was gone when the consumer came
+// to claim them. Normally the engine gave up on the ticket: FAIL RELEASED,
+// no order. But a redelivered ticket may have been answered already (and
+// released since: sold out, duplicate, closed unpaid), or its order may
+// exist while Redis lost the record; then that answer stands.
+func (c *Consumer) released(ctx context.Context, tickets []*ticket) error {
+	for _, t := range tickets {
+		var (
+			prev results.Entry
+			o    store.Order
+		)
+		err := c.retry(ctx, "read result", func(ctx context.Context) error {
+			var err error
+			prev, err = c.res.Read(ctx, t.m.RequestNo)
+			if errors.Is(err, results.ErrNotFound) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUncommitted, err)
+		}
+		if prev.State == sale.ResultSuccess || prev.State == sale.ResultFail {
+			t.res, t.outcome = prev, outReleased
+			if prev.State == sale.ResultSuccess {
+				t.outcome = outExisting
+			}
+			continue
+		}
+		err = c.retry(ctx, "look up order", func(ctx context.Context) error {
+			var err error
+			o, err = c.st.OrderByRequest(ctx, t.m.RequestNo)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUncommitted, err)
+		}
+		if o.OrderNo != "" {
+			t.outcome = outExisting
+			c.answerOrder(t, o.OrderNo, o.Status)
+			continue
+		}
+		t.outcome = outReleased
+		t.result(sale.ResultFail, "", sale.FailReleased)
+		c.logRequest(ctx, t, store.StatusFailed, "", "occupancy released before the order was made")
+		c.log.Info("ticket released before its order", t.fields()...)
+	}
+	return nil
+}
+
+// answerOrder sets the result of a ticket answered by an existing order.
+func (c *Consumer) answerOrder(t *ticket, orderNo, status string) {
+	if status == store.OrderClosed {
+		t.result(sale.ResultFail, orderNo, sale.FailClosed)
+		return
+	}
+	t.result(sale.ResultSuccess, orderNo, "")
+}
+
+// save writes the held tickets' orders. The batch transaction is retried
+// with backoff; if it keeps failing while the database answers, each ticket
+// is tried alone so one bad message cannot hold the others back, and a
+// ticket that still fails is failed for good. If the database does not
+// answer at all, nothing is failed: the batch stays uncommitted.
+func (c *Consumer) save(ctx context.Context, held []*ticket) error {
+	if len(held) == 0 {
+		return nil
+	}
+	msgs := make([]sale.Message, len(held))
+	for i, t := range held {
+		msgs[i] = t.m
+	}
+	var outs []store.Outcome
+	err := c.retry(ctx, "save batch", func(ctx context.Context) error {
+		var err error
+		outs, err = c.saveBatch(ctx, msgs)
+		return err
+	})
+	if err == nil {
+		seen := make(map[string]bool, len(held))
+		for i, t := range held {
+			c.apply(t, outs[i])
+			// The same ticket twice in one batch made one order.
+			if seen[t.m.RequestNo] && t.outcome == outCreated {
+				t.outcome = outExisting
+			}
+			seen[t.m.RequestNo] = true
+		}
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	perr := c.st.Ping(pctx)
+	cancel()
+	if perr != nil {
+		return fmt.Errorf("%w: database down: %v", ErrUncommitted, errors.Join(err, perr))
+	}
+	c.log.Warn("batch keeps failing; saving message by message", zap.Int("size", len(held)), zap.Error(err))
+	for _, t := range held {
+		outs, err := c.saveBatch(ctx, []sale.Message{t.m})
+		if err != nil {
+			c.fail(ctx, t, err)
+			continue
+		}
+		c.apply(t, outs[0])
+	}
+	return nil
+}
+
+func (c *Consumer) saveBatch(ctx context.Context, msgs []sale.Message) ([]store.Outcome, error) {
+	start := time.Now()
+	outs, err := c.st.SaveBatch(ctx, msgs)
+	c.m.tx.Observe(time.Since(start).Seconds())
+	return outs, err
+}
+
+// apply turns a store outcome into the ticket's result (DESIGN §7: a
+// duplicate is "already done", answered with the existing order).
+func (c *Consumer) apply(t *ticket, o store.Outcome) {
+	switch o.Kind {
+	case store.Created:
+		t.outcome = outCreated
+		t.result(sale.ResultSuccess, o.OrderNo, "")
+	case store.Existing:
+		t.outcome = outExisting
+		c.answerOrder(t, o.OrderNo, o.OrderStatus)
+	case store.Duplicate:
+		t.outcome, t.release = outDuplicate, true
+		c.answerOrder(t, o.OrderNo, o.OrderStatus)
+		c.log.Info("duplicate ticket of a user with an order", append(t.fields(), zap.String("orderNo", o.OrderNo))...)
+	default:
+		t.outcome, t.release = outSoldOut, true
+		t.result(sale.ResultFail, "", sale.FailSoldOut)
+		c.log.Info("database snapshot sold out", t.fields()...)
+	}
+}
+
+// fail gives up on a ticket: its stock goes back, the buyer reads FAIL, the
+// message is dead-lettered with the reason.
+func (c *Consumer) fail(ctx context.Context, t *ticket, err error) {
+	t.outcome, t.release = outFailed, true
+	t.reason = err.Error()
+	t.result(sale.ResultFail, "", sale.FailInvalid)
+	c.logRequest(ctx, t, store.StatusFailed, "", "order failed: "+t.reason)
+	c.log.Error("order message failed for good; releasing and dead-lettering", append(t.fields(), zap.Error(err))...)
+}
+
+// releaseAll releases (force: they are claimed) the tickets that got no
+// order, concurrently, retrying calls that fail.
+func (c *Consumer) releaseAll(ctx context.Context, tickets []*ticket) error {
+	var todo []*ticket
+	for _, t := range tickets {
+		if t.release {
+			todo = append(todo, t)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	done := make([]bool, len(todo))
+	err := c.retry(ctx, "release tickets", func(ctx context.Context) error {
+		var (
+			mu   sync.Mutex
+			errs []error
+			wg   sync.WaitGroup
+		)
+		for i, t := range todo {
+			if done[i] {
+				continue
+			}
+			wg.Go(func() {
+				_, err := c.stock.Release(ctx, &t.m, true)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				done[i] = true
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUncommitted, err)
+	}
+	return nil
+}
+
+// logRequest records a ticket's state in the request log. It is best
+// effort: the result in Redis is what the buyer reads, and the stock path
+// does not depend on it.
+func (c *Consumer) logRequest(ctx context.Context, t *ticket, status, orderNo, remark string) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	err := c.st.LogRequest(ctx, store.LogEntry{RequestNo: t.m.RequestNo, ActivityID: t.m.ActivityID,
+		SKUID: t.m.SKUID, UserID: t.m.UserID, Quantity: t.m.Quantity, Status: status, OrderNo: orderNo,
+		TraceID: t.m.TraceID, Remark: remark})
+	if err != nil {
+		c.log.Warn("request log write failed", append(t.fields(), zap.Error(err))...)
+	}
+}
+
+// retry runs f up to 1+Retries times, each bounded by Timeout, waiting
+// RetryBackoff (doubling) between attempts.
+func (c *Consumer) retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
+	backoff := c.cfg.RetryBackoff
+	var err error
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		err = f(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if attempt >= c.cfg.Retries {
+			return fmt.Errorf("%s after %d attempts: %w", what, attempt+1, err)
+		}
+		c.log.Warn("retrying", zap.String("op", what), zap.Int("attempt", attempt+1),
+			zap.Duration("backoff", backoff), zap.Error(err))
+		time.Sleep(backoff)
+		backoff *= 2
+	}
+}

@@ -1,0 +1,530 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap/zaptest"
+
+	"seckill/engine"
+	"seckill/internal/catalog"
+	"seckill/internal/results"
+	"seckill/internal/sale"
+	"seckill/internal/shard"
+	"seckill/internal/store"
+	"seckill/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// rig is a consumer's world: a real redis-server with a preheated activity,
+// kfake with the orders and dead-letter topics, and an orders database.
+type rig struct {
+	redis *testenv.Redis
+	stock *engine.Stock
+	res   *results.Store
+	kafka *testenv.Kafka
+	st    store.Store
+	prod  sarama.SyncProducer
+	act   sale.Activity
+	seq   atomic.Int64
+}
+
+const (
+	actID   = 7
+	skuID   = 7001
+	stockN  = 100
+	emptyID = 7002 // in stock in Redis, none left in the database
+)
+
+// runTest runs fn over each store implementation, each with its own Redis
+// and broker.
+func runTest(t *testing.T, fn func(t *testing.T, r *rig), opts ...store.Option) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) {
+		cfg := store.DefaultConfig()
+		cfg.DSN = filepath.Join(t.TempDir(), "orders.db")
+		fn(t, newRig(t, cfg, opts...))
+	})
+	t.Run("mysql", func(t *testing.T) {
+		cfg := store.DefaultConfig()
+		cfg.Driver, cfg.DSN = "mysql", testenv.MySQL(t)
+		fn(t, newRig(t, cfg, opts...))
+	})
+}
+
+func newRig(t *testing.T, scfg store.Config, opts ...store.Option) *rig {
+	t.Helper()
+	ctx := context.Background()
+	r := &rig{redis: testenv.StartRedis(t), kafka: testenv.StartKafka(t, 2)}
+	rcfg := shard.DefaultConfig()
+	rcfg.Default.Addrs = []string{r.redis.Addr}
+	shards, err := shard.Open(rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(shards.Close)
+	r.stock = engine.NewStock(shards, catalog.New(shards.Default))
+	r.res = results.New(shards.Default, 0)
+	if r.st, err = store.Open(scfg, opts...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.st.Close() })
+
+	now := time.Now()
+	r.act = sale.Activity{ID: actID, Start: now.Add(-time.Minute), End: now.Add(time.Hour), State: sale.StateOnline,
+		SKUs: []sale.SKU{{ID: skuID, Stock: stockN, Price: 990, LimitPerUser: 1},
+			{ID: emptyID, Stock: 5, Price: 990, LimitPerUser: 1}}}
+	if err := r.stock.Preheat(ctx, r.act); err != nil {
+		t.Fatal(err)
+	}
+	db := r.act
+	db.SKUs = []sale.SKU{r.act.SKUs[0], r.act.SKUs[1]}
+	db.SKUs[1].Stock = 0
+	if err := r.st.PutActivity(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+
+	pc := sarama.NewConfig()
+	pc.Producer.Return.Successes = true
+	pc.Producer.RequiredAcks = sarama.WaitForAll
+	pc.Producer.Partitioner = sarama.NewHashPartitioner
+	if r.prod, err = sarama.NewSyncProducer(r.kafka.Addrs, pc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.prod.Close() })
+	return r
+}
+
+// occupy takes one unit for user through the engine's script, as the
+// engine does before it produces the message.
+func (r *rig) occupy(t *testing.T, sku, user int64) sale.Message {
+	t.Helper()
+	req := strconv.FormatInt(user, 10) + "-" + strconv.FormatInt(r.seq.Add(1), 10)
+	res, err := r.stock.Occupy(context.Background(), &r.act, r.act.SKU(sku), user, req, 1)
+	if err != nil || res.Code != engine.CodeOK {
+		t.Fatalf("occupy user %d: %+v, %v", user, res, err)
+	}
+	return sale.Message{RequestNo: req, ActivityID: actID, SKUID: sku, UserID: user, Quantity: 1,
+		UnitPrice: 990, AcceptedAt: time.Now().UnixMilli(), TraceID: "trace-" + req}
+}
+
+func (r *rig) produce(t *testing.T, msgs ...sale.Message) {
+	t.Helper()
+	for _, m := range msgs {
+		r.produceRaw(t, strconv.FormatInt(m.UserID, 10), m.Encode(nil))
+	}
+}
+
+func (r *rig) produceRaw(t *testing.T, key string, value []byte) {
+	t.Helper()
+	if _, _, err := r.prod.SendMessage(&sarama.ProducerMessage{Topic: sale.OrdersTopic,
+		Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(value)}); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+func testConfig(t *testing.T, r *rig) Config {
+	cfg := DefaultConfig()
+	cfg.Brokers = r.kafka.Addrs
+	cfg.Group = "g-" + t.Name()
+	cfg.BatchSize = 50
+	cfg.MaxWait = 10 * time.Millisecond
+	cfg.Retries = 2
+	cfg.RetryBackoff = 10 * time.Millisecond
+	cfg.SessionTimeout = 6 * time.Second // kfake's minimum
+	cfg.HeartbeatInterval = 500 * time.Millisecond
+	cfg.RebalanceTimeout = 5 * time.Second
+	cfg.RejoinBackoff = 100 * time.Millisecond
+	return cfg
+}
+
+// start runs a consumer until the test ends; Close must make Run return.
+func (r *rig) start(t *testing.T) *Consumer {
+	t.Helper()
+	c, err := New(testConfig(t, r), r.st, r.stock, r.res, zaptest.NewLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(context.Background()) }()
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		select {
+		case err := <-ran:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after Close")
+		}
+	})
+	return c
+}
+
+// result waits for the ticket's final result.
+func (r *rig) result(t *testing.T, req string) results.Entry {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		e, err := r.res.Read(context.Background(), req)
+		if err == nil && e.State != sale.ResultQueuing {
+			return e
+		}
+		if err != nil && !errors.Is(err, results.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no result for %s", req)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (r *rig) counts(t *testing.T, sku int64) engine.Counts {
+	t.Helper()
+	n, err := r.stock.Counts(context.Background(), actID, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (r *rig) orders(t *testing.T, sku int64) int64 {
+	t.Helper()
+	n, _, err := r.st.CountOrders(context.Background(), actID, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func count(c *Consumer, outcome string) int {
+	var m dto.Metric
+	if err := c.m.messages.WithLabelValues(outcome).Write(&m); err != nil {
+		panic(err)
+	}
+	return int(m.GetCounter().GetValue())
+}
+
+func txCount(c *Consumer) uint64 {
+	var m dto.Metric
+	if err := c.m.tx.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
+// eventually waits for cond (metrics settle just after results are written).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestTicketsBecomeOrders(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		const n = 30
+		var msgs []sale.Message
+		for u := range int64(n) {
+			msgs = append(msgs, r.occupy(t, skuID, 1000+u))
+		}
+		r.produce(t, msgs...)
+		c := r.start(t)
+		for _, m := range msgs {
+			e := r.result(t, m.RequestNo)
+			if e.State != sale.ResultSuccess || e.OrderNo != sale.OrderNo(m.RequestNo) || e.Owner != m.UserID {
+				t.Errorf("result of %s = %+v", m.RequestNo, e)
+			}
+			o, err := r.st.OrderByRequest(context.Background(), m.RequestNo)
+			if err != nil || o.Status != store.OrderPendingPayment || o.UserID != m.UserID || o.TraceID != m.TraceID {
+				t.Errorf("order of %s = %+v, %v", m.RequestNo, o, err)
+			}
+		}
+		if got := r.orders(t, skuID); got != n {
+			t.Errorf("%d orders, want %d", got, n)
+		}
+		if k := r.counts(t, skuID); k.Claimed != n || k.Holders != n || k.Remaining != stockN-n {
+			t.Errorf("redis counts %+v, want %d claimed and %d remaining", k, n, stockN-n)
+		}
+		eventually(t, "offsets committed", func() bool { return r.committed(t, c.cfg.Group) == n })
+		if got := count(c, outCreated); got != n {
+			t.Errorf("created = %d, want %d", got, n)
+		}
+		for _, o := range []string{outExisting, outDuplicate, outSoldOut, outReleased, outFailed, outDLQ} {
+			if got := count(c, o); got != 0 {
+				t.Errorf("%s = %d, want 0", o, got)
+			}
+		}
+	})
+}
+
+// committed sums the group's committed offsets over the orders topic.
+func (r *rig) committed(t *testing.T, group string) int64 {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(r.kafka.Addrs, sarama.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	res, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{sale.OrdersTopic: {0, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, b := range res.Blocks[sale.OrdersTopic] {
+		if b.Offset > 0 {
+			sum += b.Offset
+		}
+	}
+	return sum
+}
+
+func TestRedeliveredMessageMakesOneOrder(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		m := r.occupy(t, skuID, 1)
+		r.produce(t, m, m) // twice, likely in one batch
+		c := r.start(t)
+		if e := r.result(t, m.RequestNo); e.State != sale.ResultSuccess {
+			t.Fatalf("result %+v", e)
+		}
+		r.produce(t, m) // again, in a later batch
+		eventually(t, "three deliveries counted", func() bool { return count(c, outCreated)+count(c, outExisting) == 3 })
+		if got := count(c, outCreated); got != 1 {
+			t.Errorf("created = %d, want 1", got)
+		}
+		if got := r.orders(t, skuID); got != 1 {
+			t.Errorf("%d orders, want 1", got)
+		}
+		sn, err := r.st.Snapshot(context.Background(), actID, skuID)
+		if err != nil || sn.Sold != 1 {
+			t.Errorf("snapshot %+v, %v; want 1 sold", sn, err)
+		}
+		if e := r.result(t, m.RequestNo); e.State != sale.ResultSuccess || e.OrderNo != sale.OrderNo(m.RequestNo) {
+			t.Errorf("result after redelivery %+v", e)
+		}
+	})
+}
+
+func TestFailedTransactionIsRetried(t *testing.T) {
+	var fails atomic.Int32
+	fails.Store(1)
+	failOnce := store.WithBeforeCommit(func(context.Context, []sale.Message) error {
+		if fails.Add(-1) >= 0 {
+			return errors.New("injected transaction failure")
+		}
+		return nil
+	})
+	runTest(t, func(t *testing.T, r *rig) {
+		fails.Store(1)
+		var msgs []sale.Message
+		for u := range int64(5) {
+			msgs = append(msgs, r.occupy(t, skuID, 2000+u))
+		}
+		r.produce(t, msgs...)
+		c := r.start(t)
+		for _, m := range msgs {
+			if e := r.result(t, m.RequestNo); e.State != sale.ResultSuccess {
+				t.Errorf("result of %s = %+v", m.RequestNo, e)
+			}
+		}
+		if got := r.orders(t, skuID); got != 5 {
+			t.Errorf("%d orders, want 5", got)
+		}
+		if fails.Load() >= 0 {
+			t.Error("the injected failure never fired")
+		}
+		if n := txCount(c); n < 2 {
+			t.Errorf("%d transactions observed, want the failed one and its retry", n)
+		}
+		if got := count(c, outFailed); got != 0 {
+			t.Errorf("failed = %d", got)
+		}
+	}, failOnce)
+}
+
+func TestReleasedTicketGetsNoOrder(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		m := r.occupy(t, skuID, 3)
+		if out, err := r.stock.Release(ctx, &m, false); err != nil || out != engine.Released {
+			t.Fatalf("release: %v, %v", out, err)
+		}
+		ok := r.occupy(t, skuID, 4)
+		r.produce(t, m, ok)
+		c := r.start(t)
+		if e := r.result(t, m.RequestNo); e.State != sale.ResultFail || e.Code != sale.FailReleased {
+			t.Errorf("result %+v, want FAIL RELEASED", e)
+		}
+		if e := r.result(t, ok.RequestNo); e.State != sale.ResultSuccess {
+			t.Errorf("result of the held ticket %+v", e)
+		}
+		if _, err := r.st.OrderByRequest(ctx, m.RequestNo); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("order for a released ticket: %v", err)
+		}
+		eventually(t, "request log", func() bool {
+			e, err := r.st.RequestLog(ctx, m.RequestNo)
+			return err == nil && e.Status == store.StatusFailed
+		})
+		if k := r.counts(t, skuID); k.Remaining != stockN-1 || k.Holders != 1 {
+			t.Errorf("redis counts %+v: the release must not run twice", k)
+		}
+		eventually(t, "released counted", func() bool { return count(c, outReleased) == 1 })
+	})
+}
+
+func TestUndecodableMessageIsDeadLettered(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		r.produceRaw(t, "x", []byte("not an order"))
+		m := r.occupy(t, skuID, 5)
+		r.produce(t, m)
+		c := r.start(t)
+		if e := r.result(t, m.RequestNo); e.State != sale.ResultSuccess {
+			t.Errorf("the good message next to it: %+v", e)
+		}
+		dl := r.readDLQ(t, 1)
+		if string(dl[0].Value) != "not an order" {
+			t.Errorf("dead letter value %q", dl[0].Value)
+		}
+		h := map[string]string{}
+		for _, rh := range dl[0].Headers {
+			h[string(rh.Key)] = string(rh.Value)
+		}
+		if h[HeaderReason] == "" || h[HeaderTopic] != sale.OrdersTopic || h[HeaderOffset] == "" || h[HeaderPartition] == "" {
+			t.Errorf("dead letter headers %v", h)
+		}
+		eventually(t, "dlq counted", func() bool { return count(c, outDLQ) == 1 })
+		eventually(t, "offsets committed past it", func() bool { return r.committed(t, c.cfg.Group) == 2 })
+	})
+}
+
+// readDLQ reads n messages from the dead-letter topic.
+func (r *rig) readDLQ(t *testing.T, n int) []*sarama.ConsumerMessage {
+	t.Helper()
+	cons, err := sarama.NewConsumer(r.kafka.Addrs, sarama.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	parts, err := cons.Partitions(sale.DLQTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *sarama.ConsumerMessage, 16)
+	for _, p := range parts {
+		pc, err := cons.ConsumePartition(sale.DLQTopic, p, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		go func() {
+			for m := range pc.Messages() {
+				got <- m
+			}
+		}()
+	}
+	var out []*sarama.ConsumerMessage
+	for len(out) < n {
+		select {
+		case m := <-got:
+			out = append(out, m)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("read %d of %d dead letters", len(out), n)
+		}
+	}
+	return out
+}
+
+func TestDatabaseSoldOutReleasesTheStock(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		before := r.counts(t, emptyID)
+		m := r.occupy(t, emptyID, 6)
+		r.produce(t, m)
+		c := r.start(t)
+		if e := r.result(t, m.RequestNo); e.State != sale.ResultFail || e.Code != sale.FailSoldOut {
+			t.Errorf("result %+v, want FAIL SOLD_OUT", e)
+		}
+		eventually(t, "stock back in redis", func() bool {
+			k := r.counts(t, emptyID)
+			return k.Remaining == before.Remaining && k.Holders == 0 && k.Claimed == 0 && k.Sold == before.Sold
+		})
+		if got := r.orders(t, emptyID); got != 0 {
+			t.Errorf("%d orders", got)
+		}
+		eventually(t, "soldout counted", func() bool { return count(c, outSoldOut) == 1 })
+	})
+}
+
+func TestSecondTicketOfAUserWithAnOrderIsAnsweredWithThatOrder(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		first := r.occupy(t, skuID, 8)
+		r.produce(t, first)
+		c := r.start(t)
+		if e := r.result(t, first.RequestNo); e.State != sale.ResultSuccess {
+			t.Fatalf("first ticket %+v", e)
+		}
+		// Redis lost the user's record (say, a failover without the last
+		// writes), so the user could take a second ticket.
+		k := sale.KeysFor(actID, skuID)
+		r.redis.Do(t, "HDEL", k.Users, "8")
+		before := r.counts(t, skuID)
+		second := r.occupy(t, skuID, 8)
+		r.produce(t, second)
+		e := r.result(t, second.RequestNo)
+		if e.State != sale.ResultSuccess || e.OrderNo != sale.OrderNo(first.RequestNo) {
+			t.Errorf("second ticket %+v, want SUCCESS with the first order", e)
+		}
+		eventually(t, "second ticket released", func() bool {
+			n := r.counts(t, skuID)
+			return n.Remaining == before.Remaining && n.Holders == before.Holders
+		})
+		if got := r.orders(t, skuID); got != 1 {
+			t.Errorf("%d orders", got)
+		}
+		eventually(t, "duplicate counted", func() bool { return count(c, outDuplicate) == 1 })
+	})
+}
+
+func TestConfigValidateNamesTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"a heartbeat at the session timeout is refused", func(c *Config) { c.HeartbeatInterval = c.SessionTimeout }, "consumer.heartbeat_interval"},
+		{"a zero batch size is refused", func(c *Config) { c.BatchSize = 0 }, "consumer.batch_size"},
+		{"a zero timeout is refused", func(c *Config) { c.Timeout = 0 }, "consumer.timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.mod(&c)
+			err := c.Validate()
+			if err == nil || !contains(err.Error(), tc.want) {
+				t.Errorf("Validate = %v, want a message naming %s", err, tc.want)
+			}
+		})
+	}
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
