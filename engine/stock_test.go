@@ -284,4 +284,61 @@ func expectEvent(t *testing.T, ch chan sale.Event, kind string, sku int64) {
 	}
 }
 
-var _ = strconv.Itoa
+
+func TestOnCallSoldOutMarkAndRestock(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	a, k := r.preheat(t, activity(1, 11, 2, false))
+	if err := r.stock.SetSoldOut(ctx, 1, 11, true); err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, r.events, sale.EventSoldOut, 11)
+	if res, _ := r.stock.Occupy(ctx, a, k, 1, "a", 1); res.Code != CodeSoldOut || res.Remaining != 0 {
+		t.Fatalf("occupy while marked sold out: %+v", res)
+	}
+	if err := r.stock.SetSoldOut(ctx, 1, 11, false); err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, r.events, sale.EventAvailable, 11)
+	if res, _ := r.stock.Occupy(ctx, a, k, 1, "a", 1); res.Code != CodeOK || res.Remaining != 1 {
+		t.Fatalf("occupy after clearing the mark: %+v", res)
+	}
+	if res, _ := r.stock.Occupy(ctx, a, k, 2, "b", 1); res.Code != CodeOK || res.Remaining != 0 {
+		t.Fatalf("last unit: %+v", res)
+	}
+	rem, initial, err := r.stock.Restock(ctx, 1, 11, 3)
+	if err != nil || rem != 3 || initial != 5 {
+		t.Fatalf("restock: %d %d %v", rem, initial, err)
+	}
+	expectEvent(t, r.events, sale.EventAvailable, 11)
+	if c := r.counts(t, 1, 11); c.Holders != 2 || c.Sold != 2 || c.Remaining != 3 || c.Initial != 5 {
+		t.Fatalf("counts after restock: %+v (occupancies must be kept)", c)
+	}
+}
+
+func TestRestockUnderConcurrentOccupyKeepsTheBooks(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	a, k := r.preheat(t, activity(1, 11, 100, false))
+	var wg sync.WaitGroup
+	for g := 0; g < 10; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 30; i++ {
+				u := int64(g*100 + i + 1)
+				_, _ = r.stock.Occupy(ctx, a, k, u, "rn"+strconv.FormatInt(u, 10), 1)
+			}
+		}(g)
+	}
+	for i := 0; i < 10; i++ {
+		if _, _, err := r.stock.Restock(ctx, 1, 11, 10); err != nil {
+			t.Error(err)
+		}
+	}
+	wg.Wait()
+	c := r.counts(t, 1, 11)
+	if c.Initial != 200 || c.Remaining+c.Sold != c.Initial || c.Sold != c.Holders {
+		t.Fatalf("books do not add up after concurrent restock: %+v", c)
+	}
+}

@@ -19,3 +19,8 @@ var Release string
 //
 //go:embed claim.lua
 var Claim string
+
+// Restock adds units to a live SKU: see restock.lua.
+//
+//go:embed restock.lua
+var Restock string

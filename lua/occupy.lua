@@ -1,5 +1,6 @@
 -- occupy: take stock for one buyer, atomically (DESIGN §5).
--- KEYS[1] meta   hash: status, start_ms, end_ms, limit
+-- KEYS[1] meta   hash: status, start_ms, end_ms, limit, soldout ("1": on-call
+--                marked the SKU sold out whatever its stock)
 -- KEYS[2] stock  integer: remaining units
 -- KEYS[3] users  hash: userId -> requestNo
 -- KEYS[4] sold   integer: units occupied or ordered
@@ -12,9 +13,11 @@
 --   "ENDED"      server time at or after end_ms
 --   "DUPLICATE"  the user already holds a ticket; holder = that requestNo
 --   "OVER_LIMIT" quantity above the per-user limit
---   "SOLD_OUT"   remaining stock below quantity (remaining may be above 0)
+--   "SOLD_OUT"   remaining stock below quantity (remaining may be above 0),
+--                or the on-call sold-out mark is set (remaining 0: nothing
+--                is sellable)
 -- remaining is -1 where stock was not read.
-local meta = redis.call('HMGET', KEYS[1], 'status', 'start_ms', 'end_ms', 'limit')
+local meta = redis.call('HMGET', KEYS[1], 'status', 'start_ms', 'end_ms', 'limit', 'soldout')
 if not meta[1] or meta[1] ~= 'ONLINE' then
   return {'NOT_OPEN', -1, ''}
 end
@@ -33,6 +36,9 @@ end
 local q = tonumber(ARGV[3])
 if q > tonumber(meta[4] or '1') then
   return {'OVER_LIMIT', -1, ''}
+end
+if meta[5] == '1' then
+  return {'SOLD_OUT', 0, ''}
 end
 local stock = tonumber(redis.call('GET', KEYS[2]) or '0')
 if stock < q then

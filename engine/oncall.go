@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	"seckill/internal/sale"
+	"seckill/lua"
+)
+
+var restockScript = rueidis.NewLuaScript(lua.Restock)
+
+// SetSoldOut sets or clears the on-call sold-out mark of a SKU. While set,
+// the occupy script answers SOLD_OUT whatever the stock; clearing it lets
+// the remaining stock sell again. Every edge is told either way.
+func (s *Stock) SetSoldOut(ctx context.Context, activity, sku int64, soldOut bool) error {
+	c := s.client(activity, sku)
+	k := sale.KeysFor(activity, sku)
+	var cmd rueidis.Completed
+	if soldOut {
+		cmd = c.B().Hset().Key(k.Meta).FieldValue().FieldValue("soldout", "1").Build()
+	} else {
+		cmd = c.B().Hdel().Key(k.Meta).Field("soldout").Build()
+	}
+	if err := c.Do(ctx, cmd).Error(); err != nil {
+		return fmt.Errorf("sold-out mark activity %d sku %d: %w", activity, sku, err)
+	}
+	kind := sale.EventSoldOut
+	if !soldOut {
+		n, err := s.Counts(ctx, activity, sku)
+		if err != nil {
+			return err
+		}
+		if n.Remaining <= 0 {
+			// Nothing to sell: the flag stays true in fact.
+			kind = sale.EventSoldOut
+		} else {
+			kind = sale.EventAvailable
+		}
+	}
+	s.publish(ctx, sale.Event{Kind: kind, Activity: activity, SKU: sku})
+	return nil
+}
+
+// SoldOutMarked reports whether on-call marked the SKU sold out.
+func (s *Stock) SoldOutMarked(ctx context.Context, activity, sku int64) (bool, error) {
+	c := s.client(activity, sku)
+	v, err := c.Do(ctx, c.B().Hget().Key(sale.KeysFor(activity, sku).Meta).Field("soldout").Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return false, nil
+	}
+	return v == "1", err
+}
+
+// Restock adds n units to a live SKU in Redis (remaining and initial in one
+// script, so concurrent occupancies are neither lost nor double counted) and
+// tells the edges the SKU is available. The caller raises the database
+// snapshot by the same n first.
+func (s *Stock) Restock(ctx context.Context, activity, sku, n int64) (remaining, initial int64, err error) {
+	if n <= 0 {
+		return 0, 0, fmt.Errorf("restock: units must be positive")
+	}
+	if _, _, ok := s.cat.Lookup(activity, sku); !ok {
+		return 0, 0, fmt.Errorf("restock activity %d sku %d: %w", activity, sku, ErrUnknownSKU)
+	}
+	k := sale.KeysFor(activity, sku)
+	v, err := restockScript.Exec(ctx, s.client(activity, sku), []string{k.Meta, k.Stock}, []string{strconv.FormatInt(n, 10)}).AsIntSlice()
+	if err != nil || len(v) != 2 {
+		return 0, 0, fmt.Errorf("restock activity %d sku %d: %v", activity, sku, err)
+	}
+	s.publish(ctx, sale.Event{Kind: sale.EventAvailable, Activity: activity, SKU: sku})
+	return v[0], v[1], nil
+}
