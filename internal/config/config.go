@@ -10,6 +10,7 @@ import (
 	"seckill/internal/obs"
 	"seckill/internal/shard"
 	"seckill/internal/store"
+	"seckill/internal/token"
 )
 
 // Config is the whole configuration file. Each part's section is that
@@ -21,6 +22,7 @@ type Config struct {
 	Edge     edge.Config     `yaml:"edge"`
 	Consumer consumer.Config `yaml:"consumer"`
 	Store    store.Config    `yaml:"store"`
+	Token    token.Config    `yaml:"token"`
 	Admin    Admin           `yaml:"admin"`
 	Order    Order           `yaml:"order"`
 	Dev      Dev             `yaml:"dev"`
@@ -66,6 +68,7 @@ func Default() Config {
 		Edge:     edge.DefaultConfig(),
 		Consumer: consumer.DefaultConfig(),
 		Store:    store.DefaultConfig(),
+		Token:    token.DefaultConfig(),
 		Admin:    Admin{Listen: "127.0.0.1:8081"},
 		Order:    Order{PayTimeout: 15 * time.Minute},
 		Dev:      Dev{DataDir: "data", Demo: true, Partitions: 4},
@@ -84,7 +87,7 @@ func Load(path string) (Config, error) {
 
 // Validate checks every section.
 func (c *Config) Validate() error {
-	for _, v := range []interface{ Validate() error }{&c.Redis, &c.Engine, &c.Edge, &c.Consumer, &c.Store} {
+	for _, v := range []interface{ Validate() error }{&c.Redis, &c.Engine, &c.Edge, &c.Consumer, &c.Store, &c.Token} {
 		if err := v.Validate(); err != nil {
 			return err
 		}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"seckill/internal/app"
+	"seckill/internal/config"
+	"seckill/internal/obs"
+)
+
+// loadConfig reads --config and the environment; fs's own flags are
+// applied by the caller afterwards (flags win over both).
+func loadConfig(path string) (config.Config, *zap.Logger, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return cfg, nil, err
+	}
+	log, err := obs.NewLogger(cfg.Log)
+	if err != nil {
+		return cfg, nil, err
+	}
+	return cfg, log, nil
+}
+
+func newFlags(name string) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	path := fs.String("config", "", "YAML configuration file")
+	return fs, path
+}
+
+// serveUntilSignal runs sys until SIGINT/SIGTERM or a part fails, then shuts
+// it down within grace.
+func serveUntilSignal(sys *app.System, l app.Listeners, grace time.Duration) error {
+	sys.Start(l)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	var runErr error
+	select {
+	case s := <-sig:
+		sys.Log.Info("shutting down", zap.String("signal", s.String()))
+	case runErr = <-sys.Errors():
+		sys.Log.Error("a part stopped", zap.Error(runErr))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := sys.Shutdown(ctx); err != nil {
+		sys.Log.Warn("shutdown", zap.Error(err))
+	}
+	sys.Log.Info("stopped")
+	return runErr
+}
+
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return ln, nil
+}

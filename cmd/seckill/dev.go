@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+
+	"seckill/internal/app"
+	"seckill/internal/devserver"
+	"seckill/internal/sale"
+)
+
+// runDev is `seckill dev`: the whole system in one process.
+func runDev(args []string) error {
+	fs, path := newFlags("dev")
+	listenAddr := fs.String("listen", "", "public listener (default 127.0.0.1:8080)")
+	adminAddr := fs.String("admin-listen", "", "admin listener (default 127.0.0.1:8081)")
+	dataDir := fs.String("data-dir", "", "data directory (default ./data)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, log, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	if *listenAddr != "" {
+		cfg.Edge.Listen = *listenAddr
+	}
+	if *adminAddr != "" {
+		cfg.Admin.Listen = *adminAddr
+	}
+	if *dataDir != "" {
+		cfg.Dev.DataDir = *dataDir
+	}
+	dir, err := filepath.Abs(cfg.Dev.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+
+	redisDef, err := devserver.StartRedis(filepath.Join(dir, "redis"), 0)
+	if err != nil {
+		return err
+	}
+	defer redisDef.Stop()
+	redisHot, err := devserver.StartRedis(filepath.Join(dir, "redis-hot"), 0)
+	if err != nil {
+		return err
+	}
+	defer redisHot.Stop()
+	kafka, err := devserver.StartKafka(filepath.Join(dir, "kafka"), cfg.Dev.KafkaPort, int32(cfg.Dev.Partitions))
+	if err != nil {
+		return err
+	}
+	defer kafka.Stop()
+
+	cfg.Redis.Default.Addrs = []string{redisDef.Addr}
+	cfg.Redis.Hot.Addrs = []string{redisHot.Addr}
+	cfg.Engine.Kafka.Brokers = kafka.Addrs
+	cfg.Consumer.Brokers = kafka.Addrs
+	if cfg.Store.Driver == "sqlite" && !filepath.IsAbs(cfg.Store.DSN) {
+		cfg.Store.DSN = filepath.Join(dir, filepath.Base(cfg.Store.DSN))
+	}
+	if cfg.Admin.Token == "" {
+		cfg.Admin.Token = "dev-admin-token"
+	}
+
+	sys, err := app.New(cfg, log, app.Roles{Edge: true, Engine: true, Consumer: true})
+	if err != nil {
+		return err
+	}
+	if cfg.Dev.Demo {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := sys.Preheat(ctx, DemoActivity(time.Now()))
+		cancel()
+		if err != nil {
+			sys.Shutdown(context.Background())
+			return fmt.Errorf("preload demo activity: %w", err)
+		}
+	}
+	edgeLn, err := listen(cfg.Edge.Listen)
+	if err != nil {
+		sys.Shutdown(context.Background())
+		return err
+	}
+	adminLn, err := listen(cfg.Admin.Listen)
+	if err != nil {
+		edgeLn.Close()
+		sys.Shutdown(context.Background())
+		return err
+	}
+	pub, adm := edgeLn.Addr().String(), adminLn.Addr().String()
+	fmt.Printf(`
+seckill dev is up (data in %s)
+  buyer API   http://%s/api/v1/flash-sale/order        (POST {"skuId":1001,"quantity":1}, header X-User-Id)
+  activity    http://%s/api/v1/flash-sale/activities/1
+  metrics     http://%s/metrics
+  admin API   http://%s/admin/v1/activities/1/stock   (Authorization: Bearer %s)
+  redis       %s (default), %s (hot shard); kafka %s
+
+  load it:    wrk -t2 -c256 -d10s -s bench/flash_sale_unique.lua http://%s/api/v1/flash-sale/order
+  seed script wrk -t2 -c64 -d5s -s bench/flash_sale.lua http://%s/api/v1/flash-sale/order
+  then:       ./bin/seckill admin --addr http://%s --token %s stock 1
+
+Ctrl-C drains in-flight tickets into orders and stops.
+`, dir, pub, pub, pub, adm, cfg.Admin.Token, redisDef.Addr, redisHot.Addr, kafka.Addrs[0], pub, pub, adm, cfg.Admin.Token)
+	log.Info("seckill dev started", zap.String("listen", pub), zap.String("admin", adm))
+	return serveUntilSignal(sys, app.Listeners{Edge: edgeLn, Admin: adminLn}, 30*time.Second)
+}
+
+// DemoActivity is the preloaded sale of `seckill dev`: activity 1, open from
+// now for one hour, no token; SKU 1001 (1,000 units, 1 per user, 99.00) and
+// SKU 1002 (50,000 units, hot shard).
+func DemoActivity(now time.Time) sale.Activity {
+	return sale.Activity{
+		ID: 1, Start: now.Add(-time.Second).Truncate(time.Second), End: now.Add(time.Hour).Truncate(time.Second),
+		State: sale.StateOnline,
+		SKUs: []sale.SKU{
+			{ID: 1001, Stock: 1000, Price: 9900, LimitPerUser: 1},
+			{ID: 1002, Stock: 50000, Price: 9900, LimitPerUser: 1, Hot: true},
+		},
+	}
+}

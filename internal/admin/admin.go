@@ -1,0 +1,205 @@
+// Package admin is the on-call API (DESIGN §4), served on its own listener
+// next to the edge: create and preheat activities, switch them online or
+// offline, mark SKUs sold out, restock, read stock / occupancy / orders /
+// drift and a ticket's story, run reconciliation, and read consumer lag.
+// Every call needs "Authorization: Bearer <admin.token>" (compared in
+// constant time) and is audit-logged, allowed or not.
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"seckill/engine"
+	"seckill/internal/lag"
+	"seckill/internal/results"
+	"seckill/internal/sale"
+	"seckill/internal/store"
+)
+
+// Reconciler runs a reconciliation and answers its report (any JSON value).
+type Reconciler func(ctx context.Context, repair bool) (any, error)
+
+// Deps are what the admin API drives.
+type Deps struct {
+	Stock   *engine.Stock
+	Store   store.Store
+	Results *results.Store
+	// Lag is optional: without it /admin/v1/lag answers 503.
+	Lag *lag.Reader
+	// Reconcile is optional: without it /admin/v1/reconcile answers 503.
+	Reconcile Reconciler
+	// Extra routes may be added by the caller (e.g. blocklists) through
+	// Server.Router before Serve.
+}
+
+// Server is the admin listener. Safe for concurrent use.
+type Server struct {
+	token []byte
+	d     Deps
+	log   *zap.Logger
+	r     *router.Router
+	srv   *fasthttp.Server
+	now   func() time.Time
+}
+
+// New returns the admin server. An empty token refuses every call (fail
+// closed) — set admin.token.
+func New(token string, d Deps, log *zap.Logger) *Server {
+	s := &Server{token: []byte(token), d: d, log: log, r: router.New(), now: time.Now}
+	s.r.POST("/admin/v1/activities", s.createActivity)
+	s.r.GET("/admin/v1/activities", s.listActivities)
+	s.r.PUT("/admin/v1/activities/{id}/state", s.setState)
+	s.r.GET("/admin/v1/activities/{id}/stock", s.stock)
+	s.r.PUT("/admin/v1/skus/{sku}/soldout", s.soldOut)
+	s.r.POST("/admin/v1/skus/{sku}/restock", s.restock)
+	s.r.GET("/admin/v1/requests/{requestNo}", s.request)
+	s.r.POST("/admin/v1/reconcile", s.reconcile)
+	s.r.GET("/admin/v1/lag", s.lag)
+	s.srv = &fasthttp.Server{
+		Handler:               s.handle,
+		Name:                  "seckill-admin",
+		ReadTimeout:           10 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           time.Minute,
+		MaxRequestBodySize:    1 << 20,
+		NoDefaultServerHeader: true,
+	}
+	return s
+}
+
+// Router exposes the router so the process can add routes (they get the
+// same authentication and audit log).
+func (s *Server) Router() *router.Router { return s.r }
+
+// Serve serves ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// Shutdown stops the listener and waits for calls in flight.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+
+// Handler is the authenticated, audited handler (for tests and for
+// mounting extra listeners).
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	allowed := s.authorized(ctx)
+	if allowed {
+		s.r.Handler(ctx)
+	} else {
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="seckill-admin"`)
+		writeErr(ctx, fasthttp.StatusUnauthorized, "UNAUTHORIZED", "missing or wrong admin token")
+	}
+	// The audit log: every call, allowed or not. Admin traffic is rare, so
+	// an info line per call is affordable here (never on the public path).
+	s.log.Info("admin call",
+		zap.String("method", string(ctx.Method())), zap.String("path", string(ctx.Path())),
+		zap.String("remote", ctx.RemoteIP().String()), zap.Bool("authorized", allowed),
+		zap.Int("status", ctx.Response.StatusCode()), zap.Duration("took", time.Since(start)),
+		zap.ByteString("body", truncate(ctx.PostBody(), 512)))
+}
+
+func (s *Server) authorized(ctx *fasthttp.RequestCtx) bool {
+	if len(s.token) == 0 {
+		return false
+	}
+	h := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
+	const p = "Bearer "
+	if len(h) <= len(p) || string(h[:len(p)]) != p {
+		return false
+	}
+	return subtle.ConstantTimeCompare(h[len(p):], s.token) == 1
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeErr(ctx, fasthttp.StatusInternalServerError, "INTERNAL", err.Error())
+		return
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// errorBody is every error answer.
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeErr(ctx *fasthttp.RequestCtx, status int, code, msg string) {
+	b, _ := json.Marshal(errorBody{Code: code, Message: msg})
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+func pathInt(ctx *fasthttp.RequestCtx, name string) (int64, bool) {
+	v, _ := ctx.UserValue(name).(string)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", name+" must be a positive integer")
+		return 0, false
+	}
+	return n, true
+}
+
+func decode(ctx *fasthttp.RequestCtx, v any) bool {
+	dec := json.NewDecoder(bytesReader(ctx.PostBody()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func opCtx(_ *fasthttp.RequestCtx) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 10*time.Second)
+}
+
+func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
+	switch {
+	case errors.Is(err, engine.ErrUnknownSKU), errors.Is(err, store.ErrNotFound), errors.Is(err, results.ErrNotFound):
+		writeErr(ctx, fasthttp.StatusNotFound, "NOT_FOUND", err.Error())
+	default:
+		writeErr(ctx, fasthttp.StatusServiceUnavailable, "BUSY", err.Error())
+	}
+}
+
+// resolveSKU finds the activity of a SKU: the one named by ?activityId= or
+// the body, else the SKU's current activity.
+func (s *Server) resolveSKU(sku, activity int64) (*sale.Activity, error) {
+	cat := s.d.Stock.Catalog()
+	if activity > 0 {
+		a, _, ok := cat.Lookup(activity, sku)
+		if !ok {
+			return nil, fmt.Errorf("activity %d does not sell sku %d: %w", activity, sku, engine.ErrUnknownSKU)
+		}
+		return a, nil
+	}
+	a, _, ok := cat.Current(sku, s.now())
+	if !ok {
+		return nil, fmt.Errorf("no activity sells sku %d: %w", sku, engine.ErrUnknownSKU)
+	}
+	return a, nil
+}

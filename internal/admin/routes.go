@@ -1,0 +1,328 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"sort"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"seckill/internal/results"
+	"seckill/internal/sale"
+	"seckill/internal/store"
+)
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+func (s *Server) createActivity(ctx *fasthttp.RequestCtx) {
+	var a sale.Activity
+	if !decode(ctx, &a) {
+		return
+	}
+	if err := a.Validate(); err != nil {
+		writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", err.Error())
+		return
+	}
+	c, cancel := opCtx(ctx)
+	defer cancel()
+	// The database first: it is where Preheat rebuilds stock from, and an
+	// activity must have its snapshot before any order can land.
+	if err := s.d.Store.PutActivity(c, a); err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	if err := s.d.Stock.Preheat(c, a); err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	got, _ := s.d.Stock.Catalog().Activity(a.ID)
+	writeJSON(ctx, fasthttp.StatusOK, got)
+}
+
+func (s *Server) listActivities(ctx *fasthttp.RequestCtx) {
+	c, cancel := opCtx(ctx)
+	defer cancel()
+	if err := s.d.Stock.Catalog().Load(c); err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, s.d.Stock.Catalog().Activities())
+}
+
+func (s *Server) setState(ctx *fasthttp.RequestCtx) {
+	id, ok := pathInt(ctx, "id")
+	if !ok {
+		return
+	}
+	var body struct {
+		State string `json:"state"`
+	}
+	if !decode(ctx, &body) {
+		return
+	}
+	if body.State != sale.StateOnline && body.State != sale.StateOffline {
+		writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "state must be ONLINE or OFFLINE")
+		return
+	}
+	c, cancel := opCtx(ctx)
+	defer cancel()
+	if err := s.d.Stock.SetState(c, id, body.State); err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	a, _ := s.d.Stock.Catalog().Activity(id)
+	if err := s.d.Store.PutActivity(c, *a); err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, a)
+}
+
+func queryInt(ctx *fasthttp.RequestCtx, name string) int64 {
+	n, _ := strconv.ParseInt(string(ctx.QueryArgs().Peek(name)), 10, 64)
+	return n
+}
+
+func (s *Server) soldOut(ctx *fasthttp.RequestCtx) {
+	sku, ok := pathInt(ctx, "sku")
+	if !ok {
+		return
+	}
+	var body struct {
+		SoldOut    *bool `json:"soldOut"`
+		ActivityID int64 `json:"activityId"`
+	}
+	if !decode(ctx, &body) {
+		return
+	}
+	if body.SoldOut == nil {
+		writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "soldOut (true or false) is required")
+		return
+	}
+	a, err := s.resolveSKU(sku, max(body.ActivityID, queryInt(ctx, "activityId")))
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	c, cancel := opCtx(ctx)
+	defer cancel()
+	if err := s.d.Stock.SetSoldOut(c, a.ID, sku, *body.SoldOut); err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	n, err := s.d.Stock.Counts(c, a.ID, sku)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{
+		"activityId": a.ID, "skuId": sku, "soldOut": *body.SoldOut || n.Remaining <= 0,
+		"marked": *body.SoldOut, "remaining": n.Remaining,
+	})
+}
+
+// Restocker is the store's side of a restock: it raises the snapshot's
+// initial and available stock of (activity, sku) by n.
+type Restocker interface {
+	Restock(ctx context.Context, activity, sku, n int64) error
+}
+
+func (s *Server) restock(ctx *fasthttp.RequestCtx) {
+	sku, ok := pathInt(ctx, "sku")
+	if !ok {
+		return
+	}
+	var body struct {
+		Units      int64 `json:"units"`
+		ActivityID int64 `json:"activityId"`
+	}
+	if !decode(ctx, &body) {
+		return
+	}
+	if body.Units <= 0 || body.Units > 10_000_000 {
+		writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "units must be 1..10000000")
+		return
+	}
+	a, err := s.resolveSKU(sku, max(body.ActivityID, queryInt(ctx, "activityId")))
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	c, cancel := opCtx(ctx)
+	defer cancel()
+	// The database snapshot first, so that it is never below what Redis
+	// may sell; a crash in between leaves Redis short (undersell), which
+	// reconciliation reports, never the other way round.
+	rs, ok := s.d.Store.(Restocker)
+	if !ok {
+		writeErr(ctx, fasthttp.StatusNotImplemented, "UNSUPPORTED", "this store cannot restock")
+		return
+	}
+	if err := rs.Restock(c, a.ID, sku, body.Units); err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	rem, initial, err := s.d.Stock.Restock(c, a.ID, sku, body.Units)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"activityId": a.ID, "skuId": sku, "added": body.Units, "remaining": rem, "initial": initial})
+}
+
+// SKUStock is one SKU's line of the stock report.
+type SKUStock struct {
+	SKUID     int64 `json:"skuId"`
+	Hot       bool  `json:"hot"`
+	Initial   int64 `json:"initial"`   // Redis meta (raised by restocks)
+	Remaining int64 `json:"remaining"` // Redis stock
+	Occupied  int64 `json:"occupied"`  // units held by tickets not (yet) ordered
+	Ordered   int64 `json:"ordered"`   // units in live orders (DB)
+	Orders    int64 `json:"orders"`    // live orders (DB)
+	Snapshot  struct {
+		Initial   int64 `json:"initial"`
+		Available int64 `json:"available"`
+		Sold      int64 `json:"sold"`
+	} `json:"snapshot"`
+	SoldOut bool `json:"soldOut"`
+	Marked  bool `json:"markedSoldOut"`
+	// Drift is ordered + occupied + remaining − initial: 0 when the books
+	// add up (DESIGN §8).
+	Drift int64 `json:"drift"`
+}
+
+// StockReport answers GET /admin/v1/activities/{id}/stock.
+type StockReport struct {
+	ActivityID int64      `json:"activityId"`
+	State      string     `json:"state"`
+	SKUs       []SKUStock `json:"skus"`
+}
+
+func (s *Server) stock(ctx *fasthttp.RequestCtx) {
+	id, ok := pathInt(ctx, "id")
+	if !ok {
+		return
+	}
+	c, cancel := opCtx(ctx)
+	defer cancel()
+	_ = s.d.Stock.Catalog().Load(c)
+	a, found := s.d.Stock.Catalog().Activity(id)
+	if !found {
+		writeErr(ctx, fasthttp.StatusNotFound, "NOT_FOUND", "no activity "+strconv.FormatInt(id, 10))
+		return
+	}
+	rep := StockReport{ActivityID: id, State: a.State}
+	for _, k := range a.SKUs {
+		n, err := s.d.Stock.Counts(c, id, k.ID)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		orders, units, err := s.d.Store.CountOrders(c, id, k.ID)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		marked, err := s.d.Stock.SoldOutMarked(c, id, k.ID)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		line := SKUStock{SKUID: k.ID, Hot: k.Hot, Initial: n.Initial, Remaining: n.Remaining, Ordered: units, Orders: orders, Marked: marked}
+		line.Occupied = max(n.Sold-units, 0)
+		line.Drift = line.Ordered + line.Occupied + line.Remaining - line.Initial
+		line.SoldOut = marked || n.Remaining <= 0
+		if snap, err := s.d.Store.Snapshot(c, id, k.ID); err == nil {
+			line.Snapshot.Initial, line.Snapshot.Available, line.Snapshot.Sold = snap.Initial, snap.Available, snap.Sold
+		} else if !errors.Is(err, store.ErrNotFound) {
+			s.fail(ctx, err)
+			return
+		}
+		rep.SKUs = append(rep.SKUs, line)
+	}
+	sort.Slice(rep.SKUs, func(i, j int) bool { return rep.SKUs[i].SKUID < rep.SKUs[j].SKUID })
+	writeJSON(ctx, fasthttp.StatusOK, rep)
+}
+
+// Story answers GET /admin/v1/requests/{requestNo}: everything known about
+// one ticket.
+type Story struct {
+	RequestNo string          `json:"requestNo"`
+	Result    *results.Entry  `json:"result,omitempty"`
+	Log       *store.LogEntry `json:"log,omitempty"`
+	Order     *store.Order    `json:"order,omitempty"`
+}
+
+func (s *Server) request(ctx *fasthttp.RequestCtx) {
+	rn, _ := ctx.UserValue("requestNo").(string)
+	if rn == "" || len(rn) > 64 {
+		writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "requestNo")
+		return
+	}
+	c, cancel := opCtx(ctx)
+	defer cancel()
+	st := Story{RequestNo: rn}
+	if r, err := s.d.Results.Read(c, rn); err == nil {
+		st.Result = &r
+	} else if !errors.Is(err, results.ErrNotFound) {
+		s.fail(ctx, err)
+		return
+	}
+	if l, err := s.d.Store.RequestLog(c, rn); err == nil {
+		st.Log = &l
+	} else if !errors.Is(err, store.ErrNotFound) {
+		s.fail(ctx, err)
+		return
+	}
+	if o, err := s.d.Store.OrderByRequest(c, rn); err == nil {
+		st.Order = &o
+	} else if !errors.Is(err, store.ErrNotFound) {
+		s.fail(ctx, err)
+		return
+	}
+	if st.Result == nil && st.Log == nil && st.Order == nil {
+		writeErr(ctx, fasthttp.StatusNotFound, "NOT_FOUND", "no trace of ticket "+rn)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, st)
+}
+
+func (s *Server) reconcile(ctx *fasthttp.RequestCtx) {
+	if s.d.Reconcile == nil {
+		writeErr(ctx, fasthttp.StatusServiceUnavailable, "UNAVAILABLE", "no reconciler configured in this process")
+		return
+	}
+	repair := string(ctx.QueryArgs().Peek("repair")) == "true"
+	c, cancel := opCtx(ctx)
+	defer cancel()
+	rep, err := s.d.Reconcile(c, repair)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, rep)
+}
+
+func (s *Server) lag(ctx *fasthttp.RequestCtx) {
+	if s.d.Lag == nil {
+		writeErr(ctx, fasthttp.StatusServiceUnavailable, "UNAVAILABLE", "no Kafka lag reader in this process")
+		return
+	}
+	c, cancel := opCtx(ctx)
+	defer cancel()
+	ps, err := s.d.Lag.Partitions(c)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	var total int64
+	out := map[string]int64{}
+	for p, n := range ps {
+		out[strconv.Itoa(int(p))] = n
+		total += n
+	}
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"total": total, "partitions": out})
+}

@@ -1,0 +1,336 @@
+// Package app assembles the parts of a seckill process from the
+// configuration: Redis shards, catalog, results, orders store, stock engine
+// (in-process or a sidecar client), consumer, edge and admin listener. The
+// cmd/seckill subcommands and the end-to-end tests build processes through
+// it, so what the tests run is what ships.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"seckill/consumer"
+	"seckill/edge"
+	"seckill/engine"
+	"seckill/internal/admin"
+	"seckill/internal/catalog"
+	"seckill/internal/config"
+	"seckill/internal/lag"
+	"seckill/internal/obs"
+	"seckill/internal/results"
+	"seckill/internal/sale"
+	"seckill/internal/shard"
+	"seckill/internal/store"
+	"seckill/internal/token"
+)
+
+// Roles selects the parts a process runs.
+type Roles struct {
+	Edge     bool // public listener (+ admin listener)
+	Engine   bool // in-process engine (edge without cfg.Edge.Engine) or sidecar server
+	Consumer bool
+}
+
+// System is one process's parts. Fields are nil for parts it does not run.
+type System struct {
+	Cfg      config.Config
+	Log      *zap.Logger
+	Reg      *prometheus.Registry
+	Shards   *shard.Set
+	Catalog  *catalog.Catalog
+	Results  *results.Store
+	Store    store.Store
+	Stock    *engine.Stock
+	Local    *engine.Local // the in-process engine
+	Engine   engine.Engine // what the edge calls: Local or a sidecar client
+	Consumer *consumer.Consumer
+	Edge     *edge.Server
+	Admin    *admin.Server
+	Sidecar  *engine.Server
+	Lag      *lag.Reader
+	Tokens   *token.Tokens
+
+	edgeHook func(sale.Event)
+	hookMu   sync.RWMutex
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	errs     chan error
+}
+
+// Option adjusts the parts (test seams).
+type Option func(*options)
+
+type options struct {
+	engineOpts []engine.Option
+	storeOpts  []store.Option
+	edgeOpts   []edge.Option
+}
+
+// WithEngineOptions passes options to the in-process engine.
+func WithEngineOptions(o ...engine.Option) Option {
+	return func(x *options) { x.engineOpts = append(x.engineOpts, o...) }
+}
+
+// WithStoreOptions passes options to the store.
+func WithStoreOptions(o ...store.Option) Option {
+	return func(x *options) { x.storeOpts = append(x.storeOpts, o...) }
+}
+
+// WithEdgeOptions passes options to the edge.
+func WithEdgeOptions(o ...edge.Option) Option {
+	return func(x *options) { x.edgeOpts = append(x.edgeOpts, o...) }
+}
+
+// New builds the parts of roles. On error everything opened is closed.
+func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *System, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	s := &System{Cfg: cfg, Log: log, Reg: obs.NewRegistry(), errs: make(chan error, 8)}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if s.Shards, err = shard.Open(cfg.Redis); err != nil {
+		return nil, err
+	}
+	s.Catalog = catalog.New(s.Shards.Default)
+	s.Results = results.New(s.Shards.Default, cfg.Engine.ResultTTL)
+	// The store serves the consumer, the admin API and Preheat's rebuild of
+	// stock from orders; a pure engine sidecar does without it.
+	if roles.Consumer || roles.Edge || roles.Engine && cfg.Edge.Engine == "" {
+		if s.Store, err = store.Open(cfg.Store, o.storeOpts...); err != nil {
+			return nil, err
+		}
+	}
+	stockOpts := []engine.StockOption{engine.WithEventHook(s.forwardEvent)}
+	if s.Store != nil {
+		st := s.Store
+		stockOpts = append(stockOpts, engine.WithOrdered(func(ctx context.Context, a, k int64) (int64, error) {
+			_, units, err := st.CountOrders(ctx, a, k)
+			return units, err
+		}))
+	}
+	s.Stock = engine.NewStock(s.Shards, s.Catalog, stockOpts...)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Redis.Timeout)
+	lerr := s.Catalog.Load(ctx)
+	cancel()
+	if lerr != nil {
+		log.Warn("catalog not loaded at start; the edge retries", zap.Error(lerr))
+	}
+
+	inProcess := roles.Engine && (!roles.Edge || cfg.Edge.Engine == "")
+	if inProcess {
+		if s.Local, err = engine.New(cfg.Engine, s.Stock, s.Results, log.Named("engine"), s.Reg, o.engineOpts...); err != nil {
+			return nil, err
+		}
+		s.Engine = s.Local
+		if !roles.Edge {
+			s.Sidecar = engine.NewServer(s.Local, log.Named("sidecar"))
+		}
+	}
+	if roles.Edge && cfg.Edge.Engine != "" {
+		s.Engine = engine.NewClient(cfg.Edge.Engine, engine.ClientConfig{})
+	}
+	if roles.Consumer {
+		if s.Consumer, err = consumer.New(cfg.Consumer, s.Store, s.Stock, s.Results, log.Named("consumer"), s.Reg); err != nil {
+			return nil, err
+		}
+	}
+	if roles.Edge {
+		if s.Tokens, err = token.New(cfg.Token, s.Shards.Default); err != nil {
+			return nil, err
+		}
+		eopts := append([]edge.Option{
+			edge.WithGatherer(s.Reg),
+			edge.WithReadiness(s.ready),
+			edge.WithTokenVerifier(tokenVerifier{s.Tokens}),
+		}, o.edgeOpts...)
+		if s.Edge, err = edge.New(cfg.Edge, s.Engine, s.Catalog, s.Results, s.Shards.Default, log.Named("edge"), s.Reg, eopts...); err != nil {
+			return nil, err
+		}
+		s.hookMu.Lock()
+		s.edgeHook = s.Edge.HandleEvent
+		s.hookMu.Unlock()
+		if l, lerr := lag.New(cfg.Consumer.Brokers, cfg.Consumer.Group, cfg.Consumer.Topic); lerr == nil {
+			s.Lag = l
+		} else {
+			log.Warn("no consumer lag reader", zap.Error(lerr))
+		}
+		s.Admin = admin.New(cfg.Admin.Token, admin.Deps{Stock: s.Stock, Store: s.Store, Results: s.Results, Lag: s.Lag}, log.Named("admin"))
+	}
+	return s, nil
+}
+
+// forwardEvent hands the engine's events to the in-process edge at once.
+func (s *System) forwardEvent(e sale.Event) {
+	s.hookMu.RLock()
+	h := s.edgeHook
+	s.hookMu.RUnlock()
+	if h != nil {
+		h(e)
+	}
+}
+
+// ready is the edge's readiness beyond its own Redis check: the store and,
+// in sidecar mode, nothing more (the circuit breaker answers for it).
+func (s *System) ready(ctx context.Context) error {
+	if err := s.Shards.Ping(ctx); err != nil {
+		return err
+	}
+	if s.Store != nil {
+		if err := s.Store.Ping(ctx); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+	}
+	return nil
+}
+
+// Preheat writes an activity to the database (activity, items, snapshot)
+// and then into Redis.
+func (s *System) Preheat(ctx context.Context, a sale.Activity) error {
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	if s.Store != nil {
+		if err := s.Store.PutActivity(ctx, a); err != nil {
+			return err
+		}
+	}
+	return s.Stock.Preheat(ctx, a)
+}
+
+// Listeners are where Start serves; nil skips that listener.
+type Listeners struct {
+	Edge    net.Listener
+	Admin   net.Listener
+	Sidecar net.Listener
+}
+
+// Start runs the parts in the background. Errors of a part that stops on
+// its own arrive on Errors.
+func (s *System) Start(l Listeners) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	run := func(name string, f func() error) {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := f(); err != nil && ctx.Err() == nil {
+				select {
+				case s.errs <- fmt.Errorf("%s: %w", name, err):
+				default:
+				}
+			}
+		}()
+	}
+	if s.Consumer != nil {
+		run("consumer", func() error { return s.Consumer.Run(ctx) })
+	}
+	if s.Edge != nil && l.Edge != nil {
+		run("edge", func() error { return s.Edge.Serve(l.Edge) })
+	}
+	if s.Admin != nil && l.Admin != nil {
+		run("admin", func() error { return s.Admin.Serve(l.Admin) })
+	}
+	if s.Sidecar != nil && l.Sidecar != nil {
+		run("engine sidecar", func() error { return s.Sidecar.Serve(l.Sidecar) })
+	}
+}
+
+// Errors reports parts that stopped on their own.
+func (s *System) Errors() <-chan error { return s.errs }
+
+// Shutdown stops in order: the edge stops taking requests, the engine
+// flushes its producer (every accepted ticket is in Kafka or released), the
+// consumer drains what is queued into orders (bounded by ctx), then every
+// connection closes.
+func (s *System) Shutdown(ctx context.Context) error {
+	var errs []error
+	if s.Edge != nil {
+		errs = append(errs, s.Edge.Shutdown(ctx))
+	}
+	if s.Admin != nil {
+		errs = append(errs, s.Admin.Shutdown(ctx))
+	}
+	if s.Sidecar != nil {
+		errs = append(errs, s.Sidecar.Shutdown(ctx))
+	}
+	if s.Local != nil {
+		errs = append(errs, s.Local.Close())
+	}
+	if s.Consumer != nil && s.Local != nil {
+		// In-flight tickets become orders before we go.
+		if err := s.drain(ctx); err != nil {
+			s.Log.Warn("shutdown: consumer did not drain", zap.Error(err))
+			errs = append(errs, err)
+		}
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	if s.Consumer != nil {
+		errs = append(errs, s.Consumer.Close())
+	}
+	s.wg.Wait()
+	s.close()
+	return errors.Join(errs...)
+}
+
+func (s *System) drain(ctx context.Context) error {
+	l := s.Lag
+	if l == nil {
+		var err error
+		if l, err = lag.New(s.Cfg.Consumer.Brokers, s.Cfg.Consumer.Group, s.Cfg.Consumer.Topic); err != nil {
+			return err
+		}
+		defer l.Close()
+	}
+	return l.WaitZero(ctx, 50*time.Millisecond)
+}
+
+func (s *System) close() {
+	if s.Lag != nil {
+		s.Lag.Close()
+	}
+	if s.Store != nil {
+		s.Store.Close()
+	}
+	if s.Shards != nil {
+		s.Shards.Close()
+	}
+}
+
+// tokenVerifier adapts token.Tokens to the edge.
+type tokenVerifier struct{ t *token.Tokens }
+
+func (v tokenVerifier) Verify(tok []byte, user int64, a *sale.Activity, sku int64, now time.Time) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := v.t.Verify(ctx, string(tok), a.ID, sku, user, now)
+	if err != nil && !isTokenRejection(err) {
+		return fmt.Errorf("%w: %v", engine.ErrBusy, err)
+	}
+	return err
+}
+
+func isTokenRejection(err error) bool {
+	for _, e := range []error{token.ErrMalformed, token.ErrSignature, token.ErrExpired, token.ErrMismatch, token.ErrReplayed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
