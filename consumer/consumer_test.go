@@ -239,6 +239,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestTicketsBecomeOrders(t *testing.T) {
+	t.Parallel()
 	runTest(t, func(t *testing.T, r *rig) {
 		const n = 30
 		var msgs []sale.Message
@@ -297,6 +298,7 @@ func (r *rig) committed(t *testing.T, group string) int64 {
 }
 
 func TestRedeliveredMessageMakesOneOrder(t *testing.T) {
+	t.Parallel()
 	runTest(t, func(t *testing.T, r *rig) {
 		m := r.occupy(t, skuID, 1)
 		r.produce(t, m, m) // twice, likely in one batch
@@ -323,6 +325,7 @@ func TestRedeliveredMessageMakesOneOrder(t *testing.T) {
 }
 
 func TestFailedTransactionIsRetried(t *testing.T) {
+	t.Parallel()
 	var fails atomic.Int32
 	fails.Store(1)
 	failOnce := store.WithBeforeCommit(func(context.Context, []sale.Message) error {
@@ -332,7 +335,7 @@ func TestFailedTransactionIsRetried(t *testing.T) {
 		return nil
 	})
 	runTest(t, func(t *testing.T, r *rig) {
-		fails.Store(1)
+		fails.Store(1) // each implementation's run fails once
 		var msgs []sale.Message
 		for u := range int64(5) {
 			msgs = append(msgs, r.occupy(t, skuID, 2000+u))
@@ -360,6 +363,7 @@ func TestFailedTransactionIsRetried(t *testing.T) {
 }
 
 func TestReleasedTicketGetsNoOrder(t *testing.T) {
+	t.Parallel()
 	runTest(t, func(t *testing.T, r *rig) {
 		ctx := context.Background()
 		m := r.occupy(t, skuID, 3)
@@ -390,6 +394,7 @@ func TestReleasedTicketGetsNoOrder(t *testing.T) {
 }
 
 func TestUndecodableMessageIsDeadLettered(t *testing.T) {
+	t.Parallel()
 	runTest(t, func(t *testing.T, r *rig) {
 		r.produceRaw(t, "x", []byte("not an order"))
 		m := r.occupy(t, skuID, 5)
@@ -452,6 +457,7 @@ func (r *rig) readDLQ(t *testing.T, n int) []*sarama.ConsumerMessage {
 }
 
 func TestDatabaseSoldOutReleasesTheStock(t *testing.T) {
+	t.Parallel()
 	runTest(t, func(t *testing.T, r *rig) {
 		before := r.counts(t, emptyID)
 		m := r.occupy(t, emptyID, 6)
@@ -472,6 +478,7 @@ func TestDatabaseSoldOutReleasesTheStock(t *testing.T) {
 }
 
 func TestSecondTicketOfAUserWithAnOrderIsAnsweredWithThatOrder(t *testing.T) {
+	t.Parallel()
 	runTest(t, func(t *testing.T, r *rig) {
 		first := r.occupy(t, skuID, 8)
 		r.produce(t, first)
@@ -515,7 +522,7 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 			c := DefaultConfig()
 			tc.mod(&c)
 			err := c.Validate()
-			if err == nil || !contains(err.Error(), tc.want) {
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Validate = %v, want a message naming %s", err, tc.want)
 			}
 		})
@@ -526,5 +533,138 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
+func TestCloseLetsTheBatchInProgressComplete(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{})
+	var once atomic.Bool
+	slow := store.WithBeforeCommit(func(context.Context, []sale.Message) error {
+		if once.CompareAndSwap(false, true) {
+			close(entered)
+			time.Sleep(300 * time.Millisecond) // Close arrives meanwhile
+		}
+		return nil
+	})
+	runTest(t, func(t *testing.T, r *rig) {
+		once.Store(false) // armed again for each implementation
+		entered = make(chan struct{})
+		m := r.occupy(t, skuID, 9)
+		r.produce(t, m)
+		c := r.start(t)
+		select {
+		case <-entered:
+		case <-time.After(15 * time.Second):
+			t.Fatal("the batch never reached its transaction")
+		}
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		// Everything of the batch is done by the time Close returns.
+		e, err := r.res.Read(context.Background(), m.RequestNo)
+		if err != nil || e.State != sale.ResultSuccess {
+			t.Errorf("result after Close: %+v, %v", e, err)
+		}
+		if got := r.committed(t, c.cfg.Group); got != 1 {
+			t.Errorf("committed offsets sum to %d after Close, want 1", got)
+		}
+	}, slow)
+}
 
+// flakyStore is down (SaveBatch and Ping fail) while down is set: the
+// database unreachable as the consumer sees it.
+type flakyStore struct {
+	store.Store
+	down     atomic.Bool
+	attempts atomic.Int32
+}
+
+var errDown = errors.New("database unreachable")
+
+func (f *flakyStore) SaveBatch(ctx context.Context, msgs []sale.Message) ([]store.Outcome, error) {
+	f.attempts.Add(1)
+	if f.down.Load() {
+		return nil, errDown
+	}
+	return f.Store.SaveBatch(ctx, msgs)
+}
+
+func (f *flakyStore) Ping(ctx context.Context) error {
+	if f.down.Load() {
+		return errDown
+	}
+	return f.Store.Ping(ctx)
+}
+
+func TestDatabaseOutageFailsNoTicket(t *testing.T) {
+	t.Parallel()
+	runTest(t, func(t *testing.T, r *rig) {
+		f := &flakyStore{Store: r.st}
+		f.down.Store(true)
+		r.st = f
+		m := r.occupy(t, skuID, 10)
+		r.produce(t, m)
+		c := r.start(t)
+		// Two sessions' worth of retries: the batch was left uncommitted
+		// and delivered again.
+		eventually(t, "a redelivery", func() bool { return f.attempts.Load() > int32(2*(c.cfg.Retries+1)) })
+		if _, err := r.res.Read(context.Background(), m.RequestNo); !errors.Is(err, results.ErrNotFound) {
+			t.Errorf("a result was written during the outage: %v", err)
+		}
+		if got := r.committed(t, c.cfg.Group); got != 0 {
+			t.Errorf("offsets committed during the outage: %d", got)
+		}
+		f.down.Store(false)
+		if e := r.result(t, m.RequestNo); e.State != sale.ResultSuccess {
+			t.Errorf("result after the outage %+v", e)
+		}
+		if got := count(c, outFailed); got != 0 {
+			t.Errorf("failed = %d, want 0", got)
+		}
+	})
+}
+
+func TestPoisonMessageFailsAloneAndIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		// Activity 8 is in Redis but was never put into the database: its
+		// messages fail every transaction they are in (no snapshot).
+		ghost := r.act
+		ghost.ID = 8
+		ghost.SKUs = []sale.SKU{{ID: 8001, Stock: 3, Price: 100, LimitPerUser: 1}}
+		if err := r.stock.Preheat(ctx, ghost); err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.stock.Occupy(ctx, &ghost, &ghost.SKUs[0], 11, "poison-1", 1)
+		if err != nil || res.Code != engine.CodeOK {
+			t.Fatalf("occupy: %+v, %v", res, err)
+		}
+		bad := sale.Message{RequestNo: "poison-1", ActivityID: 8, SKUID: 8001, UserID: 11, Quantity: 1, UnitPrice: 100}
+		good := r.occupy(t, skuID, 12)
+		// One key: one partition, so both land in one batch.
+		r.produceRaw(t, "same", bad.Encode(nil))
+		r.produceRaw(t, "same", good.Encode(nil))
+		c := r.start(t)
+		if e := r.result(t, good.RequestNo); e.State != sale.ResultSuccess {
+			t.Errorf("good message %+v", e)
+		}
+		if e := r.result(t, bad.RequestNo); e.State != sale.ResultFail || e.Code != sale.FailInvalid {
+			t.Errorf("poison message %+v, want FAIL INVALID", e)
+		}
+		eventually(t, "poison ticket released", func() bool {
+			n, err := r.stock.Counts(ctx, 8, 8001)
+			return err == nil && n.Remaining == 3 && n.Holders == 0 && n.Claimed == 0
+		})
+		dl := r.readDLQ(t, 1)
+		var reason string
+		for _, h := range dl[0].Headers {
+			if string(h.Key) == HeaderReason {
+				reason = string(h.Value)
+			}
+		}
+		if !strings.Contains(reason, store.ErrNoSnapshot.Error()) {
+			t.Errorf("dead letter reason %q", reason)
+		}
+		eventually(t, "failed counted", func() bool { return count(c, outFailed) == 1 && count(c, outCreated) == 1 })
+		eventually(t, "offsets committed", func() bool { return r.committed(t, c.cfg.Group) == 2 })
+	})
+}
