@@ -69,7 +69,7 @@ func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession
 	// 2. Claim every ticket in Redis.
 	c.knowSKUs(ctx, tickets)
 	if err := c.claim(ctx, tickets); err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrUncommitted, err)
 	}
 	var held, notHeld []*ticket
 	for _, t := range tickets {
@@ -278,12 +278,22 @@ func (c *Consumer) save(ctx context.Context, held []*ticket) error {
 	}
 	c.log.Warn("batch keeps failing; saving message by message", zap.Int("size", len(held)), zap.Error(err))
 	for _, t := range held {
-		outs, err := c.saveBatch(ctx, []sale.Message{t.m})
-		if err != nil {
-			c.fail(ctx, t, err)
+		tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		outs, err := c.saveBatch(tctx, []sale.Message{t.m})
+		cancel()
+		if err == nil {
+			c.apply(t, outs[0])
 			continue
 		}
-		c.apply(t, outs[0])
+		// A database that went away meanwhile fails no ticket: the batch
+		// (the part saved already included) is delivered again.
+		pctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		perr := c.st.Ping(pctx)
+		cancel()
+		if perr != nil {
+			return fmt.Errorf("%w: database down: %v", ErrUncommitted, errors.Join(err, perr))
+		}
+		c.fail(ctx, t, err)
 	}
 	return nil
 }
