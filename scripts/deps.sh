@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# deps.sh — installs the servers and tools the tests and `make run` need,
+# only those that are missing: redis-server, mariadbd (+ mariadb-install-db)
+# and wrk. When all are present it does not touch apt at all. Debian/Ubuntu,
+# as root (or with sudo).
+set -euo pipefail
+
+have() {
+	command -v "$1" >/dev/null 2>&1 && return 0
+	local d
+	for d in /usr/sbin /usr/local/sbin; do
+		[ -x "$d/$1" ] && return 0
+	done
+	return 1
+}
+
+missing=()
+have redis-server || missing+=(redis-server)
+{ have mariadbd && have mariadb-install-db; } || missing+=(mariadb-server)
+have wrk || missing+=(wrk)
+
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "deps: redis-server, mariadbd and wrk are installed"
+	exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+	command -v sudo >/dev/null 2>&1 || { echo "deps: need root (or sudo) to install ${missing[*]}" >&2; exit 1; }
+	sudo=(sudo)
+fi
+
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# Keep the packages' init scripts from starting system-wide redis/mariadb
+# services during the install: the tests start their own on free ports.
+# Only a policy-rc.d we create is removed again.
+policy=/usr/sbin/policy-rc.d
+created_policy=
+if [ ! -e "$policy" ]; then
+	printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+	"${sudo[@]}" chmod 755 "$policy"
+	created_policy=1
+fi
+cleanup() { [ -z "$created_policy" ] || "${sudo[@]}" rm -f "$policy"; }
+trap cleanup EXIT
+
+"${sudo[@]}" apt-get update
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
