@@ -2,7 +2,6 @@ package admin
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"sort"
@@ -124,12 +123,6 @@ func (s *Server) soldOut(ctx *fasthttp.RequestCtx) {
 	})
 }
 
-// Restocker is the store's side of a restock: it raises the snapshot's
-// initial and available stock of (activity, sku) by n.
-type Restocker interface {
-	Restock(ctx context.Context, activity, sku, n int64) error
-}
-
 func (s *Server) restock(ctx *fasthttp.RequestCtx) {
 	sku, ok := pathInt(ctx, "sku")
 	if !ok {
@@ -156,12 +149,7 @@ func (s *Server) restock(ctx *fasthttp.RequestCtx) {
 	// The database snapshot first, so that it is never below what Redis
 	// may sell; a crash in between leaves Redis short (undersell), which
 	// reconciliation reports, never the other way round.
-	rs, ok := s.d.Store.(Restocker)
-	if !ok {
-		writeErr(ctx, fasthttp.StatusNotImplemented, "UNSUPPORTED", "this store cannot restock")
-		return
-	}
-	if err := rs.Restock(c, a.ID, sku, body.Units); err != nil {
+	if err := s.d.Store.Restock(c, a.ID, sku, body.Units); err != nil {
 		s.fail(ctx, err)
 		return
 	}

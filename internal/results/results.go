@@ -23,13 +23,13 @@ var ErrNotFound = errors.New("result not found")
 
 // Entry is one result to write.
 type Entry struct {
-	RequestNo string
-	Activity  int64
-	SKU       int64
-	Owner     int64
-	State     string // sale.ResultQueuing, ResultSuccess, ResultFail
-	OrderNo   string
-	Code      string // failure code for FAIL
+	RequestNo string `json:"requestNo"`
+	Activity  int64  `json:"activity"`
+	SKU       int64  `json:"sku"`
+	Owner     int64  `json:"owner"`
+	State     string `json:"state"` // sale.ResultQueuing, ResultSuccess, ResultFail
+	OrderNo   string `json:"orderNo"`
+	Code      string `json:"code"` // failure code for FAIL
 }
 
 // Store writes and reads results. Safe for concurrent use.

@@ -236,3 +236,19 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+func (s *sqlStore) Restock(ctx context.Context, activity, sku, n int64) error {
+	if n <= 0 {
+		return fmt.Errorf("restock: units must be positive")
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE seckill_stock_snapshot
+		SET initial = initial + ?, available = available + ?, version = version + 1
+		WHERE activity_id = ? AND sku_id = ?`, n, n, activity, sku)
+	if err != nil {
+		return fmt.Errorf("restock activity %d sku %d: %w", activity, sku, err)
+	}
+	if k, err := res.RowsAffected(); err == nil && k == 0 {
+		return fmt.Errorf("restock activity %d sku %d: %w", activity, sku, ErrNotFound)
+	}
+	return nil
+}

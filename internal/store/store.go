@@ -40,6 +40,10 @@ type Store interface {
 	LogRequest(ctx context.Context, e LogEntry) error
 	// RequestLog returns the request log entry of requestNo or ErrNotFound.
 	RequestLog(ctx context.Context, requestNo string) (LogEntry, error)
+	// Restock raises the snapshot's initial and available stock of
+	// (activity, sku) by n (the database's half of an on-call restock; the
+	// Redis half follows it).
+	Restock(ctx context.Context, activity, sku, n int64) error
 	// Ping checks the database is reachable.
 	Ping(ctx context.Context) error
 	// Close closes the connections.
@@ -120,34 +124,34 @@ type Snapshot struct {
 
 // Order is one row of seckill_order.
 type Order struct {
-	ID         int64
-	OrderNo    string
-	RequestNo  string
-	ActivityID int64
-	SKUID      int64
-	UserID     int64
-	Quantity   int64
-	UnitPrice  sale.Cents
-	Amount     sale.Cents
-	Status     string
-	TraceID    string
-	Created    time.Time
-	Updated    time.Time
+	ID         int64      `json:"id"`
+	OrderNo    string     `json:"orderNo"`
+	RequestNo  string     `json:"requestNo"`
+	ActivityID int64      `json:"activityId"`
+	SKUID      int64      `json:"skuId"`
+	UserID     int64      `json:"userId"`
+	Quantity   int64      `json:"quantity"`
+	UnitPrice  sale.Cents `json:"unitPrice"`
+	Amount     sale.Cents `json:"amount"`
+	Status     string     `json:"status"`
+	TraceID    string     `json:"traceId"`
+	Created    time.Time  `json:"created"`
+	Updated    time.Time  `json:"updated"`
 }
 
 // LogEntry is one row of seckill_request_log: the story of one ticket.
 type LogEntry struct {
-	RequestNo  string
-	ActivityID int64
-	SKUID      int64
-	UserID     int64
-	Quantity   int64
-	Status     string
-	OrderNo    string
-	TraceID    string
-	Remark     string // cut to 255 bytes
-	Created    time.Time
-	Updated    time.Time
+	RequestNo  string    `json:"requestNo"`
+	ActivityID int64     `json:"activityId"`
+	SKUID      int64     `json:"skuId"`
+	UserID     int64     `json:"userId"`
+	Quantity   int64     `json:"quantity"`
+	Status     string    `json:"status"`
+	OrderNo    string    `json:"orderNo"`
+	TraceID    string    `json:"traceId"`
+	Remark     string    `json:"remark"` // cut to 255 bytes
+	Created    time.Time `json:"created"`
+	Updated    time.Time `json:"updated"`
 }
 
 // Option changes how Open builds the store. Options are test seams.

@@ -430,3 +430,21 @@ func TestRequestNoReusedOnAnotherSKUFailsTheBatch(t *testing.T) {
 		wantStock(t, s, 1, 11, 3, 3)
 	})
 }
+
+func TestRestockRaisesInitialAndAvailable(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		s := r.open(t)
+		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 2}))
+		save(t, s, msg("r1", 1, 10, 100), msg("r2", 1, 10, 101))
+		wantStock(t, s, 1, 10, 2, 0)
+		if err := s.Restock(context.Background(), 1, 10, 3); err != nil {
+			t.Fatal(err)
+		}
+		wantStock(t, s, 1, 10, 5, 3)
+		out := save(t, s, msg("r3", 1, 10, 102))
+		wantOutcomes(t, out, Outcome{RequestNo: "r3", Kind: Created, OrderNo: sale.OrderNo("r3")})
+		if err := s.Restock(context.Background(), 1, 99, 3); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("restock of an unknown sku: %v", err)
+		}
+	})
+}

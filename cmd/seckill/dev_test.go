@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDevAndAdminCLI builds the binary, runs `seckill dev` as a real
+// process, buys through HTTP, drives every admin CLI command against it and
+// stops it with SIGINT.
+func TestDevAndAdminCLI(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "seckill")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	pub, adm := freeAddr(t), freeAddr(t)
+	cmd := exec.Command(bin, "dev", "--config", "../../configs/dev.yaml", "--data-dir", filepath.Join(dir, "data"),
+		"--listen", pub, "--admin-listen", adm)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Env = append(os.Environ(), "SECKILL_ADMIN_TOKEN=cli-test-token")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	waitHTTP(t, "http://"+pub+"/readyz", exited, &logs)
+
+	// A purchase through the public API.
+	req, _ := http.NewRequest("POST", "http://"+pub+"/api/v1/flash-sale/order", strings.NewReader(`{"skuId":1001,"quantity":1}`))
+	req.Header.Set("X-User-Id", "77")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ticket struct{ Code, RequestNo string }
+	json.NewDecoder(resp.Body).Decode(&ticket)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || ticket.RequestNo == "" {
+		t.Fatalf("buy: %d %+v\n%s", resp.StatusCode, ticket, logs.String())
+	}
+
+	admin := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := runAdmin(append([]string{"--addr", "http://" + adm, "--token", "cli-test-token"}, args...), &out)
+		return out.String(), err
+	}
+	mustAdmin := func(args ...string) string {
+		t.Helper()
+		out, err := admin(args...)
+		if err != nil {
+			t.Fatalf("admin %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+
+	if out := mustAdmin("activities"); !strings.Contains(out, "1001×1000@99.00") || !strings.Contains(out, "1002×50000@99.00 hot") {
+		t.Fatalf("activities:\n%s", out)
+	}
+	// The order lands: stock shows it, drift 0.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out := mustAdmin("--json", "stock", "1")
+		var rep struct{ SKUs []struct{ SKUID, Ordered, Remaining, Drift int64 } }
+		json.Unmarshal([]byte(out), &rep)
+		if len(rep.SKUs) == 2 && rep.SKUs[0].Ordered == 1 && rep.SKUs[0].Remaining == 999 && rep.SKUs[0].Drift == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stock never showed the order:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out := mustAdmin("stock", "1"); !strings.Contains(out, "DRIFT") || !strings.Contains(out, "1001") {
+		t.Fatalf("stock table:\n%s", out)
+	}
+	if out := mustAdmin("request", ticket.RequestNo); !strings.Contains(out, `"orderNo": "O`+ticket.RequestNo) {
+		t.Fatalf("request story:\n%s", out)
+	}
+	if out := mustAdmin("soldout", "1002", "true"); !strings.Contains(out, `"soldOut": true`) {
+		t.Fatalf("soldout:\n%s", out)
+	}
+	if out := mustAdmin("soldout", "1002", "false"); !strings.Contains(out, `"soldOut": false`) {
+		t.Fatalf("soldout false:\n%s", out)
+	}
+	if out := mustAdmin("restock", "1001", "5"); !strings.Contains(out, `"remaining": 1004`) {
+		t.Fatalf("restock:\n%s", out)
+	}
+	if out := mustAdmin("state", "1", "offline"); !strings.Contains(out, `"state": "OFFLINE"`) {
+		t.Fatalf("state:\n%s", out)
+	}
+	mustAdmin("state", "1", "ONLINE")
+	mustAdmin("lag")
+
+	f := filepath.Join(dir, "act.json")
+	now := time.Now().UTC()
+	os.WriteFile(f, []byte(fmt.Sprintf(`{"id":7,"start":%q,"end":%q,"requireToken":false,"skus":[{"id":7001,"stock":10,"price":"9.90","limitPerUser":1,"hot":false}]}`,
+		now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))), 0o644)
+	if out := mustAdmin("create", f); !strings.Contains(out, `"id": 7`) {
+		t.Fatalf("create:\n%s", out)
+	}
+	if out := mustAdmin("stock", "7"); !strings.Contains(out, "7001") {
+		t.Fatalf("stock of the new activity:\n%s", out)
+	}
+
+	// A wrong token is refused, and the CLI says so.
+	var out bytes.Buffer
+	if err := runAdmin([]string{"--addr", "http://" + adm, "--token", "wrong", "stock", "1"}, &out); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if err := runAdmin([]string{"--addr", "http://" + adm, "bogus"}, &out); err == nil {
+		t.Fatal("an unknown command must fail")
+	}
+
+	// SIGINT drains and exits 0.
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("seckill dev exited with %v\n%s", err, logs.String())
+		}
+		exited <- nil
+	case <-time.After(30 * time.Second):
+		t.Fatalf("seckill dev did not stop on SIGINT\n%s", logs.String())
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitHTTP(t *testing.T, url string, exited chan error, logs *bytes.Buffer) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("seckill dev exited early: %v\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready\n%s", url, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
