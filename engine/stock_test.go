@@ -284,7 +284,6 @@ func expectEvent(t *testing.T, ch chan sale.Event, kind string, sku int64) {
 	}
 }
 
-
 func TestOnCallSoldOutMarkAndRestock(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
