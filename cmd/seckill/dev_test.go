@@ -76,7 +76,9 @@ func TestDevAndAdminCLI(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		out := mustAdmin("--json", "stock", "1")
-		var rep struct{ SKUs []struct{ SKUID, Ordered, Remaining, Drift int64 } }
+		var rep struct {
+			SKUs []struct{ SKUID, Ordered, Remaining, Drift int64 }
+		}
 		json.Unmarshal([]byte(out), &rep)
 		if len(rep.SKUs) == 2 && rep.SKUs[0].Ordered == 1 && rep.SKUs[0].Remaining == 999 && rep.SKUs[0].Drift == 0 {
 			break
