@@ -1,0 +1,200 @@
+package edge
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/zap"
+
+	"seckill/internal/sale"
+)
+
+// soldOutFlag is a local sold-out flag. It counts only while its epoch is
+// the server's: every re-subscription to the events channel bumps the
+// epoch, dropping flags whose "available" event may have been missed while
+// the subscription was down.
+type soldOutFlag struct {
+	epoch    uint64
+	activity int64 // the activity it was raised for; 0: any
+}
+
+// soldOut reports a live local sold-out flag for sku in activity.
+// No allocation.
+func (s *Server) soldOut(sku, activity int64) bool {
+	f, ok := s.flags.Get(sku)
+	return ok && f.epoch == s.epoch.Load() && (f.activity == 0 || f.activity == activity)
+}
+
+// setSoldOut raises (or refreshes) the flag for SoldOutTTL: the fallback
+// that bounds a flag whose "available" event never arrives. The set is
+// buffered by ristretto and visible a moment later.
+func (s *Server) setSoldOut(sku, activity int64) {
+	s.flags.SetWithTTL(sku, soldOutFlag{epoch: s.epoch.Load(), activity: activity}, 1, s.cfg.SoldOutTTL)
+}
+
+// HandleEvent applies an event at once: soldout raises the SKU's flag,
+// available drops it, activity reloads the catalog. The in-process engine
+// calls it directly (engine.WithEventHook) so the edge in the same process
+// need not wait for the pub/sub round trip; the same events also arrive by
+// pub/sub, and applying one twice is harmless. It does not block on I/O and
+// is safe for concurrent use, also after Shutdown (then it does nothing).
+func (s *Server) HandleEvent(e sale.Event) {
+	s.evMu.RLock()
+	defer s.evMu.RUnlock()
+	if s.closed {
+		return
+	}
+	if e.SKU <= 0 && e.Kind != sale.EventActivity {
+		return
+	}
+	switch e.Kind {
+	case sale.EventSoldOut:
+		s.setSoldOut(e.SKU, e.Activity)
+		s.observePropagation(e)
+	case sale.EventAvailable:
+		// Del is immediate (and ordered after any buffered Set of the
+		// same key), so a flag never outlives the stock coming back.
+		s.flags.Del(e.SKU)
+		s.observePropagation(e)
+	case sale.EventActivity:
+		// In-process, the catalog object is shared and already updated;
+		// the generation bump drops cached views now, the load catches up
+		// with other writers.
+		s.gen.Add(1)
+		s.triggerLoad()
+	}
+}
+
+func (s *Server) observePropagation(e sale.Event) {
+	if e.At <= 0 {
+		return
+	}
+	d := time.Now().UnixNano() - e.At
+	if d < 0 { // sender's clock ahead of ours
+		d = 0
+	}
+	s.m.propagation.Observe(time.Duration(d).Seconds())
+}
+
+// triggerLoad asks the loader for a catalog load now; requests coalesce.
+func (s *Server) triggerLoad() {
+	select {
+	case s.loadCh <- struct{}{}:
+	default:
+	}
+}
+
+// subscribe keeps a subscription to sale.EventsChannel until ctx ends,
+// re-subscribing by itself after any failure with a capped backoff.
+func (s *Server) subscribe(ctx context.Context) {
+	defer s.wg.Done()
+	const minBackoff, maxBackoff = 50 * time.Millisecond, 2 * time.Second
+	backoff := minBackoff
+	// The hook runs on rueidis' pipeline goroutine for every subscribe
+	// confirmation, including the client's own re-subscriptions after a
+	// reconnect: no blocking work here.
+	hctx := rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
+		if sub.Kind != "subscribe" {
+			if sub.Kind == "unsubscribe" {
+				s.subscribed.Store(false)
+			}
+			return
+		}
+		if s.subscribedOnce.Swap(true) {
+			// Events may have been missed while we were away.
+			s.epoch.Add(1)
+			s.gen.Add(1)
+			s.triggerLoad()
+		}
+		s.subscribed.Store(true)
+	})
+	cmd := s.rdb.B().Subscribe().Channel(sale.EventsChannel).Build()
+	for {
+		start := time.Now()
+		err := s.rdb.Receive(hctx, cmd, s.onMessage)
+		s.subscribed.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > maxBackoff {
+			backoff = minBackoff
+		}
+		s.log.Warn("edge events subscription lost; re-subscribing", zap.String("channel", sale.EventsChannel), zap.Duration("backoff", backoff), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+func (s *Server) onMessage(msg rueidis.PubSubMessage) {
+	e, err := sale.ParseEvent(msg.Message)
+	if err != nil {
+		s.log.Warn("edge ignores a malformed event", zap.String("channel", msg.Channel), zap.Error(err))
+		return
+	}
+	s.HandleEvent(e)
+}
+
+// refresh loads the catalog every RefreshInterval and when asked.
+func (s *Server) refresh(ctx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.RefreshInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		lctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+		err := s.cat.Load(lctx)
+		cancel()
+		switch {
+		case err == nil:
+			s.gen.Add(1)
+			if failing {
+				s.log.Info("edge catalog load recovered")
+			}
+			failing = false
+		case ctx.Err() != nil:
+			return
+		case !failing:
+			// Logged once per outage; the cached catalog stays in use.
+			s.log.Warn("edge catalog load failed; serving the last snapshot", zap.Error(err))
+			failing = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.loadCh:
+		}
+	}
+}
+
+// syncClock re-samples the server-time offset every ClockSyncInterval.
+func (s *Server) syncClock(ctx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.ClockSyncInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+		err := s.clock.sync(sctx)
+		cancel()
+		switch {
+		case err == nil:
+			failing = false
+		case ctx.Err() != nil:
+			return
+		case !failing:
+			s.log.Warn("edge clock sync failed; keeping the last offset", zap.Duration("offset", time.Duration(s.clock.offset.Load())), zap.Error(err))
+			failing = true
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package edge
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"seckill/internal/sale"
+)
+
+func TestEventsReachEveryEdge(t *testing.T) {
+	// Two edges share one Redis. Edge a learns "sold out" from the engine;
+	// edge b only from the events the engine publishes.
+	a := newEdge(t)
+	b := newEdge(t, withRedis(a.redis))
+	a.waitSubscribed()
+	b.waitSubscribed()
+
+	if r := b.order("5", `{"skuId":1001}`); r.status != 200 {
+		t.Fatalf("before any event: %d %s", r.status, r.raw)
+	}
+	b.publish(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
+	waitFor(t, "the sold-out flag on both edges", func() bool {
+		return a.srv.soldOut(1001, 7) && b.srv.soldOut(1001, 7)
+	})
+	calls := b.eng.calls.Load()
+	if r := b.order("6", `{"skuId":1001}`); r.status != 410 || r.code() != "SOLD_OUT" || b.eng.calls.Load() != calls {
+		t.Fatalf("after soldout: %d %s, engine calls %d -> %d", r.status, r.raw, calls, b.eng.calls.Load())
+	}
+
+	b.publish(sale.Event{Kind: sale.EventAvailable, Activity: 7, SKU: 1001})
+	waitFor(t, "the flag to clear on both edges", func() bool {
+		return !a.srv.soldOut(1001, 7) && !b.srv.soldOut(1001, 7)
+	})
+	if r := b.order("6", `{"skuId":1001}`); r.status != 200 || b.eng.calls.Load() != calls+1 {
+		t.Fatalf("after available: %d %s", r.status, r.raw)
+	}
+
+	var m dto.Metric
+	if err := b.srv.m.propagation.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.GetHistogram().GetSampleCount(); n != 2 {
+		t.Errorf("propagation samples %d, want 2", n)
+	}
+}
+
+func TestActivityEventReloadsTheCatalog(t *testing.T) {
+	a := newEdge(t)
+	b := newEdge(t, withRedis(a.redis))
+	b.waitSubscribed()
+	if r := b.order("5", `{"skuId":5001}`); r.status != 404 {
+		t.Fatalf("before: %d %s", r.status, r.raw)
+	}
+	// Another process (a's catalog) adds an activity and announces it.
+	act := sale.Activity{ID: 50, Start: saleStart, End: saleStart.Add(time.Hour), SKUs: []sale.SKU{{ID: 5001, Stock: 1, LimitPerUser: 1}}}
+	if err := a.cat.Put(t.Context(), act); err != nil {
+		t.Fatal(err)
+	}
+	b.publish(sale.Event{Kind: sale.EventActivity, Activity: 50})
+	waitFor(t, "edge b to sell sku 5001", func() bool { return b.order("5", `{"skuId":5001}`).status == 200 })
+}
+
+func TestSubscriptionSurvivesARedisRestart(t *testing.T) {
+	e := newEdge(t)
+	e.waitSubscribed()
+	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1002})
+	e.srv.flags.Wait()
+	epoch := e.srv.epoch.Load()
+
+	e.redis.Stop()
+	time.Sleep(100 * time.Millisecond)
+	if err := e.redis.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "re-subscription", func() bool { return e.srv.epoch.Load() > epoch })
+	// The "available" for 1002 may have been published while we were away:
+	// the old flag no longer counts.
+	if e.srv.soldOut(1002, 7) {
+		t.Error("a flag from before the outage survived re-subscription")
+	}
+	e.publish(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
+	waitFor(t, "an event after the restart", func() bool { return e.srv.soldOut(1001, 7) })
+}
+
+func TestHandleEventAfterShutdownIsHarmless(t *testing.T) {
+	e := newEdge(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
+	e.srv.HandleEvent(sale.Event{Kind: sale.EventAvailable, Activity: 7, SKU: 1001})
+	e.srv.HandleEvent(sale.Event{Kind: sale.EventActivity, Activity: 7})
+}

@@ -1,0 +1,143 @@
+package edge
+
+import (
+	"errors"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"seckill/engine"
+)
+
+// order serves POST /api/v1/flash-sale/order and POST /api/seckill/submit
+// (same body; seed-001 field names are the same names). It rejects,
+// cheapest check first, everything that cannot succeed, and only then asks
+// the engine. Nothing of ctx is kept after it returns: the token and
+// requestId alias the request body and die with it.
+func (s *Server) order(ctx *fasthttp.RequestCtx) {
+	// fasthttp refuses a body over MaxRequestBodySize before reading it;
+	// this covers handlers run under another server.
+	if ctx.Request.Header.ContentLength() > s.cfg.MaxBodyBytes || len(ctx.Request.Body()) > s.cfg.MaxBodyBytes {
+		s.write(ctx, ansTooLarge)
+		return
+	}
+	user, present, valid := userID(ctx.Request.Header.Peek("X-User-Id"))
+	if !present {
+		s.write(ctx, ansNoUser)
+		return
+	}
+	if !valid {
+		s.write(ctx, ansBadUser)
+		return
+	}
+	var o order
+	if err := parseOrder(ctx.Request.Body(), &o); err != nil {
+		s.write(ctx, parseAnswer(err))
+		return
+	}
+
+	now := s.clock.now()
+	v, ok := s.resolve(o.ActivityID, o.SKUID, now)
+	switch {
+	case !ok:
+		s.write(ctx, ansUnknownSKU)
+		return
+	case v.offline || now < v.start:
+		s.write(ctx, ansNotOpen)
+		return
+	case now >= v.end:
+		s.write(ctx, ansEnded)
+		return
+	case s.soldOut(o.SKUID, v.activity):
+		s.write(ctx, ansSoldOut)
+		return
+	}
+	if v.requireToken {
+		if s.verifier == nil || len(o.Token) == 0 {
+			s.write(ctx, ansTokenRequired)
+			return
+		}
+		if err := s.verifier.Verify(o.Token, user, v.act, o.SKUID, time.Unix(0, now)); err != nil {
+			if errors.Is(err, engine.ErrBusy) {
+				s.write(ctx, ansTokenBusy)
+			} else {
+				s.write(ctx, ansTokenInvalid)
+			}
+			return
+		}
+	}
+
+	req := &engine.Request{ActivityID: v.activity, SKUID: o.SKUID, UserID: user, Quantity: o.Quantity}
+	// engine.Request has no field for the client's idempotency key; it
+	// travels as the trace id unless the gateway set one.
+	if tr := ctx.Request.Header.Peek("X-Trace-Id"); len(tr) > 0 && len(tr) <= maxRequestIDLen {
+		req.TraceID = string(tr)
+	} else if len(o.RequestID) > 0 {
+		req.TraceID = string(o.RequestID)
+	}
+	t, err := s.eng.Occupy(s.bgCtx, req)
+	s.answer(ctx, o.SKUID, v.activity, t, err)
+}
+
+// answer tells the buyer the engine's outcome and learns from it.
+func (s *Server) answer(ctx *fasthttp.RequestCtx, sku, activity int64, t engine.Ticket, err error) {
+	outcome, a := engineOutcome(err)
+	s.m.engineCalls[outcome].Inc()
+	if t.ActivityID != 0 {
+		activity = t.ActivityID
+	}
+	switch outcome {
+	case outcomeQueued:
+		if t.Remaining == 0 {
+			s.setSoldOut(sku, activity)
+		}
+		s.writeTicket(ctx, fasthttp.StatusOK, "QUEUING", t.RequestNo, msgQueuing)
+		return
+	case outcomeDuplicate:
+		s.writeTicket(ctx, fasthttp.StatusConflict, "DUPLICATE", t.RequestNo, msgDuplicate)
+		return
+	case outcomeSoldOut:
+		// Remaining > 0 means only that this quantity did not fit: others
+		// can still buy.
+		if t.Remaining <= 0 {
+			s.setSoldOut(sku, activity)
+		}
+	case outcomeNotOpen, outcomeEnded, outcomeUnknownSKU:
+		// The engine judged by Redis: our catalog is probably stale.
+		s.reloadSoon()
+	case outcomeBusy:
+		if !errors.Is(err, engine.ErrBusy) {
+			s.warnRare("edge maps an unknown engine error to busy", err)
+		}
+	}
+	s.write(ctx, a)
+}
+
+// writeTicket answers with a requestNo.
+func (s *Server) writeTicket(ctx *fasthttp.RequestCtx, status int, code, requestNo, message string) {
+	var buf [192]byte
+	ctx.SetStatusCode(status)
+	ctx.SetContentTypeBytes(contentTypeJSON)
+	ctx.SetBody(appendBody(buf[:0], code, requestNo, message))
+}
+
+// reloadSoon triggers a catalog load at most once a second.
+func (s *Server) reloadSoon() {
+	now := time.Now().UnixNano()
+	last := s.lastDisagree.Load()
+	if now-last < int64(time.Second) || !s.lastDisagree.CompareAndSwap(last, now) {
+		return
+	}
+	s.triggerLoad()
+}
+
+// warnRare logs at most once a second: never a log line per request.
+func (s *Server) warnRare(msg string, err error) {
+	now := time.Now().UnixNano()
+	last := s.lastWarn.Load()
+	if now-last < int64(time.Second) || !s.lastWarn.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn(msg, zap.Error(err))
+}

@@ -1,0 +1,347 @@
+package edge
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"seckill/engine"
+	"seckill/internal/sale"
+)
+
+// tokenFunc adapts a function to TokenVerifier.
+type tokenFunc func(token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error
+
+func (f tokenFunc) Verify(token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error {
+	return f(token, user, a, sku, now)
+}
+
+var acceptToken = tokenFunc(func(token []byte, user int64, a *sale.Activity, sku int64, _ time.Time) error {
+	if string(token) != fmt.Sprintf("ok-%d-%d", user, a.ID) {
+		return errors.New("bad signature")
+	}
+	return nil
+})
+
+// orderCase is one request and the answer it must get.
+type orderCase struct {
+	name      string
+	method    string // default POST
+	path      string // default the order route
+	user      string // default "5"; "-" sends none
+	body      string
+	opts      []envOption
+	setup     func(t *testing.T, e *edgeEnv)
+	status    int
+	code      string
+	engineHit bool
+}
+
+func TestOrderStatuses(t *testing.T) {
+	shared := newEdge(t) // puts the fixture; the cases share its Redis
+
+	cases := []orderCase{
+		{name: "a seed wrk order is queued", body: `{"skuId":1001,"quantity":1}`, status: 200, code: "QUEUING", engineHit: true},
+		{name: "the seed-001 submit route takes its field names", path: "/api/seckill/submit",
+			body: `{"activityId":7,"skuId":1001,"token":"t","requestId":"r-1"}`, status: 200, code: "QUEUING", engineHit: true},
+		{name: "a GET on the order route is 405", method: "GET", status: 405, code: "METHOD_NOT_ALLOWED"},
+		{name: "an unknown route is 404", path: "/api/v1/nope", status: 404, code: "NOT_FOUND"},
+		{name: "a missing user is 401", user: "-", body: `{"skuId":1001}`, status: 401, code: "UNAUTHORIZED"},
+		{name: "a non-numeric user is 400", user: "alice", body: `{"skuId":1001}`, status: 400, code: "BAD_REQUEST"},
+		{name: "user zero is 400", user: "0", body: `{"skuId":1001}`, status: 400, code: "BAD_REQUEST"},
+		{name: "malformed JSON is 400", body: `{"skuId":1001`, status: 400, code: "BAD_REQUEST"},
+		{name: "a missing skuId is 400", body: `{"quantity":1}`, status: 400, code: "BAD_REQUEST"},
+		{name: "a negative skuId is 400", body: `{"skuId":-3}`, status: 400, code: "BAD_REQUEST"},
+		{name: "quantity zero is 400", body: `{"skuId":1001,"quantity":0}`, status: 400, code: "BAD_REQUEST"},
+		{name: "quantity over 100 is 400", body: `{"skuId":1001,"quantity":101}`, status: 400, code: "BAD_REQUEST"},
+		{name: "a duplicated skuId is 400", body: `{"skuId":1001,"skuId":1002}`, status: 400, code: "BAD_REQUEST"},
+		{name: "an unknown sku is 404", body: `{"skuId":424242}`, status: 404, code: "UNKNOWN_SKU"},
+		{name: "an activity that does not sell the sku is 404", body: `{"activityId":8,"skuId":1001}`, status: 404, code: "UNKNOWN_SKU"},
+		{name: "an unknown activity is 404", body: `{"activityId":99,"skuId":1001}`, status: 404, code: "UNKNOWN_SKU"},
+		{name: "before the start is 425", body: `{"skuId":1001}`, setup: func(t *testing.T, e *edgeEnv) { e.clock.set(saleStart.Add(-time.Millisecond)) },
+			status: 425, code: "NOT_OPEN"},
+		{name: "an offline activity is 425", body: `{"skuId":1003}`, status: 425, code: "NOT_OPEN"},
+		{name: "at the end is 410 ended", body: `{"skuId":1001}`, setup: func(t *testing.T, e *edgeEnv) { e.clock.set(saleStart.Add(time.Hour)) },
+			status: 410, code: "ENDED"},
+		{name: "a local sold-out flag is 410 without the engine", body: `{"skuId":1001}`, setup: func(t *testing.T, e *edgeEnv) {
+			e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
+			e.srv.flags.Wait()
+		}, status: 410, code: "SOLD_OUT"},
+		{name: "a sold-out flag of another sku does not stop this one", body: `{"skuId":1001}`, setup: func(t *testing.T, e *edgeEnv) {
+			e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1002})
+			e.srv.flags.Wait()
+		}, status: 200, code: "QUEUING", engineHit: true},
+		{name: "a token sale without a verifier is 403", body: `{"skuId":2001,"token":"ok-5-8"}`, status: 403, code: "TOKEN_REQUIRED"},
+		{name: "a token sale without a token is 403", body: `{"skuId":2001}`, opts: []envOption{withOptions(WithTokenVerifier(acceptToken))},
+			status: 403, code: "TOKEN_REQUIRED"},
+		{name: "a refused token is 403", body: `{"skuId":2001,"token":"ok-6-8"}`, opts: []envOption{withOptions(WithTokenVerifier(acceptToken))},
+			status: 403, code: "TOKEN_INVALID"},
+		{name: "a verifier that cannot check is 503", body: `{"skuId":2001,"token":"x"}`, opts: []envOption{withOptions(WithTokenVerifier(
+			tokenFunc(func([]byte, int64, *sale.Activity, int64, time.Time) error {
+				return fmt.Errorf("redis: %w", engine.ErrBusy)
+			})))},
+			status: 503, code: "BUSY"},
+		{name: "an accepted token reaches the engine", body: `{"skuId":2001,"token":"ok-5-8"}`, opts: []envOption{withOptions(WithTokenVerifier(acceptToken))},
+			status: 200, code: "QUEUING", engineHit: true},
+		{name: "a token is ignored where none is required", body: `{"skuId":1001,"token":"whatever"}`, status: 200, code: "QUEUING", engineHit: true},
+	}
+	engineCases := []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{engine.ErrNotOpen, 425, "NOT_OPEN"},
+		{engine.ErrEnded, 410, "ENDED"},
+		{engine.ErrSoldOut, 410, "SOLD_OUT"},
+		{engine.ErrDuplicate, 409, "DUPLICATE"},
+		{engine.ErrOverLimit, 400, "OVER_LIMIT"},
+		{engine.ErrUnknownSKU, 404, "UNKNOWN_SKU"},
+		{engine.ErrBusy, 503, "BUSY"},
+		{fmt.Errorf("occupy sku 1001: %w", engine.ErrBusy), 503, "BUSY"},
+		{errors.New("something nobody mapped"), 503, "BUSY"},
+	}
+	for _, c := range engineCases {
+		err := c.err
+		cases = append(cases, orderCase{
+			name: fmt.Sprintf("the engine's %q is %d %s", err, c.status, c.code),
+			body: `{"skuId":1001}`, status: c.status, code: c.code, engineHit: true,
+			setup: func(t *testing.T, e *edgeEnv) {
+				e.eng.answer(func(*engine.Request) (engine.Ticket, error) {
+					return engine.Ticket{RequestNo: "424242", ActivityID: 7, Remaining: -1}, err
+				})
+			},
+		})
+	}
+
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEdge(t, append([]envOption{withRedis(shared.redis)}, c.opts...)...)
+			if c.setup != nil {
+				c.setup(t, e)
+			}
+			method, path, user := c.method, c.path, c.user
+			if method == "" {
+				method = "POST"
+			}
+			if path == "" {
+				path = "/api/v1/flash-sale/order"
+			}
+			switch user {
+			case "":
+				user = "5"
+			case "-":
+				user = ""
+			}
+			r := e.do(method, path, user, c.body)
+			if r.status != c.status || r.code() != c.code {
+				t.Fatalf("got %d %s (%s), want %d %s", r.status, r.code(), r.raw, c.status, c.code)
+			}
+			if _, ok := r.body["message"].(string); !ok {
+				t.Errorf("body %s has no message", r.raw)
+			}
+			if got := e.eng.calls.Load() > 0; got != c.engineHit {
+				t.Errorf("engine called: %v, want %v", got, c.engineHit)
+			}
+			if c.code == "QUEUING" || c.code == "DUPLICATE" {
+				if rn, _ := r.body["requestNo"].(string); rn == "" {
+					t.Errorf("body %s has no requestNo", r.raw)
+				}
+			}
+		})
+	}
+}
+
+func TestOrderPassesTheRequestToTheEngine(t *testing.T) {
+	e := newEdge(t)
+	r := e.do("POST", "/api/seckill/submit", "77", `{"activityId":"7","skuId":"1002","quantity":2,"requestId":"client-key-1"}`)
+	if r.status != 200 {
+		t.Fatalf("got %d %s", r.status, r.raw)
+	}
+	got := e.eng.lastRequest()
+	want := engine.Request{ActivityID: 7, SKUID: 1002, UserID: 77, Quantity: 2, TraceID: "client-key-1"}
+	if got != want {
+		t.Fatalf("engine got %+v, want %+v", got, want)
+	}
+	// Without activityId the edge resolves the current activity itself.
+	e.order("78", `{"skuId":1001}`)
+	if got := e.eng.lastRequest(); got.ActivityID != 7 || got.Quantity != 1 {
+		t.Fatalf("engine got %+v, want activity 7 quantity 1", got)
+	}
+}
+
+func TestDuplicateAnswerNamesTheHeldTicket(t *testing.T) {
+	e := newEdge(t)
+	e.eng.answer(func(*engine.Request) (engine.Ticket, error) {
+		return engine.Ticket{RequestNo: "123456789", ActivityID: 7, Remaining: 3}, fmt.Errorf("occupy: %w", engine.ErrDuplicate)
+	})
+	r := e.order("5", `{"skuId":1001}`)
+	if r.status != 409 || r.body["requestNo"] != "123456789" {
+		t.Fatalf("got %d %s, want 409 naming 123456789", r.status, r.raw)
+	}
+}
+
+func TestSoldOutFlagFromEngineAnswers(t *testing.T) {
+	cases := []struct {
+		name    string
+		ticket  engine.Ticket
+		err     error
+		status  int
+		flagged bool
+	}{
+		{"a sold-out answer with nothing left raises the flag", engine.Ticket{ActivityID: 7, Remaining: 0}, engine.ErrSoldOut, 410, true},
+		{"a sold-out answer that did not read the stock raises the flag", engine.Ticket{ActivityID: 7, Remaining: -1}, engine.ErrSoldOut, 410, true},
+		{"a sold-out answer with stock left for smaller orders does not", engine.Ticket{ActivityID: 7, Remaining: 1}, engine.ErrSoldOut, 410, false},
+		{"a ticket for the last unit raises the flag", engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: 0}, nil, 200, true},
+		{"a ticket with stock left does not", engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: 4}, nil, 200, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEdge(t)
+			e.eng.answer(func(*engine.Request) (engine.Ticket, error) { return c.ticket, c.err })
+			if r := e.order("5", `{"skuId":1001}`); r.status != c.status {
+				t.Fatalf("first order: %d %s, want %d", r.status, r.raw, c.status)
+			}
+			e.srv.flags.Wait()
+			r := e.order("6", `{"skuId":1001}`)
+			calls := e.eng.calls.Load()
+			if c.flagged {
+				if r.status != 410 || r.code() != "SOLD_OUT" || calls != 1 {
+					t.Fatalf("second order: %d %s after %d engine calls, want 410 SOLD_OUT from the flag", r.status, r.raw, calls)
+				}
+			} else if calls != 2 {
+				t.Fatalf("second order did not reach the engine (%d calls): %s", calls, r.raw)
+			}
+		})
+	}
+}
+
+func TestSoldOutFlagExpiresWhenItsEventIsMissed(t *testing.T) {
+	e := newEdge(t, withConfig(func(c *Config) { c.SoldOutTTL = 300 * time.Millisecond }))
+	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001, At: time.Now().UnixNano()})
+	e.srv.flags.Wait()
+	if r := e.order("5", `{"skuId":1001}`); r.status != 410 {
+		t.Fatalf("with the flag: %d %s", r.status, r.raw)
+	}
+	// No "available" event comes; the TTL must let buyers through again.
+	time.Sleep(350 * time.Millisecond)
+	if r := e.order("5", `{"skuId":1001}`); r.status != 200 || e.eng.calls.Load() != 1 {
+		t.Fatalf("after the TTL: %d %s, engine calls %d", r.status, r.raw, e.eng.calls.Load())
+	}
+}
+
+func TestSoldOutFlagIsPerActivity(t *testing.T) {
+	e := newEdge(t)
+	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 99, SKU: 1001})
+	e.srv.flags.Wait()
+	if r := e.order("5", `{"skuId":1001}`); r.status != 200 {
+		t.Fatalf("a flag of activity 99 stopped activity 7: %d %s", r.status, r.raw)
+	}
+}
+
+func TestCurrentActivityChangesAtTheBoundary(t *testing.T) {
+	// Activity 20 ends when 21 starts, both selling SKU 3001; views are
+	// cached far longer than the gap between requests.
+	mid := saleStart.Add(2 * time.Hour)
+	e := newEdge(t, withConfig(func(c *Config) { c.ViewTTL = time.Hour }), withActivities(
+		sale.Activity{ID: 20, Start: saleStart, End: mid, SKUs: []sale.SKU{{ID: 3001, Stock: 1, LimitPerUser: 1}}},
+		sale.Activity{ID: 21, Start: mid, End: mid.Add(time.Hour), SKUs: []sale.SKU{{ID: 3001, Stock: 1, LimitPerUser: 1}}},
+	))
+	e.clock.set(mid.Add(-time.Second))
+	if r := e.order("5", `{"skuId":3001}`); r.status != 200 {
+		t.Fatalf("before the boundary: %d %s", r.status, r.raw)
+	}
+	e.srv.views.Wait()
+	if got := e.eng.lastRequest().ActivityID; got != 20 {
+		t.Fatalf("before the boundary: activity %d, want 20", got)
+	}
+	e.clock.set(mid)
+	if r := e.order("5", `{"skuId":3001}`); r.status != 200 {
+		t.Fatalf("at the boundary: %d %s", r.status, r.raw)
+	}
+	if got := e.eng.lastRequest().ActivityID; got != 21 {
+		t.Fatalf("at the boundary: activity %d, want 21", got)
+	}
+}
+
+func TestWindowIsJudgedByRedisTime(t *testing.T) {
+	// This edge's clock runs an hour behind Redis; an activity that started
+	// half an hour ago by Redis time is open although the local clock says
+	// it has not started.
+	local := time.Now()
+	a := sale.Activity{ID: 30, Start: local.Add(30 * time.Minute), End: local.Add(2 * time.Hour), SKUs: []sale.SKU{{ID: 4001, Stock: 1, LimitPerUser: 1}}}
+	e := newEdge(t, withRealClock(), withActivities(a), withOptions(WithTimeSource(func(context.Context) (time.Time, error) {
+		return time.Now().Add(time.Hour), nil
+	})))
+	if r := e.order("5", `{"skuId":4001}`); r.status != 200 {
+		t.Fatalf("got %d %s, want 200 by Redis time", r.status, r.raw)
+	}
+}
+
+func TestClockOffsetFollowsRedisTime(t *testing.T) {
+	e := newEdge(t, withRealClock())
+	off := time.Duration(e.srv.clock.offset.Load())
+	if off < -time.Second || off > time.Second {
+		t.Fatalf("offset to a local redis-server is %v", off)
+	}
+	c := &serverClock{local: func() time.Time { return time.Now().Add(-time.Minute) }, source: redisTime(e.rdb)}
+	if err := c.sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Duration(c.now() - time.Now().UnixNano()); got < -time.Second || got > time.Second {
+		t.Fatalf("a clock a minute slow reads %v off after sync", got)
+	}
+}
+
+func TestBodyOverTheLimitIsRefusedBeforeItIsRead(t *testing.T) {
+	e := newEdge(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = e.srv.Serve(ln) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Headers only: the 413 must come without the edge waiting for the
+	// announced megabyte.
+	_, err = fmt.Fprintf(c, "POST /api/v1/flash-sale/order HTTP/1.1\r\nHost: edge\r\nX-User-Id: 5\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var resp fasthttp.Response
+	if err := resp.Read(bufio.NewReader(c)); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode() != 413 || !strings.Contains(string(resp.Body()), `"TOO_LARGE"`) {
+		t.Fatalf("got %d %s, want 413 TOO_LARGE", resp.StatusCode(), resp.Body())
+	}
+	if e.eng.calls.Load() != 0 {
+		t.Fatal("the engine was called")
+	}
+}
+
+func TestHandlerRefusesABodyOverTheLimit(t *testing.T) {
+	// Under a server without MaxRequestBodySize the handler still refuses.
+	e := newEdge(t)
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.Header.SetMethod("POST")
+	req.SetRequestURI("/api/v1/flash-sale/order")
+	req.Header.Set("X-User-Id", "5")
+	req.SetBodyString(`{"skuId":1001,"pad":"` + strings.Repeat("x", 5000) + `"}`)
+	ctx.Init(&req, nil, nil)
+	e.srv.Handler()(&ctx)
+	if ctx.Response.StatusCode() != 413 {
+		t.Fatalf("got %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+}

@@ -1,0 +1,100 @@
+package edge
+
+import (
+	"context"
+	"errors"
+
+	"github.com/valyala/fasthttp"
+
+	"seckill/internal/results"
+	"seckill/internal/sale"
+)
+
+// Messages of result answers.
+const (
+	msgResultQueuing = "still queuing; poll again shortly"
+	msgResultSuccess = "order created"
+	msgResultFail    = "no order was made"
+)
+
+// result serves GET /api/v1/flash-sale/result/{requestNo} (and the seed's
+// alias): the ticket's state. Only its owner may read it; anyone else gets
+// the same 404 as for an unknown requestNo, so ticket numbers cannot be
+// probed.
+func (s *Server) result(ctx *fasthttp.RequestCtx) {
+	// Per buyer and changing: never stored by a shared cache.
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	user, present, valid := userID(ctx.Request.Header.Peek("X-User-Id"))
+	if !present {
+		s.write(ctx, ansNoUser)
+		return
+	}
+	if !valid {
+		s.write(ctx, ansBadUser)
+		return
+	}
+	rn, _ := ctx.UserValue("requestNo").(string)
+	if !validRequestNo(rn) {
+		s.write(ctx, ansNotFound)
+		return
+	}
+	rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
+	e, err := s.res.Read(rctx, rn)
+	cancel()
+	switch {
+	case errors.Is(err, results.ErrNotFound):
+		s.write(ctx, ansNotFound)
+		return
+	case err != nil:
+		s.write(ctx, ansBusy)
+		return
+	case e.Owner != user:
+		s.write(ctx, ansNotFound)
+		return
+	}
+	var buf [256]byte
+	b := append(buf[:0], `{"code":`...)
+	switch e.State {
+	case sale.ResultSuccess:
+		b = appendJSONString(b, e.State)
+		b = append(b, `,"requestNo":`...)
+		b = appendJSONString(b, e.RequestNo)
+		b = append(b, `,"orderNo":`...)
+		b = appendJSONString(b, e.OrderNo)
+		b = append(b, `,"message":`...)
+		b = appendJSONString(b, msgResultSuccess)
+	case sale.ResultFail:
+		b = appendJSONString(b, e.State)
+		b = append(b, `,"requestNo":`...)
+		b = appendJSONString(b, e.RequestNo)
+		b = append(b, `,"reason":`...)
+		b = appendJSONString(b, e.Code)
+		b = append(b, `,"message":`...)
+		b = appendJSONString(b, msgResultFail)
+	default:
+		b = appendJSONString(b, sale.ResultQueuing)
+		b = append(b, `,"requestNo":`...)
+		b = appendJSONString(b, e.RequestNo)
+		b = append(b, `,"message":`...)
+		b = appendJSONString(b, msgResultQueuing)
+	}
+	b = append(b, '}')
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentTypeBytes(contentTypeJSON)
+	ctx.SetBody(b)
+}
+
+// validRequestNo admits 1 to 64 characters of [0-9A-Za-z_-]: anything else
+// cannot be a ticket and is answered without a Redis call.
+func validRequestNo(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,274 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+	"github.com/fasthttp/router"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/rueidis"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"seckill/engine"
+	"seckill/internal/catalog"
+	"seckill/internal/results"
+)
+
+// Server is the public HTTP endpoint. Build it with New, run it with Serve
+// or ListenAndServe, stop it with Shutdown. Safe for concurrent use.
+type Server struct {
+	cfg      Config
+	eng      engine.Engine
+	cat      *catalog.Catalog
+	res      *results.Store
+	rdb      rueidis.Client
+	log      *zap.Logger
+	m        *metrics
+	clock    *serverClock
+	verifier TokenVerifier
+	ready    []func(context.Context) error
+	gather   prometheus.Gatherer
+
+	flags *ristretto.Cache[int64, soldOutFlag] // SKU -> sold-out flag
+	views *ristretto.Cache[int64, *view]       // SKU -> view of its current activity
+	epoch atomic.Uint64                        // of sold-out flags; see soldOutFlag
+	gen   atomic.Uint64                        // of the catalog; see view
+
+	subscribed     atomic.Bool
+	subscribedOnce atomic.Bool
+	loadCh         chan struct{}
+	// lastDisagree rate-limits the catalog reloads triggered when the
+	// engine's answer shows the local catalog is stale.
+	lastDisagree atomic.Int64
+	lastWarn     atomic.Int64
+
+	srv      *fasthttp.Server
+	handler  fasthttp.RequestHandler
+	draining atomic.Bool
+	lnMu     sync.Mutex // orders Serve against Shutdown
+	lns      []net.Listener
+	bgCtx    context.Context // lives until Shutdown; engine calls run under it
+	bgCancel context.CancelFunc
+	wg       sync.WaitGroup
+
+	evMu   sync.RWMutex // guards closed against HandleEvent
+	closed bool
+	once   sync.Once
+	err    error
+}
+
+// Option is a test seam.
+type Option func(*Server)
+
+// WithClock makes now the server clock itself: windows are judged by it
+// and no offset to Redis TIME is sampled. Tests use it to stand before,
+// inside or after a sale's window.
+func WithClock(now func() time.Time) Option {
+	return func(s *Server) { s.clock.local, s.clock.source = now, nil }
+}
+
+// WithTimeSource replaces Redis TIME as the reference the local clock's
+// offset is sampled from (tests simulate a skewed edge with it).
+func WithTimeSource(src func(context.Context) (time.Time, error)) Option {
+	return func(s *Server) { s.clock.source = src }
+}
+
+// WithReadiness adds a check /readyz runs after the default Redis PING.
+func WithReadiness(check func(context.Context) error) Option {
+	return func(s *Server) { s.ready = append(s.ready, check) }
+}
+
+// WithTokenVerifier checks qualification tokens for activities that
+// require one. Without it such activities answer 403 TOKEN_REQUIRED.
+func WithTokenVerifier(v TokenVerifier) Option {
+	return func(s *Server) { s.verifier = v }
+}
+
+// WithGatherer serves /metrics from g. By default /metrics serves the
+// registerer given to New when it is also a Gatherer (a
+// *prometheus.Registry), and is absent otherwise.
+func WithGatherer(g prometheus.Gatherer) Option {
+	return func(s *Server) { s.gather = g }
+}
+
+// New builds the edge. rdb is the default Redis: events, server time and
+// readiness. reg receives the metrics (nil: a private registry). New samples
+// the server-time offset once and starts the background work (catalog
+// refresh, events subscription, clock sync), which Shutdown stops.
+func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store, rdb rueidis.Client, log *zap.Logger, reg prometheus.Registerer, opts ...Option) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if eng == nil || cat == nil || res == nil || rdb == nil || log == nil {
+		return nil, errors.New("edge: engine, catalog, results, redis and logger are required")
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s := &Server{
+		cfg: cfg, eng: eng, cat: cat, res: res, rdb: rdb, log: log,
+		clock:  &serverClock{local: time.Now, source: redisTime(rdb)},
+		loadCh: make(chan struct{}, 1),
+	}
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		s.gather = g
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	var err error
+	if s.m, err = newMetrics(reg); err != nil {
+		return nil, err
+	}
+
+	// fasthttp logs every broken client connection: at debug only, or a
+	// flood of bad clients becomes a flood of log lines.
+	httpLog, err := zap.NewStdLogAt(log.Named("fasthttp"), zapcore.DebugLevel)
+	if err != nil {
+		return nil, fmt.Errorf("edge fasthttp logger: %w", err)
+	}
+	// Sized so that admission never refuses an entry for any realistic
+	// number of SKUs (cost 1 each).
+	if s.flags, err = ristretto.NewCache(&ristretto.Config[int64, soldOutFlag]{
+		NumCounters: 1 << 18, MaxCost: 1 << 16, BufferItems: 64, IgnoreInternalCost: true,
+	}); err != nil {
+		return nil, fmt.Errorf("edge sold-out cache: %w", err)
+	}
+	if s.views, err = ristretto.NewCache(&ristretto.Config[int64, *view]{
+		NumCounters: 1 << 18, MaxCost: 1 << 16, BufferItems: 64, IgnoreInternalCost: true,
+	}); err != nil {
+		s.flags.Close()
+		return nil, fmt.Errorf("edge view cache: %w", err)
+	}
+
+	s.handler = s.routes()
+	s.srv = &fasthttp.Server{
+		Handler:                      s.handler,
+		ErrorHandler:                 s.httpError,
+		Name:                         "seckill",
+		NoDefaultServerHeader:        true,
+		ReadTimeout:                  cfg.ReadTimeout,
+		WriteTimeout:                 cfg.WriteTimeout,
+		IdleTimeout:                  cfg.IdleTimeout,
+		MaxRequestBodySize:           cfg.MaxBodyBytes,
+		ReadBufferSize:               cfg.ReadBufferSize,
+		Concurrency:                  cfg.MaxConns,
+		DisablePreParseMultipartForm: true,
+		SecureErrorLogMessage:        true,
+		CloseOnShutdown:              true,
+		Logger:                       httpLog,
+	}
+
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	sctx, cancel := context.WithTimeout(s.bgCtx, cfg.RedisTimeout)
+	if err := s.clock.sync(sctx); err != nil {
+		log.Warn("edge clock sync failed at start; using the local clock", zap.Error(err))
+	}
+	cancel()
+	s.wg.Add(3)
+	go s.refresh(s.bgCtx)
+	go s.subscribe(s.bgCtx)
+	go s.syncClock(s.bgCtx)
+	return s, nil
+}
+
+// Handler returns the request handler (every route), for tests and for
+// callers that run their own fasthttp.Server.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handler }
+
+// Serve answers requests on ln until Shutdown, then returns nil. After
+// Shutdown it returns ErrClosed at once.
+func (s *Server) Serve(ln net.Listener) error {
+	s.lnMu.Lock()
+	if s.draining.Load() {
+		s.lnMu.Unlock()
+		return ErrClosed
+	}
+	s.lns = append(s.lns, ln)
+	s.lnMu.Unlock()
+	return s.srv.Serve(ln)
+}
+
+// ListenAndServe answers requests on cfg.Listen until Shutdown.
+func (s *Server) ListenAndServe() error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("edge listen %s: %w", s.cfg.Listen, err)
+	}
+	return s.Serve(ln)
+}
+
+// Shutdown stops accepting, lets in-flight requests finish within ctx
+// (readyz answers 503 meanwhile), then stops the background work. Calling
+// it again returns the first result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.once.Do(func() {
+		s.lnMu.Lock()
+		s.draining.Store(true)
+		s.lnMu.Unlock()
+		err := s.srv.ShutdownWithContext(ctx)
+		// fasthttp closes only the listeners its Serve has registered; one
+		// handed to our Serve a moment ago may not be yet, and must not
+		// start serving now.
+		for _, ln := range s.lns {
+			_ = ln.Close()
+		}
+		s.bgCancel()
+		s.wg.Wait()
+		if err != nil {
+			// Handlers may still be running: leave the caches open (a
+			// ristretto Set on a closed cache panics) to the collector.
+			s.err = fmt.Errorf("edge shutdown: %w", err)
+			return
+		}
+		s.evMu.Lock()
+		s.closed = true
+		s.flags.Close()
+		s.views.Close()
+		s.evMu.Unlock()
+	})
+	return s.err
+}
+
+// routes builds the router (DESIGN §4).
+func (s *Server) routes() fasthttp.RequestHandler {
+	r := router.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleOPTIONS = false
+	r.NotFound = s.instrument(routeNone, func(ctx *fasthttp.RequestCtx) { s.write(ctx, ansNotFoundRoute) })
+	r.MethodNotAllowed = s.instrument(routeNone, func(ctx *fasthttp.RequestCtx) { s.write(ctx, ansMethod) })
+	r.PanicHandler = func(ctx *fasthttp.RequestCtx, v any) {
+		s.log.Error("edge handler panic", zap.Any("panic", v), zap.ByteString("path", ctx.Path()))
+		s.write(ctx, ansInternal)
+	}
+
+	r.POST("/api/v1/flash-sale/order", s.instrument(routeOrder, s.order))
+	r.POST("/api/seckill/submit", s.instrument(routeSubmit, s.order))
+	r.GET("/api/v1/flash-sale/result/{requestNo}", s.instrument(routeResult, s.result))
+	r.GET("/api/seckill/result/{requestNo}", s.instrument(routeResult, s.result))
+	r.GET("/api/v1/flash-sale/activities/{id}", s.instrument(routeActivity, s.activity))
+	r.GET("/healthz", s.instrument(routeHealthz, s.healthz))
+	r.GET("/readyz", s.instrument(routeReadyz, s.readyz))
+	if s.gather != nil {
+		r.GET("/metrics", s.instrument(routeMetrics, s.metricsHandler()))
+	}
+	return r.Handler
+}
+
+// instrument counts and times every answer of a route.
+func (s *Server) instrument(route int, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
+		h(ctx)
+		s.m.observe(route, ctx.Response.StatusCode(), time.Since(start))
+	}
+}
