@@ -18,6 +18,7 @@ commands:
   engine     the stock engine as a sidecar on a local socket (--listen)
   consumer   the Kafka consumer group that writes orders
   admin      on-call CLI for the admin API (seckill admin help)
+  broker     the embedded Kafka-protocol broker as its own process (--listen, --data-dir)
   version    print the version
 
 Every command takes --config FILE (YAML); every key can be overridden by
@@ -42,6 +43,8 @@ func main() {
 		err = runEngine(args)
 	case "consumer":
 		err = runConsumer(args)
+	case "broker":
+		err = runBroker(args)
 	case "admin":
 		err = runAdmin(args, os.Stdout)
 	case "version":
