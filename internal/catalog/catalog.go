@@ -24,7 +24,8 @@ import (
 type Catalog struct {
 	rdb  rueidis.Client
 	snap atomic.Pointer[snapshot]
-	mu   sync.Mutex // serialises Load and Put's local update
+	mu   sync.Mutex    // serialises Load and Put's local update
+	gen  atomic.Uint64 // bumped by every Put, so a Load that read Redis before it does not undo it
 }
 
 type snapshot struct {
@@ -80,14 +81,35 @@ func (c *Catalog) Put(ctx context.Context, a sale.Activity) error {
 	cp := a
 	acts = append(acts, &cp)
 	c.snap.Store(build(acts))
+	c.gen.Add(1)
 	return nil
 }
 
-// Load replaces the snapshot with what Redis holds.
+// Load replaces the snapshot with what Redis holds. A Put that lands while
+// Load reads Redis wins: Load then reads again (or leaves the fresher
+// snapshot in place).
 func (c *Catalog) Load(ctx context.Context) error {
+	for try := 0; try < 3; try++ {
+		gen := c.gen.Load()
+		acts, err := c.read(ctx)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		if c.gen.Load() == gen {
+			c.snap.Store(build(acts))
+			c.mu.Unlock()
+			return nil
+		}
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+func (c *Catalog) read(ctx context.Context) ([]*sale.Activity, error) {
 	ids, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(sale.ActivitiesKey).Build()).AsStrSlice()
 	if err != nil {
-		return fmt.Errorf("catalog load: %w", err)
+		return nil, fmt.Errorf("catalog load: %w", err)
 	}
 	acts := make([]*sale.Activity, 0, len(ids))
 	if len(ids) > 0 {
@@ -101,19 +123,16 @@ func (c *Catalog) Load(ctx context.Context) error {
 				continue
 			}
 			if err != nil {
-				return fmt.Errorf("catalog load activity %s: %w", ids[i], err)
+				return nil, fmt.Errorf("catalog load activity %s: %w", ids[i], err)
 			}
 			a := new(sale.Activity)
 			if err := json.Unmarshal([]byte(s), a); err != nil {
-				return fmt.Errorf("catalog load activity %s: %w", ids[i], err)
+				return nil, fmt.Errorf("catalog load activity %s: %w", ids[i], err)
 			}
 			acts = append(acts, a)
 		}
 	}
-	c.mu.Lock()
-	c.snap.Store(build(acts))
-	c.mu.Unlock()
-	return nil
+	return acts, nil
 }
 
 // Activity returns the activity with id. The result must not be modified.

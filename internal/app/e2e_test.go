@@ -1,0 +1,317 @@
+package app
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap/zaptest"
+
+	"seckill/engine"
+	"seckill/internal/config"
+	"seckill/internal/sale"
+	"seckill/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// cluster is a whole system on real servers: two redis-servers, kfake, a
+// store; the edge serves on a loopback port.
+type cluster struct {
+	cfg     config.Config
+	sys     *System // the edge (+ consumer, + engine in-process)
+	engine  *System // the sidecar engine process, in sidecar mode
+	base    string  // http://127.0.0.1:port
+	admin   string
+	redis   *testenv.Redis
+	hot     *testenv.Redis
+	kafka   *testenv.Kafka
+	storeDB string // DSN or path, to count rows with database/sql
+	driver  string
+}
+
+type mode struct {
+	driver  string // sqlite, mysql
+	sidecar bool
+}
+
+func (m mode) String() string {
+	e := "in-process engine"
+	if m.sidecar {
+		e = "sidecar engine"
+	}
+	return m.driver + ", " + e
+}
+
+var modes = []mode{{"sqlite", false}, {"mysql", false}, {"sqlite", true}, {"mysql", true}}
+
+func startCluster(t *testing.T, m mode, opts ...Option) *cluster {
+	t.Helper()
+	c := &cluster{redis: testenv.StartRedis(t), hot: testenv.StartRedis(t), kafka: testenv.StartKafka(t, 4), driver: m.driver}
+	cfg := config.Default()
+	cfg.Log.Format = "console"
+	cfg.Redis.Default.Addrs = []string{c.redis.Addr}
+	cfg.Redis.Hot.Addrs = []string{c.hot.Addr}
+	cfg.Engine.Kafka.Brokers = c.kafka.Addrs
+	cfg.Consumer.Brokers = c.kafka.Addrs
+	cfg.Consumer.MaxWait = 10 * time.Millisecond
+	cfg.Admin.Token = "test-admin-token"
+	cfg.Store.Driver = m.driver
+	if m.driver == "sqlite" {
+		cfg.Store.DSN = filepath.Join(t.TempDir(), "seckill.db")
+	} else {
+		cfg.Store.DSN = testenv.MySQL(t)
+	}
+	c.storeDB = cfg.Store.DSN
+	log := zaptest.NewLogger(t)
+	if m.sidecar {
+		cfg.Engine.Listen = "unix://" + t.TempDir() + "/engine.sock"
+		eng, err := New(cfg, log.Named("sidecar"), Roles{Engine: true}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := engine.Listen(cfg.Engine.Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng.Start(Listeners{Sidecar: ln})
+		t.Cleanup(func() { eng.Shutdown(context.Background()) })
+		c.engine = eng
+		cfg.Edge.Engine = cfg.Engine.Listen
+	}
+	sys, err := New(cfg, log, Roles{Edge: true, Engine: !m.sidecar, Consumer: true}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edgeLn, _ := net.Listen("tcp", "127.0.0.1:0")
+	adminLn, _ := net.Listen("tcp", "127.0.0.1:0")
+	sys.Start(Listeners{Edge: edgeLn, Admin: adminLn})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		sys.Shutdown(ctx)
+	})
+	c.cfg, c.sys = cfg, sys
+	c.base = "http://" + edgeLn.Addr().String()
+	c.admin = "http://" + adminLn.Addr().String()
+	return c
+}
+
+func (c *cluster) preheat(t *testing.T, a sale.Activity) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.sys.Preheat(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if c.engine != nil {
+		if err := c.engine.Catalog.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}, Timeout: 15 * time.Second}
+
+type answer struct {
+	Status    int
+	Code      string `json:"code"`
+	RequestNo string `json:"requestNo"`
+	OrderNo   string `json:"orderNo"`
+}
+
+func do(t testing.TB, method, url string, user int64, body string) answer {
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if user > 0 {
+		req.Header.Set("X-User-Id", fmt.Sprint(user))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, url, err)
+		return answer{}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	a := answer{Status: resp.StatusCode}
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Errorf("%s %s: %d %q: %v", method, url, resp.StatusCode, b, err)
+	}
+	return a
+}
+
+func (c *cluster) buy(t testing.TB, sku, user int64) answer {
+	return do(t, "POST", c.base+"/api/v1/flash-sale/order", user, fmt.Sprintf(`{"skuId":%d,"quantity":1}`, sku))
+}
+
+func (c *cluster) result(t testing.TB, rn string, user int64) answer {
+	return do(t, "GET", c.base+"/api/v1/flash-sale/result/"+rn, user, "")
+}
+
+func (c *cluster) db(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(c.driver, c.storeDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += value(m)
+			}
+		}
+	}
+	return sum
+}
+
+func value(m *dto.Metric) float64 {
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	if m.Gauge != nil {
+		return m.Gauge.GetValue()
+	}
+	return 0
+}
+
+func openActivity(id int64, skus ...sale.SKU) sale.Activity {
+	now := time.Now()
+	return sale.Activity{ID: id, Start: now.Add(-time.Minute), End: now.Add(time.Hour), State: sale.StateOnline, SKUs: skus}
+}
+
+// TestFlashSaleEndToEnd is the issue's acceptance test: 3,000 distinct
+// buyers plus 1,000 repeats at once on 1,000 units, over HTTP, on each store
+// and engine mode.
+func TestFlashSaleEndToEnd(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.String(), func(t *testing.T) { testFlashSale(t, m) })
+	}
+}
+
+func testFlashSale(t *testing.T, m mode) {
+	c := startCluster(t, m)
+	c.preheat(t, openActivity(1, sale.SKU{ID: 1001, Stock: 1000, Price: 9900, LimitPerUser: 1}))
+
+	users := make([]int64, 0, 4000)
+	for u := int64(1); u <= 3000; u++ {
+		users = append(users, u)
+	}
+	for u := int64(1); u <= 1000; u++ {
+		users = append(users, u*3) // repeats of buyers already in the list
+	}
+	type got struct {
+		user int64
+		a    answer
+	}
+	out := make(chan got, len(users))
+	work := make(chan int64)
+	var wg sync.WaitGroup
+	for w := 0; w < 64; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range work {
+				out <- got{u, c.buy(t, 1001, u)}
+			}
+		}()
+	}
+	for _, u := range users {
+		work <- u
+	}
+	close(work)
+	wg.Wait()
+	close(out)
+
+	tickets := map[string]int64{}
+	byUser := map[int64]string{}
+	statuses := map[int]int{}
+	for g := range out {
+		statuses[g.a.Status]++
+		switch g.a.Status {
+		case 200:
+			if prev, dup := byUser[g.user]; dup {
+				t.Errorf("user %d got two tickets: %s and %s", g.user, prev, g.a.RequestNo)
+			}
+			byUser[g.user] = g.a.RequestNo
+			tickets[g.a.RequestNo] = g.user
+		case 409, 410:
+		default:
+			t.Errorf("user %d: unexpected answer %+v", g.user, g.a)
+		}
+	}
+	if len(tickets) != 1000 {
+		t.Fatalf("%d tickets (statuses %v), want exactly 1000", len(tickets), statuses)
+	}
+
+	// Every QUEUING ticket becomes terminal, and here all succeed.
+	deadline := time.Now().Add(30 * time.Second)
+	success := 0
+	for rn, u := range tickets {
+		for {
+			r := c.result(t, rn, u)
+			if r.Code == sale.ResultSuccess {
+				if r.OrderNo != sale.OrderNo(rn) {
+					t.Fatalf("ticket %s: orderNo %q", rn, r.OrderNo)
+				}
+				success++
+				break
+			}
+			if r.Code != sale.ResultQueuing || time.Now().After(deadline) {
+				t.Fatalf("ticket %s of user %d: %+v", rn, u, r)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if success != 1000 {
+		t.Fatalf("%d SUCCESS results, want 1000", success)
+	}
+
+	db := c.db(t)
+	var rows, users2 int
+	if err := db.QueryRow("SELECT COUNT(*), COUNT(DISTINCT user_id) FROM seckill_order WHERE activity_id=1 AND sku_id=1001").Scan(&rows, &users2); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1000 || users2 != 1000 {
+		t.Fatalf("seckill_order has %d rows for %d users, want 1000 and 1000", rows, users2)
+	}
+	var available int
+	if err := db.QueryRow("SELECT available FROM seckill_stock_snapshot WHERE activity_id=1 AND sku_id=1001").Scan(&available); err != nil || available != 0 {
+		t.Fatalf("snapshot available %d (%v), want 0", available, err)
+	}
+	if n, _ := c.redis.Do(t, "GET", sale.KeysFor(1, 1001).Stock).AsInt64(); n != 0 {
+		t.Fatalf("Redis stock %d, want 0", n)
+	}
+
+	// Sold out: the edge answers 410 from its flag, without the engine.
+	before := counter(t, c.sys.Reg, "seckill_edge_engine_calls_total")
+	for u := int64(5001); u <= 5100; u++ {
+		if a := c.buy(t, 1001, u); a.Status != 410 || a.Code != "SOLD_OUT" {
+			t.Fatalf("after sell-out user %d: %+v", u, a)
+		}
+	}
+	if after := counter(t, c.sys.Reg, "seckill_edge_engine_calls_total"); after != before {
+		t.Fatalf("the engine was called %v times after sell-out, want 0", after-before)
+	}
+}
