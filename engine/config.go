@@ -19,6 +19,20 @@ type Config struct {
 	// ("unix:///run/seckill/engine.sock" or "tcp://127.0.0.1:9090").
 	Listen string      `yaml:"listen"`
 	Kafka  KafkaConfig `yaml:"kafka"`
+	// Batch is group-commit occupy (see batch.go). Default on.
+	Batch BatchConfig `yaml:"batch"`
+}
+
+// BatchConfig shapes group-commit occupy: concurrent occupies of one SKU
+// share one script call. A call goes out at once when none of that SKU is in
+// flight; those that arrive meanwhile wait for it and go out together next,
+// at most MaxSize per call.
+type BatchConfig struct {
+	// Enabled turns group commit on. Default true; false runs one occupy
+	// script call per buyer.
+	Enabled bool `yaml:"enabled"`
+	// MaxSize bounds the buyers in one script call (1-1024). Default 128.
+	MaxSize int `yaml:"max_size"`
 }
 
 // KafkaConfig is the engine's producer.
@@ -44,6 +58,7 @@ func DefaultConfig() Config {
 		Node:          1,
 		OccupyTimeout: 500 * time.Millisecond,
 		ResultTTL:     48 * time.Hour,
+		Batch:         BatchConfig{Enabled: true, MaxSize: 128},
 		Kafka: KafkaConfig{
 			Brokers:        []string{"127.0.0.1:9092"},
 			Topic:          "seckill.orders",
@@ -75,6 +90,8 @@ func (c *Config) Validate() error {
 		return errors.New("engine.kafka.send_timeout must be positive")
 	case c.Kafka.FlushMessages < 0:
 		return errors.New("engine.kafka.flush_messages must not be negative")
+	case c.Batch.Enabled && (c.Batch.MaxSize < 1 || c.Batch.MaxSize > maxBatch):
+		return errors.New("engine.batch.max_size must be 1..1024")
 	case c.Kafka.RetryMax < 0:
 		return errors.New("engine.kafka.retry_max must not be negative")
 	}

@@ -22,6 +22,7 @@ type rig struct {
 	shards   *shard.Set
 	cat      *catalog.Catalog
 	stock    *Stock
+	occupy   occupyFunc // r.stock.Occupy, or a Batcher's (eachOccupy)
 	res      *results.Store
 	events   chan sale.Event
 }
@@ -45,7 +46,23 @@ func newRig(t *testing.T) *rig {
 		}
 	}))
 	r.res = results.New(r.shards.Default, 0)
+	r.occupy = r.stock.Occupy
 	return r
+}
+
+// eachOccupy runs f over a fresh rig once with one occupy script call per
+// buyer and once with group commit (occupy_batch.lua through a Batcher), so
+// every Stock-level test holds for both paths.
+func eachOccupy(t *testing.T, f func(t *testing.T, r *rig)) {
+	for _, mode := range []string{"single", "batched"} {
+		t.Run(mode, func(t *testing.T) {
+			r := newRig(t)
+			if mode == "batched" {
+				r.occupy = NewBatcher(r.stock, DefaultConfig().Batch, time.Second).Occupy
+			}
+			f(t, r)
+		})
+	}
 }
 
 // activity is open now for an hour with one SKU of the given stock.
@@ -89,14 +106,18 @@ func newLocal(t *testing.T, r *rig, brokers []string, opts ...Option) *Local {
 	return e
 }
 
-// eachMode runs f against the in-process engine and against the same engine
+// eachMode runs f against the in-process engine (group-commit occupy, the
+// default), the same with one occupy script call per buyer, and the engine
 // behind the sidecar protocol on a unix socket.
 func eachMode(t *testing.T, f func(t *testing.T, r *rig, k *testenv.Kafka, e Engine)) {
-	for _, mode := range []string{"in-process", "sidecar"} {
+	for _, mode := range []string{"in-process", "in-process single occupy", "sidecar"} {
 		t.Run(mode, func(t *testing.T) {
 			r := newRig(t)
 			k := testenv.StartKafka(t, 3)
 			loc := newLocal(t, r, k.Addrs)
+			if mode == "in-process single occupy" {
+				loc.occupy = r.stock.Occupy
+			}
 			var e Engine = loc
 			if mode == "sidecar" {
 				e = startSidecar(t, loc, ClientConfig{})

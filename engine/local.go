@@ -20,6 +20,7 @@ import (
 type Local struct {
 	cfg    Config
 	stock  *Stock
+	occupy occupyFunc // stock.Occupy, or group commit (engine.batch)
 	prod   *Producer
 	res    *results.Store
 	ids    *sale.RequestNos
@@ -57,6 +58,7 @@ func New(cfg Config, stock *Stock, res *results.Store, log *zap.Logger, reg prom
 	}
 	e := &Local{cfg: cfg, stock: stock, prod: prod, res: res, ids: sale.NewRequestNos(cfg.Node), log: log, m: newMetrics(reg), now: time.Now}
 	e.bufs.New = func() any { b := make([]byte, 0, 256); return &b }
+	e.occupy = newOccupy(cfg, stock)
 	for i, s := range []string{"default", "hot"} {
 		e.hotLbl[i].lua = e.m.lua.WithLabelValues(s)
 		e.hotLbl[i].errors = e.m.luaErrors.WithLabelValues(s)
@@ -84,7 +86,7 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 
 	octx, cancel := context.WithTimeout(ctx, e.cfg.OccupyTimeout)
 	start := time.Now()
-	res, err := e.stock.Occupy(octx, a, sku, r.UserID, rn, r.Quantity)
+	res, err := e.occupy(octx, a, sku, r.UserID, rn, r.Quantity)
 	cancel()
 	lbl := &e.hotLbl[0]
 	if sku.Hot {

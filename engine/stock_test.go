@@ -11,8 +11,9 @@ import (
 	"seckill/internal/sale"
 )
 
-func TestOccupyCodes(t *testing.T) {
-	r := newRig(t)
+func TestOccupyCodes(t *testing.T) { eachOccupy(t, testOccupyCodes) }
+
+func testOccupyCodes(t *testing.T, r *rig) {
 	ctx := context.Background()
 	now := time.Now()
 	open := activity(1, 11, 2, false)
@@ -31,7 +32,7 @@ func TestOccupyCodes(t *testing.T) {
 		if !ok {
 			t.Fatalf("no sku %d", sku)
 		}
-		res, err := r.stock.Occupy(ctx, a, k, user, rn, q)
+		res, err := r.occupy(ctx, a, k, user, rn, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,18 +71,22 @@ func TestOccupyCodes(t *testing.T) {
 	}
 }
 
-func TestOccupyMissingMetaIsNotOpen(t *testing.T) {
-	r := newRig(t)
+func TestOccupyMissingMetaIsNotOpen(t *testing.T) { eachOccupy(t, testOccupyMissingMetaIsNotOpen) }
+
+func testOccupyMissingMetaIsNotOpen(t *testing.T, r *rig) {
 	a := activity(9, 99, 5, false)
 	// Never preheated: the script finds no meta.
-	res, err := r.stock.Occupy(context.Background(), &a, &a.SKUs[0], 1, "x", 1)
+	res, err := r.occupy(context.Background(), &a, &a.SKUs[0], 1, "x", 1)
 	if err != nil || res.Code != CodeNotOpen {
 		t.Fatalf("got %+v, %v; want NOT_OPEN", res, err)
 	}
 }
 
 func TestOccupyConcurrentNeverOversells(t *testing.T) {
-	r := newRig(t)
+	eachOccupy(t, testOccupyConcurrentNeverOversells)
+}
+
+func testOccupyConcurrentNeverOversells(t *testing.T, r *rig) {
 	a, k := r.preheat(t, activity(1, 1001, 1000, false))
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -96,7 +101,7 @@ func TestOccupyConcurrentNeverOversells(t *testing.T) {
 				// third attempt repeats a user another goroutine uses.
 				user := int64((g*60+i)%2000 + 1)
 				rn := fmt.Sprintf("g%d-%d", g, i)
-				res, err := r.stock.Occupy(ctx, a, k, user, rn, 1)
+				res, err := r.occupy(ctx, a, k, user, rn, 1)
 				if err != nil {
 					t.Error(err)
 					return
@@ -126,11 +131,12 @@ func TestOccupyConcurrentNeverOversells(t *testing.T) {
 	}
 }
 
-func TestReleaseIsBoundToTheTicket(t *testing.T) {
-	r := newRig(t)
+func TestReleaseIsBoundToTheTicket(t *testing.T) { eachOccupy(t, testReleaseIsBoundToTheTicket) }
+
+func testReleaseIsBoundToTheTicket(t *testing.T, r *rig) {
 	a, k := r.preheat(t, activity(1, 11, 10, false))
 	ctx := context.Background()
-	res, err := r.stock.Occupy(ctx, a, k, 7, "rn-7", 1)
+	res, err := r.occupy(ctx, a, k, 7, "rn-7", 1)
 	if err != nil || res.Code != CodeOK {
 		t.Fatalf("occupy: %+v %v", res, err)
 	}
@@ -154,16 +160,19 @@ func TestReleaseIsBoundToTheTicket(t *testing.T) {
 		t.Fatalf("after two releases: %+v, want stock restored once", c)
 	}
 	// The user may buy again once released.
-	if res, _ := r.stock.Occupy(ctx, a, k, 7, "rn-7b", 1); res.Code != CodeOK {
+	if res, _ := r.occupy(ctx, a, k, 7, "rn-7b", 1); res.Code != CodeOK {
 		t.Fatalf("re-buy after release: %+v", res)
 	}
 }
 
 func TestClaimedTicketIsOnlyReleasedByForce(t *testing.T) {
-	r := newRig(t)
+	eachOccupy(t, testClaimedTicketIsOnlyReleasedByForce)
+}
+
+func testClaimedTicketIsOnlyReleasedByForce(t *testing.T, r *rig) {
 	a, k := r.preheat(t, activity(1, 11, 10, false))
 	ctx := context.Background()
-	if res, _ := r.stock.Occupy(ctx, a, k, 7, "rn-7", 1); res.Code != CodeOK {
+	if res, _ := r.occupy(ctx, a, k, 7, "rn-7", 1); res.Code != CodeOK {
 		t.Fatalf("occupy: %+v", res)
 	}
 	m := &sale.Message{RequestNo: "rn-7", ActivityID: 1, SKUID: 11, UserID: 7, Quantity: 1}
@@ -190,12 +199,13 @@ func TestClaimedTicketIsOnlyReleasedByForce(t *testing.T) {
 	}
 }
 
-func TestSoldOutAndAvailableEvents(t *testing.T) {
-	r := newRig(t)
+func TestSoldOutAndAvailableEvents(t *testing.T) { eachOccupy(t, testSoldOutAndAvailableEvents) }
+
+func testSoldOutAndAvailableEvents(t *testing.T, r *rig) {
 	a, k := r.preheat(t, activity(5, 55, 1, false))
 	ctx := context.Background()
 	drain(r.events)
-	if res, _ := r.stock.Occupy(ctx, a, k, 1, "a", 1); res.Code != CodeOK || res.Remaining != 0 {
+	if res, _ := r.occupy(ctx, a, k, 1, "a", 1); res.Code != CodeOK || res.Remaining != 0 {
 		t.Fatalf("occupy: %+v", res)
 	}
 	expectEvent(t, r.events, sale.EventSoldOut, 55)
@@ -206,10 +216,13 @@ func TestSoldOutAndAvailableEvents(t *testing.T) {
 }
 
 func TestPreheatKeepsLiveStockAndRebuildsFromOrders(t *testing.T) {
-	r := newRig(t)
+	eachOccupy(t, testPreheatKeepsLiveStockAndRebuildsFromOrders)
+}
+
+func testPreheatKeepsLiveStockAndRebuildsFromOrders(t *testing.T, r *rig) {
 	ctx := context.Background()
 	a, k := r.preheat(t, activity(1, 11, 10, false))
-	if res, _ := r.stock.Occupy(ctx, a, k, 1, "x", 1); res.Code != CodeOK {
+	if res, _ := r.occupy(ctx, a, k, 1, "x", 1); res.Code != CodeOK {
 		t.Fatal(res)
 	}
 	r.preheat(t, activity(1, 11, 10, false))
@@ -238,7 +251,10 @@ func TestPreheatKeepsLiveStockAndRebuildsFromOrders(t *testing.T) {
 }
 
 func TestSetStateTakesEffectInTheScript(t *testing.T) {
-	r := newRig(t)
+	eachOccupy(t, testSetStateTakesEffectInTheScript)
+}
+
+func testSetStateTakesEffectInTheScript(t *testing.T, r *rig) {
 	ctx := context.Background()
 	r.preheat(t, activity(1, 11, 10, false))
 	if err := r.stock.SetState(ctx, 1, sale.StateOffline); err != nil {
@@ -248,13 +264,13 @@ func TestSetStateTakesEffectInTheScript(t *testing.T) {
 	if a.State != sale.StateOffline {
 		t.Fatalf("catalog state %s", a.State)
 	}
-	if res, _ := r.stock.Occupy(ctx, a, k, 1, "x", 1); res.Code != CodeNotOpen {
+	if res, _ := r.occupy(ctx, a, k, 1, "x", 1); res.Code != CodeNotOpen {
 		t.Fatalf("offline occupy: %+v", res)
 	}
 	if err := r.stock.SetState(ctx, 1, sale.StateOnline); err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := r.stock.Occupy(ctx, a, k, 1, "x", 1); res.Code != CodeOK {
+	if res, _ := r.occupy(ctx, a, k, 1, "x", 1); res.Code != CodeOK {
 		t.Fatalf("online again occupy: %+v", res)
 	}
 }
@@ -284,25 +300,26 @@ func expectEvent(t *testing.T, ch chan sale.Event, kind string, sku int64) {
 	}
 }
 
-func TestOnCallSoldOutMarkAndRestock(t *testing.T) {
-	r := newRig(t)
+func TestOnCallSoldOutMarkAndRestock(t *testing.T) { eachOccupy(t, testOnCallSoldOutMarkAndRestock) }
+
+func testOnCallSoldOutMarkAndRestock(t *testing.T, r *rig) {
 	ctx := context.Background()
 	a, k := r.preheat(t, activity(1, 11, 2, false))
 	if err := r.stock.SetSoldOut(ctx, 1, 11, true); err != nil {
 		t.Fatal(err)
 	}
 	expectEvent(t, r.events, sale.EventSoldOut, 11)
-	if res, _ := r.stock.Occupy(ctx, a, k, 1, "a", 1); res.Code != CodeSoldOut || res.Remaining != 0 {
+	if res, _ := r.occupy(ctx, a, k, 1, "a", 1); res.Code != CodeSoldOut || res.Remaining != 0 {
 		t.Fatalf("occupy while marked sold out: %+v", res)
 	}
 	if err := r.stock.SetSoldOut(ctx, 1, 11, false); err != nil {
 		t.Fatal(err)
 	}
 	expectEvent(t, r.events, sale.EventAvailable, 11)
-	if res, _ := r.stock.Occupy(ctx, a, k, 1, "a", 1); res.Code != CodeOK || res.Remaining != 1 {
+	if res, _ := r.occupy(ctx, a, k, 1, "a", 1); res.Code != CodeOK || res.Remaining != 1 {
 		t.Fatalf("occupy after clearing the mark: %+v", res)
 	}
-	if res, _ := r.stock.Occupy(ctx, a, k, 2, "b", 1); res.Code != CodeOK || res.Remaining != 0 {
+	if res, _ := r.occupy(ctx, a, k, 2, "b", 1); res.Code != CodeOK || res.Remaining != 0 {
 		t.Fatalf("last unit: %+v", res)
 	}
 	rem, initial, err := r.stock.Restock(ctx, 1, 11, 3)
@@ -316,7 +333,10 @@ func TestOnCallSoldOutMarkAndRestock(t *testing.T) {
 }
 
 func TestRestockUnderConcurrentOccupyKeepsTheBooks(t *testing.T) {
-	r := newRig(t)
+	eachOccupy(t, testRestockUnderConcurrentOccupyKeepsTheBooks)
+}
+
+func testRestockUnderConcurrentOccupyKeepsTheBooks(t *testing.T, r *rig) {
 	ctx := context.Background()
 	a, k := r.preheat(t, activity(1, 11, 100, false))
 	var wg sync.WaitGroup
@@ -326,7 +346,7 @@ func TestRestockUnderConcurrentOccupyKeepsTheBooks(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 30; i++ {
 				u := int64(g*100 + i + 1)
-				_, _ = r.stock.Occupy(ctx, a, k, u, "rn"+strconv.FormatInt(u, 10), 1)
+				_, _ = r.occupy(ctx, a, k, u, "rn"+strconv.FormatInt(u, 10), 1)
 			}
 		}(g)
 	}

@@ -24,3 +24,9 @@ var Claim string
 //
 //go:embed restock.lua
 var Restock string
+
+// OccupyBatch takes stock for n buyers of one SKU in one call, with the
+// answers occupy.lua would give one after another: see occupy_batch.lua.
+//
+//go:embed occupy_batch.lua
+var OccupyBatch string

@@ -1,0 +1,89 @@
+-- occupy_batch: take stock for n buyers of one SKU in one call (group
+-- commit). Each buyer gets exactly the answer occupy.lua would give if it ran
+-- once per buyer in ARGV order: a buyer repeated in the batch is DUPLICATE
+-- naming the requestNo the earlier one took, a buyer whose quantity no longer
+-- fits is SOLD_OUT while a smaller one after it may still be OK.
+-- KEYS[1] meta   hash: status, start_ms, end_ms, limit, soldout
+-- KEYS[2] stock  integer: remaining units
+-- KEYS[3] users  hash: userId -> requestNo
+-- KEYS[4] sold   integer: units occupied or ordered
+-- ARGV    n triples, buyer i = 1..n:
+--   ARGV[3i-2] userId
+--   ARGV[3i-1] requestNo
+--   ARGV[3i]   quantity (positive integer)
+-- Returns a flat array of 3n values, {code, remaining, holder} of buyer i at
+-- 3i-2, 3i-1, 3i, with the codes and meanings of occupy.lua:
+--   "OK"         remaining after this buyer's decrement; holder = its requestNo
+--   "NOT_OPEN"   no meta, status not ONLINE, or server time before start_ms
+--   "ENDED"      server time at or after end_ms
+--   "DUPLICATE"  the user holds a ticket (before or earlier in the batch);
+--                holder = that requestNo
+--   "OVER_LIMIT" quantity above the per-user limit
+--   "SOLD_OUT"   remaining below quantity, or the on-call sold-out mark is set
+--                (remaining 0)
+-- remaining is -1 where stock was not read. Redis work per call: one HMGET of
+-- meta, one TIME, one HMGET of users, one GET, one DECRBY, one INCRBY and one
+-- HSET of all new records, whatever n is.
+local n = #ARGV / 3
+local out = {}
+local function all(code)
+  for i = 1, n do
+    out[3 * i - 2], out[3 * i - 1], out[3 * i] = code, -1, ''
+  end
+  return out
+end
+local meta = redis.call('HMGET', KEYS[1], 'status', 'start_ms', 'end_ms', 'limit', 'soldout')
+if not meta[1] or meta[1] ~= 'ONLINE' then
+  return all('NOT_OPEN')
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(meta[2]) then
+  return all('NOT_OPEN')
+end
+if now >= tonumber(meta[3]) then
+  return all('ENDED')
+end
+local uids = {}
+for i = 1, n do
+  uids[i] = ARGV[3 * i - 2]
+end
+local held = redis.call('HMGET', KEYS[3], unpack(uids))
+local limit = tonumber(meta[4] or '1')
+local marked = meta[5] == '1'
+local stock -- read on first need, like occupy.lua
+local taken = 0
+local seen = {} -- userId -> requestNo taken earlier in this batch
+local set = {}  -- field, value pairs for one HSET
+for i = 1, n do
+  local uid, rn, q = uids[i], ARGV[3 * i - 1], tonumber(ARGV[3 * i])
+  local h = seen[uid] or held[i]
+  local j = 3 * i - 2
+  if h then
+    out[j], out[j + 1], out[j + 2] = 'DUPLICATE', -1, h
+  elseif q > limit then
+    out[j], out[j + 1], out[j + 2] = 'OVER_LIMIT', -1, ''
+  elseif marked then
+    out[j], out[j + 1], out[j + 2] = 'SOLD_OUT', 0, ''
+  else
+    if not stock then
+      stock = tonumber(redis.call('GET', KEYS[2]) or '0')
+    end
+    if stock < q then
+      out[j], out[j + 1], out[j + 2] = 'SOLD_OUT', stock, ''
+    else
+      stock = stock - q
+      taken = taken + q
+      seen[uid] = rn
+      set[#set + 1] = uid
+      set[#set + 1] = rn
+      out[j], out[j + 1], out[j + 2] = 'OK', stock, rn
+    end
+  end
+end
+if #set > 0 then
+  redis.call('DECRBY', KEYS[2], taken)
+  redis.call('INCRBY', KEYS[4], taken)
+  redis.call('HSET', KEYS[3], unpack(set))
+end
+return out
