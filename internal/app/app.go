@@ -23,6 +23,7 @@ import (
 	"seckill/internal/catalog"
 	"seckill/internal/config"
 	"seckill/internal/lag"
+	"seckill/internal/monitor"
 	"seckill/internal/obs"
 	"seckill/internal/results"
 	"seckill/internal/sale"
@@ -56,6 +57,7 @@ type System struct {
 	Sidecar  *engine.Server
 	Lag      *lag.Reader
 	Tokens   *token.Tokens
+	Monitor  *monitor.Monitor
 
 	edgeHook func(sale.Event)
 	hookMu   sync.RWMutex
@@ -169,6 +171,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		} else {
 			log.Warn("no consumer lag reader", zap.Error(lerr))
 		}
+		s.Monitor = monitor.New(s.Stock, s.Store, s.Lag, cfg.Metrics.SampleInterval, log.Named("monitor"), s.Reg)
 		s.Admin = admin.New(cfg.Admin.Token, admin.Deps{Stock: s.Stock, Store: s.Store, Results: s.Results, Lag: s.Lag}, log.Named("admin"))
 	}
 	return s, nil
@@ -177,10 +180,13 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 // forwardEvent hands the engine's events to the in-process edge at once.
 func (s *System) forwardEvent(e sale.Event) {
 	s.hookMu.RLock()
-	h := s.edgeHook
+	h, m := s.edgeHook, s.Monitor
 	s.hookMu.RUnlock()
 	if h != nil {
 		h(e)
+	}
+	if m != nil {
+		m.HandleEvent(e)
 	}
 }
 
@@ -247,6 +253,9 @@ func (s *System) Start(l Listeners) {
 	}
 	if s.Sidecar != nil && l.Sidecar != nil {
 		run("engine sidecar", func() error { return s.Sidecar.Serve(l.Sidecar) })
+	}
+	if s.Monitor != nil {
+		run("monitor", func() error { s.Monitor.Run(ctx); return nil })
 	}
 }
 

@@ -26,6 +26,14 @@ type Config struct {
 	Admin    Admin           `yaml:"admin"`
 	Order    Order           `yaml:"order"`
 	Dev      Dev             `yaml:"dev"`
+	Metrics  Metrics         `yaml:"metrics"`
+}
+
+// Metrics configures the sampled gauges (internal/monitor).
+type Metrics struct {
+	// SampleInterval is how often per-SKU stock and consumer lag are
+	// sampled. Default 1s.
+	SampleInterval time.Duration `yaml:"sample_interval"`
 }
 
 // Admin is the on-call listener.
@@ -72,6 +80,7 @@ func Default() Config {
 		Admin:    Admin{Listen: "127.0.0.1:8081"},
 		Order:    Order{PayTimeout: 15 * time.Minute},
 		Dev:      Dev{DataDir: "data", Demo: true, Partitions: 4},
+		Metrics:  Metrics{SampleInterval: time.Second},
 	}
 }
 
@@ -97,6 +106,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Order.PayTimeout < time.Second {
 		return errors.New("order.pay_timeout must be at least 1s")
+	}
+	if c.Metrics.SampleInterval < 100*time.Millisecond {
+		return errors.New("metrics.sample_interval must be at least 100ms")
 	}
 	if c.Dev.Partitions <= 0 {
 		return errors.New("dev.partitions must be positive")

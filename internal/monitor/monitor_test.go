@@ -1,0 +1,121 @@
+package monitor
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap/zaptest"
+
+	"seckill/engine"
+	"seckill/internal/catalog"
+	"seckill/internal/sale"
+	"seckill/internal/shard"
+	"seckill/internal/store"
+	"seckill/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue next
+				}
+			}
+			return value(m), true
+		}
+	}
+	return 0, false
+}
+
+func value(m *dto.Metric) float64 {
+	if m.Gauge != nil {
+		return m.Gauge.GetValue()
+	}
+	return m.GetCounter().GetValue()
+}
+
+func TestGaugesFollowTheSale(t *testing.T) {
+	r := testenv.StartRedis(t)
+	cfg := shard.DefaultConfig()
+	cfg.Default.Addrs = []string{r.Addr}
+	sh, err := shard.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	scfg := store.DefaultConfig()
+	scfg.DSN = filepath.Join(t.TempDir(), "s.db")
+	st, err := store.Open(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	stock := engine.NewStock(sh, catalog.New(sh.Default))
+	ctx := context.Background()
+	now := time.Now()
+	a := sale.Activity{ID: 3, Start: now.Add(-time.Minute), End: now.Add(time.Hour), State: sale.StateOnline,
+		SKUs: []sale.SKU{{ID: 30, Stock: 2, Price: 100, LimitPerUser: 1}}}
+	if err := st.PutActivity(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := stock.Preheat(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m := New(stock, st, nil, time.Second, zaptest.NewLogger(t), reg)
+	l := map[string]string{"activity": "3", "sku": "30"}
+	if v, ok := gauge(t, reg, "seckill_sku_remaining_units", l); !ok || v != 0 {
+		t.Fatalf("the series must exist before the first sample: %v %v", v, ok)
+	}
+	m.Sample(ctx)
+	if v, _ := gauge(t, reg, "seckill_sku_remaining_units", l); v != 2 {
+		t.Fatalf("remaining %v", v)
+	}
+	pa, k, _ := stock.Catalog().Lookup(3, 30)
+	for u := int64(1); u <= 2; u++ {
+		if res, err := stock.Occupy(ctx, pa, k, u, "rn"+string(rune('0'+u)), 1); err != nil || res.Code != engine.CodeOK {
+			t.Fatal(res, err)
+		}
+	}
+	// One of the two becomes an order.
+	if _, err := st.SaveBatch(ctx, []sale.Message{{RequestNo: "rn1", ActivityID: 3, SKUID: 30, UserID: 1, Quantity: 1, UnitPrice: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	m.Sample(ctx)
+	for name, want := range map[string]float64{
+		"seckill_sku_remaining_units": 0, "seckill_sku_occupied_units": 1,
+		"seckill_sku_ordered_units": 1, "seckill_sku_initial_units": 2,
+	} {
+		if v, _ := gauge(t, reg, name, l); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+	if v, _ := gauge(t, reg, "seckill_sku_sold_out_timestamp_seconds", l); v < float64(now.Unix()-1) {
+		t.Fatalf("sold-out time %v not set", v)
+	}
+	m.HandleEvent(sale.Event{Kind: sale.EventAvailable, Activity: 3, SKU: 30})
+	if v, _ := gauge(t, reg, "seckill_sku_sold_out_timestamp_seconds", l); v != 0 {
+		t.Fatalf("sold-out time %v after available", v)
+	}
+	at := time.Now()
+	m.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 3, SKU: 30, At: at.UnixNano()})
+	if v, _ := gauge(t, reg, "seckill_sku_sold_out_timestamp_seconds", l); v != float64(at.UnixMilli())/1000 {
+		t.Fatalf("sold-out time %v, want the event's %v", v, at.Unix())
+	}
+}
