@@ -52,3 +52,15 @@ func (g *RequestNos) Append(dst []byte) []byte {
 		}
 	}
 }
+
+// RequestNoTime returns the millisecond at which the ticket number rn was
+// handed out (its leading timestamp bits), or false when rn is not a number
+// RequestNos made. The orphan sweeper and the reconciler use it to age
+// occupancies without a lookup.
+func RequestNoTime(rn string) (time.Time, bool) {
+	id, err := strconv.ParseInt(rn, 10, 64)
+	if err != nil || id <= 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(id>>22 + epoch), true
+}

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"time"
 
 	"seckill/internal/sale"
 )
@@ -33,8 +34,10 @@ type existingOrder struct {
 //     its SoldOut).
 //  2. The stock snapshot rows of the batch's SKUs are locked in key order
 //     (no deadlock between batches), then the users' existing orders are
-//     read: one with the same requestNo is Existing, one with another is
-//     Duplicate. Neither changes stock.
+//     read: one with the same requestNo is Existing (even if it was closed
+//     since), a live one with another requestNo is Duplicate. Neither
+//     changes stock. A closed order blocks nothing: its buyer may order
+//     again.
 //  3. The rest take stock in message order while the locked snapshot has
 //     enough; those that do not fit are SoldOut. The conditional
 //     decrement (available >= n) still guards the database.
@@ -42,7 +45,9 @@ type existingOrder struct {
 //     inserted fewer rows than expected another writer won a race, and the
 //     batch rolls back with ErrConflict (a retry sees the winner).
 //  5. The request log gets ORDER_CREATED or FAILED for every ticket but
-//     the Existing ones, whose entry was written with their order.
+//     the Existing ones, whose entry was written with their order, and
+//     the ticket's history gets STOCK_OCCUPIED (at the ticket's time),
+//     MQ_QUEUED (when the engine built the message) and that state.
 func (s *sqlStore) SaveBatch(ctx context.Context, msgs []sale.Message) ([]Outcome, error) {
 	if len(msgs) == 0 {
 		return nil, nil
@@ -90,7 +95,8 @@ type batch struct {
 	users map[skuKey][]int64
 	// Filled inside the transaction.
 	avail    map[skuKey]int64
-	existing map[userKey]existingOrder
+	existing map[userKey]existingOrder // live orders of the batch's users
+	byReq    map[string]existingOrder  // orders (closed too) of the batch's tickets
 	taken    map[skuKey]int64
 	created  []int
 }
@@ -135,6 +141,7 @@ func (b *batch) reset() {
 	clear(b.out)
 	b.avail = make(map[skuKey]int64, len(b.skus))
 	b.existing = map[userKey]existingOrder{}
+	b.byReq = map[string]existingOrder{}
 	b.taken = map[skuKey]int64{}
 	b.created = b.created[:0]
 }
@@ -179,7 +186,10 @@ func (s *sqlStore) findExisting(ctx context.Context, tx *sql.Tx, b *batch) error
 					rows.Close()
 					return fmt.Errorf("find orders activity %d sku %d: %w", k.activity, k.sku, err)
 				}
-				b.existing[userKey{k, u}] = o
+				if o.status != OrderClosed {
+					b.existing[userKey{k, u}] = o
+				}
+				b.byReq[o.requestNo] = o
 			}
 			err = rows.Err()
 			rows.Close()
@@ -193,26 +203,27 @@ func (s *sqlStore) findExisting(ctx context.Context, tx *sql.Tx, b *batch) error
 }
 
 // decide gives every message its outcome from the existing orders and the
-// locked stock, in message order.
+// locked stock, in message order. An order created here counts as existing
+// for the messages after it.
 func (b *batch) decide() {
 	for i := range b.msgs {
 		m := &b.msgs[i]
-		if j := b.lead[i]; j != i {
-			o := b.out[j]
-			if !b.same[i] && o.Kind != SoldOut {
-				o.Kind = Duplicate
-			}
-			o.RequestNo = m.RequestNo
-			b.out[i] = o
+		if b.same[i] {
+			b.out[i] = b.out[b.lead[i]]
 			continue
 		}
 		k := userKey{skuKey{m.ActivityID, m.SKUID}, m.UserID}
+		if e, ok := b.byReq[m.RequestNo]; ok {
+			b.out[i] = Outcome{RequestNo: m.RequestNo, Kind: Existing, OrderNo: e.orderNo, OrderStatus: e.status}
+			continue
+		}
 		if e, ok := b.existing[k]; ok {
-			kind := Duplicate
-			if e.requestNo == m.RequestNo {
-				kind = Existing
-			}
-			b.out[i] = Outcome{RequestNo: m.RequestNo, Kind: kind, OrderNo: e.orderNo, OrderStatus: e.status}
+			b.out[i] = Outcome{RequestNo: m.RequestNo, Kind: Duplicate, OrderNo: e.orderNo, OrderStatus: e.status}
+			continue
+		}
+		if j := b.lead[i]; j != i && b.out[j].Kind == SoldOut {
+			// The user's first ticket did not fit: neither do the others.
+			b.out[i] = Outcome{RequestNo: m.RequestNo, Kind: SoldOut}
 			continue
 		}
 		if b.avail[k.skuKey] < m.Quantity {
@@ -224,6 +235,7 @@ func (b *batch) decide() {
 		b.created = append(b.created, i)
 		b.out[i] = Outcome{RequestNo: m.RequestNo, Kind: Created, OrderNo: sale.OrderNo(m.RequestNo),
 			OrderStatus: OrderPendingPayment}
+		b.existing[k] = existingOrder{orderNo: b.out[i].OrderNo, requestNo: m.RequestNo, status: OrderPendingPayment}
 	}
 }
 
@@ -246,7 +258,7 @@ func (s *sqlStore) takeStock(ctx context.Context, tx *sql.Tx, b *batch) error {
 	return nil
 }
 
-const orderInsertCols = 12
+const orderInsertCols = 13
 
 func (s *sqlStore) insertOrders(ctx context.Context, tx *sql.Tx, b *batch, now int64) error {
 	for rest := b.created; len(rest) > 0; {
@@ -256,10 +268,10 @@ func (s *sqlStore) insertOrders(ctx context.Context, tx *sql.Tx, b *batch, now i
 			m := &b.msgs[i]
 			args = append(args, b.out[i].OrderNo, m.RequestNo, m.ActivityID, m.SKUID, m.UserID, m.Quantity,
 				int64(m.UnitPrice), int64(m.UnitPrice)*m.Quantity, OrderPendingPayment, cut(m.TraceID, maxTrace),
-				now, now)
+				now, now, 1)
 		}
 		res, err := tx.ExecContext(ctx, s.d.insertIgnore+` seckill_order (order_no, request_no, activity_id,
-			sku_id, user_id, quantity, unit_price_cents, amount_cents, status, trace_id, created_ms, updated_ms)
+			sku_id, user_id, quantity, unit_price_cents, amount_cents, status, trace_id, created_ms, updated_ms, live)
 			VALUES `+marks(n, orderInsertCols), args...)
 		if err != nil {
 			return fmt.Errorf("insert %d orders: %w", n, err)
@@ -299,6 +311,22 @@ func (s *sqlStore) logBatch(ctx context.Context, tx *sql.Tx, b *batch, now int64
 		if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_request_log (`+logColumns+`) VALUES `+
 			marks(n, logInsertCols)+s.d.logUpsert, args...); err != nil {
 			return fmt.Errorf("log %d requests: %w", n, err)
+		}
+		evs := make([]Event, 0, 3*n)
+		for _, i := range idx[:n] {
+			m, o := &b.msgs[i], &b.out[i]
+			status, remark := logFor(o)
+			occupied, ok := sale.RequestNoTime(m.RequestNo)
+			if !ok {
+				occupied = time.UnixMilli(m.AcceptedAt)
+			}
+			evs = append(evs,
+				Event{RequestNo: m.RequestNo, Status: StatusStockOccupied, At: occupied},
+				Event{RequestNo: m.RequestNo, Status: StatusMQQueued, At: time.UnixMilli(m.AcceptedAt)},
+				Event{RequestNo: m.RequestNo, Status: status, Remark: remark, At: time.UnixMilli(now)})
+		}
+		if err := insertEvents(ctx, tx, evs); err != nil {
+			return err
 		}
 		idx = idx[n:]
 	}

@@ -21,6 +21,10 @@ type dialect struct {
 	itemUpsert     string
 	// txOptions are the write transactions' options.
 	txOptions *sql.TxOptions
+	// readTx are the options of a read that must see one consistent state
+	// across statements (Ledger). SQLite runs it on the writer connection,
+	// where a transaction excludes writers for its short duration.
+	readTx *sql.TxOptions
 }
 
 // MySQL runs batches at READ COMMITTED so that the existing-order check,
@@ -38,6 +42,7 @@ var mysqlDialect = dialect{
 	itemUpsert: ` ON DUPLICATE KEY UPDATE price_cents = VALUES(price_cents), stock = VALUES(stock),
 		limit_per_user = VALUES(limit_per_user), hot = VALUES(hot)`,
 	txOptions: &sql.TxOptions{Isolation: sql.LevelReadCommitted},
+	readTx:    &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 }
 
 var sqliteDialect = dialect{

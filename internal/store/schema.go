@@ -3,7 +3,10 @@ package store
 // The schema, one list of statements per dialect, same logical tables and
 // keys on both. Times are unix milliseconds (BIGINT), money is cents
 // (BIGINT). Every statement is idempotent, so migrating twice (or from two
-// processes) is fine.
+// processes) is fine. Tables made by an older schema are brought up to
+// date by migrate.go.
+
+import "fmt"
 
 var mysqlSchema = []string{
 	`CREATE TABLE IF NOT EXISTS flash_sale_activity (
@@ -37,9 +40,10 @@ var mysqlSchema = []string{
 		trace_id         VARCHAR(128) NOT NULL DEFAULT '',
 		created_ms       BIGINT       NOT NULL,
 		updated_ms       BIGINT       NOT NULL,
+		live             TINYINT      NULL DEFAULT 1,
 		UNIQUE KEY uk_order_no (order_no),
 		UNIQUE KEY uk_request_no (request_no),
-		UNIQUE KEY uk_activity_sku_user (activity_id, sku_id, user_id),
+		UNIQUE KEY uk_activity_sku_user_live (activity_id, sku_id, user_id, live),
 		KEY idx_status_created (status, created_ms)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 	`CREATE TABLE IF NOT EXISTS seckill_request_log (
@@ -66,6 +70,30 @@ var mysqlSchema = []string{
 		version     BIGINT NOT NULL,
 		PRIMARY KEY (activity_id, sku_id)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	`CREATE TABLE IF NOT EXISTS seckill_request_event (
+		id         BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		request_no VARCHAR(64)  NOT NULL,
+		status     VARCHAR(32)  NOT NULL,
+		remark     VARCHAR(255) NOT NULL DEFAULT '',
+		created_ms BIGINT       NOT NULL,
+		KEY idx_request (request_no, id)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	`CREATE TABLE IF NOT EXISTS seckill_release_pending (
+		request_no  VARCHAR(64) NOT NULL PRIMARY KEY,
+		order_no    VARCHAR(80) NOT NULL,
+		activity_id BIGINT      NOT NULL,
+		sku_id      BIGINT      NOT NULL,
+		user_id     BIGINT      NOT NULL,
+		quantity    BIGINT      NOT NULL,
+		created_ms  BIGINT      NOT NULL,
+		done_ms     BIGINT      NOT NULL DEFAULT 0,
+		KEY idx_done_created (done_ms, created_ms)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	`CREATE TABLE IF NOT EXISTS flash_sale_reserved_user (
+		activity_id BIGINT NOT NULL,
+		user_id     BIGINT NOT NULL,
+		PRIMARY KEY (activity_id, user_id)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 }
 
 var sqliteSchema = []string{
@@ -86,23 +114,8 @@ var sqliteSchema = []string{
 		hot            INTEGER NOT NULL DEFAULT 0,
 		PRIMARY KEY (activity_id, sku_id)
 	)`,
-	`CREATE TABLE IF NOT EXISTS seckill_order (
-		id               INTEGER PRIMARY KEY AUTOINCREMENT,
-		order_no         TEXT    NOT NULL UNIQUE,
-		request_no       TEXT    NOT NULL UNIQUE,
-		activity_id      INTEGER NOT NULL,
-		sku_id           INTEGER NOT NULL,
-		user_id          INTEGER NOT NULL,
-		quantity         INTEGER NOT NULL,
-		unit_price_cents INTEGER NOT NULL,
-		amount_cents     INTEGER NOT NULL,
-		status           TEXT    NOT NULL,
-		trace_id         TEXT    NOT NULL DEFAULT '',
-		created_ms       INTEGER NOT NULL,
-		updated_ms       INTEGER NOT NULL,
-		UNIQUE (activity_id, sku_id, user_id)
-	)`,
-	`CREATE INDEX IF NOT EXISTS idx_order_status_created ON seckill_order (status, created_ms)`,
+	fmt.Sprintf(sqliteOrderTable, "seckill_order"),
+	sqliteOrderIndex,
 	`CREATE TABLE IF NOT EXISTS seckill_request_log (
 		id          INTEGER PRIMARY KEY AUTOINCREMENT,
 		request_no  TEXT    NOT NULL UNIQUE,
@@ -126,4 +139,54 @@ var sqliteSchema = []string{
 		version     INTEGER NOT NULL,
 		PRIMARY KEY (activity_id, sku_id)
 	)`,
+	`CREATE TABLE IF NOT EXISTS seckill_request_event (
+		id         INTEGER PRIMARY KEY AUTOINCREMENT,
+		request_no TEXT    NOT NULL,
+		status     TEXT    NOT NULL,
+		remark     TEXT    NOT NULL DEFAULT '',
+		created_ms INTEGER NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS idx_event_request ON seckill_request_event (request_no, id)`,
+	`CREATE TABLE IF NOT EXISTS seckill_release_pending (
+		request_no  TEXT    NOT NULL PRIMARY KEY,
+		order_no    TEXT    NOT NULL,
+		activity_id INTEGER NOT NULL,
+		sku_id      INTEGER NOT NULL,
+		user_id     INTEGER NOT NULL,
+		quantity    INTEGER NOT NULL,
+		created_ms  INTEGER NOT NULL,
+		done_ms     INTEGER NOT NULL DEFAULT 0
+	)`,
+	`CREATE INDEX IF NOT EXISTS idx_release_done_created ON seckill_release_pending (done_ms, created_ms)`,
+	`CREATE TABLE IF NOT EXISTS flash_sale_reserved_user (
+		activity_id INTEGER NOT NULL,
+		user_id     INTEGER NOT NULL,
+		PRIMARY KEY (activity_id, user_id)
+	)`,
 }
+
+// sqliteOrderTable is seckill_order's definition (the table name is a
+// parameter: the live-flag migration builds a copy under another name).
+// live is 1 for an order that holds stock and NULL once it is CLOSED; the
+// unique key over it lets a buyer whose order was closed order again, while
+// two live orders of one user on one SKU stay impossible (NULLs are
+// distinct in a unique index, in SQLite as in MySQL).
+const sqliteOrderTable = `CREATE TABLE IF NOT EXISTS %s (
+		id               INTEGER PRIMARY KEY AUTOINCREMENT,
+		order_no         TEXT    NOT NULL UNIQUE,
+		request_no       TEXT    NOT NULL UNIQUE,
+		activity_id      INTEGER NOT NULL,
+		sku_id           INTEGER NOT NULL,
+		user_id          INTEGER NOT NULL,
+		quantity         INTEGER NOT NULL,
+		unit_price_cents INTEGER NOT NULL,
+		amount_cents     INTEGER NOT NULL,
+		status           TEXT    NOT NULL,
+		trace_id         TEXT    NOT NULL DEFAULT '',
+		created_ms       INTEGER NOT NULL,
+		updated_ms       INTEGER NOT NULL,
+		live             INTEGER DEFAULT 1,
+		UNIQUE (activity_id, sku_id, user_id, live)
+	)`
+
+const sqliteOrderIndex = `CREATE INDEX IF NOT EXISTS idx_order_status_created ON seckill_order (status, created_ms)`

@@ -26,6 +26,9 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 			return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 		}
 	}
+	if err := s.migrateLive(ctx); err != nil {
+		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
+	}
 	return nil
 }
 
@@ -41,6 +44,21 @@ func (s *sqlStore) PutActivity(ctx context.Context, a sale.Activity) error {
 			(id, start_ms, end_ms, state, require_token, updated_ms) VALUES (?, ?, ?, ?, ?, ?)`+s.d.activityUpsert,
 			a.ID, a.Start.UnixMilli(), a.End.UnixMilli(), a.State, boolInt(a.RequireToken), now); err != nil {
 			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM flash_sale_reserved_user WHERE activity_id = ?`, a.ID); err != nil {
+			return err
+		}
+		for rest := a.ReservedUsers; len(rest) > 0; {
+			n := min(len(rest), chunk)
+			args := make([]any, 0, 2*n)
+			for _, u := range rest[:n] {
+				args = append(args, a.ID, u)
+			}
+			if _, err := tx.ExecContext(ctx, s.d.insertIgnore+` flash_sale_reserved_user (activity_id, user_id)
+				VALUES `+marks(n, 2), args...); err != nil {
+				return err
+			}
+			rest = rest[n:]
 		}
 		keep := make([]any, 0, len(a.SKUs)+1)
 		keep = append(keep, a.ID)
@@ -124,13 +142,17 @@ func (s *sqlStore) OrderByRequest(ctx context.Context, requestNo string) (Order,
 }
 
 func (s *sqlStore) order(ctx context.Context, col, v string) (Order, error) {
+	return scanOrder(s.r.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM seckill_order WHERE `+col+` = ?`, v), col, v)
+}
+
+// scanOrder reads one row of orderColumns.
+func scanOrder(row interface{ Scan(...any) error }, col, v string) (Order, error) {
 	var (
 		o                Order
 		price, amount    int64
 		created, updated int64
 	)
-	err := s.r.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM seckill_order WHERE `+col+` = ?`, v).Scan(
-		&o.ID, &o.OrderNo, &o.RequestNo, &o.ActivityID, &o.SKUID, &o.UserID, &o.Quantity,
+	err := row.Scan(&o.ID, &o.OrderNo, &o.RequestNo, &o.ActivityID, &o.SKUID, &o.UserID, &o.Quantity,
 		&price, &amount, &o.Status, &o.TraceID, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return o, fmt.Errorf("order %s %s: %w", col, v, ErrNotFound)
@@ -147,19 +169,7 @@ const logColumns = `request_no, activity_id, sku_id, user_id, quantity, status, 
 	remark, created_ms, updated_ms`
 
 func (s *sqlStore) LogRequest(ctx context.Context, e LogEntry) error {
-	now := s.nowMs()
-	created := now
-	if !e.Created.IsZero() {
-		created = e.Created.UnixMilli()
-	}
-	_, err := s.w.ExecContext(ctx, `INSERT INTO seckill_request_log (`+logColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`+s.d.logUpsert,
-		e.RequestNo, e.ActivityID, e.SKUID, e.UserID, e.Quantity, e.Status, e.OrderNo,
-		cut(e.TraceID, maxTrace), cut(e.Remark, maxRemark), created, now)
-	if err != nil {
-		return fmt.Errorf("log request %s: %w", e.RequestNo, err)
-	}
-	return nil
+	return s.LogRequests(ctx, []LogEntry{e})
 }
 
 func (s *sqlStore) RequestLog(ctx context.Context, requestNo string) (LogEntry, error) {

@@ -36,10 +36,52 @@ type Store interface {
 	// ErrNotFound.
 	OrderByRequest(ctx context.Context, requestNo string) (Order, error)
 	// LogRequest inserts e into the request log or, when its requestNo is
-	// there already, updates status, order number, remark and update time.
+	// there already, updates status, order number, remark and update time;
+	// and appends the state to the ticket's history.
 	LogRequest(ctx context.Context, e LogEntry) error
+	// LogRequests is LogRequest for many entries in one transaction, in
+	// order (one ticket may appear several times: each entry is one step).
+	LogRequests(ctx context.Context, es []LogEntry) error
+	// RequestEvents returns the history of requestNo, oldest first; empty
+	// when there is none.
+	RequestEvents(ctx context.Context, requestNo string) ([]Event, error)
 	// RequestLog returns the request log entry of requestNo or ErrNotFound.
 	RequestLog(ctx context.Context, requestNo string) (LogEntry, error)
+	// Activities returns every activity with its items and reserved
+	// users. Each SKU's Stock is its snapshot's initial stock (restocks
+	// included), which is what a rebuild of Redis starts from.
+	Activities(ctx context.Context) ([]sale.Activity, error)
+	// PayOrder marks orderNo PAID when it belongs to user, is
+	// PENDING_PAYMENT and was created at or after createdSince (not past
+	// its payment deadline); the conditional update is where a race with
+	// CloseOrder is decided. It returns the order as it stands afterwards
+	// (PAID, also when it was paid before; or CLOSED, or still
+	// PENDING_PAYMENT when too late), or ErrNotFound when there is no such
+	// order of user.
+	PayOrder(ctx context.Context, orderNo string, user int64, createdSince time.Time) (Order, error)
+	// ExpiredOrders lists at most limit PENDING_PAYMENT orders created
+	// before t, oldest first.
+	ExpiredOrders(ctx context.Context, t time.Time, limit int) ([]Order, error)
+	// CloseOrder closes orderNo if it is still PENDING_PAYMENT and was
+	// created before createdBefore: in one transaction the order becomes
+	// CLOSED (no longer live), the snapshot gets its units back and a
+	// durable release marker is written for the Redis half (see
+	// PendingReleases). closed reports whether this call closed it; the
+	// order is returned as it stands.
+	CloseOrder(ctx context.Context, orderNo string, createdBefore time.Time) (o Order, closed bool, err error)
+	// PendingReleases lists at most limit release markers whose Redis
+	// release is not done, oldest first.
+	PendingReleases(ctx context.Context, limit int) ([]Release, error)
+	// ReleaseDone marks requestNo's release marker done.
+	ReleaseDone(ctx context.Context, requestNo string) error
+	// Ledger reads the snapshot and every order (closed ones too) of
+	// (activity, sku) in one consistent read, for the reconciler.
+	Ledger(ctx context.Context, activity, sku int64) (Snapshot, []OrderRef, error)
+	// RecountSnapshot sets the snapshot's sold to the units of the live
+	// orders and available to initial − sold, under the snapshot's row lock
+	// (the lock every order insert and close takes first), and returns it
+	// before and after.
+	RecountSnapshot(ctx context.Context, activity, sku int64) (before, after Snapshot, err error)
 	// Restock raises the snapshot's initial and available stock of
 	// (activity, sku) by n (the database's half of an on-call restock; the
 	// Redis half follows it).
@@ -139,6 +181,37 @@ type Order struct {
 	Updated    time.Time  `json:"updated"`
 }
 
+// OrderRef is the part of an order the reconciler compares with Redis.
+type OrderRef struct {
+	RequestNo string
+	UserID    int64
+	Quantity  int64
+	Status    string
+}
+
+// Live reports whether the order holds stock (it is not CLOSED).
+func (o OrderRef) Live() bool { return o.Status != OrderClosed }
+
+// Release is a durable marker of a closed order whose unit must go back to
+// Redis: written in the transaction that closes the order, marked done
+// once Redis released the ticket.
+type Release struct {
+	RequestNo  string
+	OrderNo    string
+	ActivityID int64
+	SKUID      int64
+	UserID     int64
+	Quantity   int64
+	Created    time.Time
+}
+
+// Message is the order message the release is bound to (Stock.Release
+// takes one).
+func (r Release) Message() sale.Message {
+	return sale.Message{RequestNo: r.RequestNo, ActivityID: r.ActivityID, SKUID: r.SKUID, UserID: r.UserID,
+		Quantity: r.Quantity}
+}
+
 // LogEntry is one row of seckill_request_log: the story of one ticket.
 type LogEntry struct {
 	RequestNo  string    `json:"requestNo"`
@@ -152,6 +225,9 @@ type LogEntry struct {
 	Remark     string    `json:"remark"` // cut to 255 bytes
 	Created    time.Time `json:"created"`
 	Updated    time.Time `json:"updated"`
+	// At is when the state was reached, for the ticket's history (zero:
+	// now). Not stored in the log row itself.
+	At time.Time `json:"-"`
 }
 
 // Option changes how Open builds the store. Options are test seams.

@@ -1,0 +1,323 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"seckill/internal/sale"
+)
+
+var (
+	past   = time.Now().Add(-time.Hour) // createdSince that every order meets
+	future = time.Now().Add(time.Hour)  // createdBefore that every order meets
+)
+
+func TestPayOrderIsForTheOwnerOnceAndOnlyInTime(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		ctx := context.Background()
+		s := r.open(t)
+		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 5}))
+		save(t, s, msg("r1", 1, 10, 100))
+		if _, err := s.PayOrder(ctx, "Or1", 101, past); !errors.Is(err, ErrNotFound) {
+			t.Errorf("another user pays: %v, want ErrNotFound", err)
+		}
+		if _, err := s.PayOrder(ctx, "Onone", 100, past); !errors.Is(err, ErrNotFound) {
+			t.Errorf("unknown order: %v, want ErrNotFound", err)
+		}
+		if o, err := s.PayOrder(ctx, "Or1", 100, future); err != nil || o.Status != OrderPendingPayment {
+			t.Errorf("pay past the deadline: %+v, %v; want it left PENDING_PAYMENT", o, err)
+		}
+		for range 2 {
+			if o, err := s.PayOrder(ctx, "Or1", 100, past); err != nil || o.Status != OrderPaid {
+				t.Errorf("pay: %+v, %v", o, err)
+			}
+		}
+		evs, err := s.RequestEvents(ctx, "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		paid := 0
+		for _, e := range evs {
+			if e.Status == EventOrderPaid {
+				paid++
+			}
+		}
+		if paid != 1 {
+			t.Errorf("history %+v: want one ORDER_PAID", evs)
+		}
+		if _, closed, err := s.CloseOrder(ctx, "Or1", future); err != nil || closed {
+			t.Errorf("close a paid order: closed=%v, %v", closed, err)
+		}
+		wantStock(t, s, 1, 10, 5, 4)
+	})
+}
+
+func TestPayAndCloseNeverBothWin(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		ctx := context.Background()
+		s := r.open(t)
+		const rounds = 40
+		put(t, s, activity(1, sale.SKU{ID: 10, Stock: rounds}))
+		paid, closed := 0, 0
+		for i := range rounds {
+			req := fmt.Sprintf("race%d", i)
+			save(t, s, msg(req, 1, 10, int64(1000+i)))
+			var (
+				wg       sync.WaitGroup
+				po       Order
+				perr     error
+				didClose bool
+				cerr     error
+			)
+			start := make(chan struct{})
+			wg.Go(func() { <-start; po, perr = s.PayOrder(ctx, sale.OrderNo(req), int64(1000+i), past) })
+			wg.Go(func() { <-start; _, didClose, cerr = s.CloseOrder(ctx, sale.OrderNo(req), future) })
+			close(start)
+			wg.Wait()
+			if perr != nil || cerr != nil {
+				t.Fatalf("round %d: pay %v, close %v", i, perr, cerr)
+			}
+			final, err := s.Order(ctx, sale.OrderNo(req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case didClose && po.Status == OrderPaid, didClose && final.Status != OrderClosed,
+				!didClose && final.Status != OrderPaid:
+				t.Fatalf("round %d: pay saw %s, close=%v, order ends %s", i, po.Status, didClose, final.Status)
+			case didClose:
+				closed++
+			default:
+				paid++
+			}
+		}
+		t.Logf("%d paid, %d closed", paid, closed)
+		wantStock(t, s, 1, 10, rounds, rounds-int64(paid))
+		rel, err := s.PendingReleases(ctx, 1000)
+		if err != nil || len(rel) != closed {
+			t.Fatalf("%d release markers (%v), want one per closed order (%d)", len(rel), err, closed)
+		}
+	})
+}
+
+func TestClosedOrderLetsItsBuyerOrderAgain(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		ctx := context.Background()
+		s := r.open(t)
+		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 1}))
+		save(t, s, msg("r1", 1, 10, 100))
+		o, closed, err := s.CloseOrder(ctx, "Or1", future)
+		if err != nil || !closed || o.Status != OrderClosed {
+			t.Fatalf("close: %+v, %v, %v", o, closed, err)
+		}
+		if _, closed, err := s.CloseOrder(ctx, "Or1", future); err != nil || closed {
+			t.Fatalf("second close: %v, %v", closed, err)
+		}
+		wantStock(t, s, 1, 10, 1, 1)
+		rel, err := s.PendingReleases(ctx, 10)
+		if err != nil || len(rel) != 1 || rel[0].RequestNo != "r1" || rel[0].UserID != 100 || rel[0].Quantity != 1 {
+			t.Fatalf("pending releases %+v, %v", rel, err)
+		}
+		// The unit sells again, to the same buyer; the closed ticket
+		// redelivered is answered with its closed order.
+		out := save(t, s, msg("r1", 1, 10, 100), msg("r2", 1, 10, 100))
+		if out[0].Kind != Existing || out[0].OrderStatus != OrderClosed {
+			t.Errorf("redelivered closed ticket: %+v", out[0])
+		}
+		if out[1].Kind != Created {
+			t.Errorf("new ticket of the same buyer: %+v", out[1])
+		}
+		wantStock(t, s, 1, 10, 1, 0)
+		for range 2 {
+			if err := s.ReleaseDone(ctx, "r1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rel, _ := s.PendingReleases(ctx, 10); len(rel) != 0 {
+			t.Errorf("release still pending after done: %+v", rel)
+		}
+		// Closing the second order too leaves two closed rows of one user.
+		if _, closed, err := s.CloseOrder(ctx, "Or2", future); err != nil || !closed {
+			t.Fatalf("close the second order: %v, %v", closed, err)
+		}
+		expired, err := s.ExpiredOrders(ctx, future, 10)
+		if err != nil || len(expired) != 0 {
+			t.Errorf("expired orders after closing all: %+v, %v", expired, err)
+		}
+	})
+}
+
+func TestExpiredOrdersAreOldestFirst(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		ctx := context.Background()
+		clock := time.Now().Add(-time.Minute)
+		s := r.open(t, WithClock(func() time.Time { return clock }))
+		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 5}))
+		save(t, s, msg("r1", 1, 10, 100))
+		clock = clock.Add(time.Second)
+		save(t, s, msg("r2", 1, 10, 101))
+		clock = clock.Add(time.Second)
+		save(t, s, msg("r3", 1, 10, 102))
+		got, err := s.ExpiredOrders(ctx, clock, 10)
+		if err != nil || len(got) != 2 || got[0].OrderNo != "Or1" || got[1].OrderNo != "Or2" {
+			t.Fatalf("expired before the third: %+v, %v", got, err)
+		}
+		if _, closed, _ := s.CloseOrder(ctx, "Or3", clock); closed {
+			t.Error("closed an order not yet past its deadline")
+		}
+	})
+}
+
+func TestRequestHistoryTellsTheStory(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		ctx := context.Background()
+		s := r.open(t)
+		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 5}))
+		rn := sale.NewRequestNos(1).Next()
+		m := msg(rn, 1, 10, 100)
+		save(t, s, m)
+		if err := s.LogRequests(ctx, []LogEntry{{RequestNo: rn, ActivityID: 1, SKUID: 10, UserID: 100, Quantity: 1,
+			Status: StatusSuccess, OrderNo: sale.OrderNo(rn)}}); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := s.RequestEvents(ctx, rn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range evs {
+			got = append(got, e.Status)
+		}
+		want := fmt.Sprint([]string{StatusStockOccupied, StatusMQQueued, StatusOrderCreated, StatusSuccess})
+		if fmt.Sprint(got) != want {
+			t.Errorf("history %v, want %v", got, want)
+		}
+		if e, err := s.RequestLog(ctx, rn); err != nil || e.Status != StatusSuccess {
+			t.Errorf("request log %+v, %v", e, err)
+		}
+		if evs, err := s.RequestEvents(ctx, "none"); err != nil || len(evs) != 0 {
+			t.Errorf("history of an unknown ticket: %+v, %v", evs, err)
+		}
+	})
+}
+
+func TestActivitiesComeBackFromTheDatabase(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		ctx := context.Background()
+		s := r.open(t)
+		a := activity(2, sale.SKU{ID: 20, Stock: 5, Price: 990, LimitPerUser: 1, Hot: true}, sale.SKU{ID: 21, Stock: 7, LimitPerUser: 2})
+		a.RequireToken, a.ReservedUsers = true, []int64{5, 6}
+		put(t, s, a)
+		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 3}))
+		if err := s.Restock(ctx, 2, 21, 3); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Activities(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].ID != 1 || got[1].ID != 2 {
+			t.Fatalf("activities %+v", got)
+		}
+		b := got[1]
+		if !b.RequireToken || fmt.Sprint(b.ReservedUsers) != "[5 6]" || b.State != sale.StateOnline ||
+			b.Start.UnixMilli() != a.Start.UnixMilli() || b.End.UnixMilli() != a.End.UnixMilli() {
+			t.Errorf("activity 2 = %+v", b)
+		}
+		want := []sale.SKU{{ID: 20, Stock: 5, Price: 990, LimitPerUser: 1, Hot: true}, {ID: 21, Stock: 10, LimitPerUser: 2}}
+		if fmt.Sprint(b.SKUs) != fmt.Sprint(want) {
+			t.Errorf("skus %+v, want %+v (stock = snapshot initial, restock included)", b.SKUs, want)
+		}
+	})
+}
+
+func TestLedgerAndRecountSnapshot(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		ctx := context.Background()
+		s := r.open(t)
+		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 5}))
+		save(t, s, msg("r1", 1, 10, 100), msg("r2", 1, 10, 101))
+		if _, _, err := s.CloseOrder(ctx, "Or2", future); err != nil {
+			t.Fatal(err)
+		}
+		sn, refs, err := s.Ledger(ctx, 1, 10)
+		if err != nil || sn.Sold != 1 || len(refs) != 2 {
+			t.Fatalf("ledger %+v %+v %v", sn, refs, err)
+		}
+		live := 0
+		for _, o := range refs {
+			if o.Live() {
+				live++
+			}
+		}
+		if live != 1 {
+			t.Errorf("%d live orders in %+v", live, refs)
+		}
+		// Drift injected behind the store's back.
+		if _, err := s.(*sqlStore).w.Exec(`UPDATE seckill_stock_snapshot SET available = 4, sold = 3`); err != nil {
+			t.Fatal(err)
+		}
+		before, after, err := s.RecountSnapshot(ctx, 1, 10)
+		if err != nil || before.Sold != 3 || after.Sold != 1 || after.Available != 4 || after.Version != before.Version+1 {
+			t.Fatalf("recount %+v -> %+v, %v", before, after, err)
+		}
+		wantStock(t, s, 1, 10, 5, 4)
+		if _, _, err := s.Ledger(ctx, 1, 99); !errors.Is(err, ErrNotFound) {
+			t.Errorf("ledger of an unknown sku: %v", err)
+		}
+	})
+}
+
+// TestOldOrdersTableIsMigrated opens a database whose seckill_order has the
+// schema before the live flag: closed orders stop blocking their buyers.
+func TestOldOrdersTableIsMigrated(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		ctx := context.Background()
+		db, err := sql.Open(map[string]string{"sqlite": "sqlite", "mysql": "mysql"}[r.cfg.Driver], r.cfg.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		old := `CREATE TABLE seckill_order (id INTEGER PRIMARY KEY AUTOINCREMENT, order_no VARCHAR(80) NOT NULL UNIQUE,
+			request_no VARCHAR(64) NOT NULL UNIQUE, activity_id BIGINT NOT NULL, sku_id BIGINT NOT NULL,
+			user_id BIGINT NOT NULL, quantity BIGINT NOT NULL, unit_price_cents BIGINT NOT NULL,
+			amount_cents BIGINT NOT NULL, status VARCHAR(32) NOT NULL, trace_id VARCHAR(128) NOT NULL DEFAULT '',
+			created_ms BIGINT NOT NULL, updated_ms BIGINT NOT NULL, UNIQUE (activity_id, sku_id, user_id))`
+		if r.cfg.Driver == "mysql" {
+			old = `CREATE TABLE seckill_order (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+				order_no VARCHAR(80) NOT NULL, request_no VARCHAR(64) NOT NULL, activity_id BIGINT NOT NULL,
+				sku_id BIGINT NOT NULL, user_id BIGINT NOT NULL, quantity BIGINT NOT NULL,
+				unit_price_cents BIGINT NOT NULL, amount_cents BIGINT NOT NULL, status VARCHAR(32) NOT NULL,
+				trace_id VARCHAR(128) NOT NULL DEFAULT '', created_ms BIGINT NOT NULL, updated_ms BIGINT NOT NULL,
+				UNIQUE KEY uk_order_no (order_no), UNIQUE KEY uk_request_no (request_no),
+				UNIQUE KEY uk_activity_sku_user (activity_id, sku_id, user_id),
+				KEY idx_status_created (status, created_ms)) ENGINE=InnoDB`
+		}
+		if _, err := db.Exec(old); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`INSERT INTO seckill_order (order_no, request_no, activity_id, sku_id, user_id, quantity,
+			unit_price_cents, amount_cents, status, created_ms, updated_ms) VALUES
+			('Oold1', 'old1', 1, 10, 100, 1, 990, 990, 'CLOSED', 1, 1),
+			('Oold2', 'old2', 1, 10, 101, 1, 990, 990, 'PAID', 1, 1)`); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		s := r.open(t)
+		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 5}))
+		out := save(t, s, msg("new1", 1, 10, 100), msg("new2", 1, 10, 101))
+		if out[0].Kind != Created || out[1].Kind != Duplicate || out[1].OrderNo != "Oold2" {
+			t.Errorf("after migration: %+v", out)
+		}
+		if n, _, err := s.CountOrders(ctx, 1, 10); err != nil || n != 2 {
+			t.Errorf("%d live orders, %v; want 2", n, err)
+		}
+		s.Close()
+		r.open(t) // migrating the migrated table is a no-op
+	})
+}

@@ -1,0 +1,72 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrateLive brings a seckill_order table made before the live flag up to
+// date: the column is added (NULL for CLOSED orders, 1 for the others) and
+// the unique key (activity_id, sku_id, user_id) becomes (…, live), so that a
+// closed order no longer blocks its buyer's next one. A table that has the
+// column already is left alone, so this runs at every start.
+func (s *sqlStore) migrateLive(ctx context.Context) error {
+	has, err := s.hasOrderColumn(ctx, "live")
+	if err != nil || has {
+		return err
+	}
+	if s.d.name == "mysql" {
+		_, err := s.w.ExecContext(ctx, `ALTER TABLE seckill_order
+			ADD COLUMN live TINYINT NULL DEFAULT 1,
+			DROP INDEX uk_activity_sku_user,
+			ADD UNIQUE KEY uk_activity_sku_user_live (activity_id, sku_id, user_id, live)`)
+		if err != nil {
+			// Another process may have migrated meanwhile.
+			if has, herr := s.hasOrderColumn(ctx, "live"); herr == nil && has {
+				return nil
+			}
+			return fmt.Errorf("add seckill_order.live: %w", err)
+		}
+		if _, err := s.w.ExecContext(ctx, `UPDATE seckill_order SET live = NULL WHERE status = ?`, OrderClosed); err != nil {
+			return fmt.Errorf("fill seckill_order.live: %w", err)
+		}
+		return nil
+	}
+	// SQLite cannot drop a table's unique constraint: copy the rows into a
+	// table of the new shape and swap it in, in one transaction.
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		stmts := []string{
+			fmt.Sprintf(sqliteOrderTable, "seckill_order_live"),
+			`INSERT INTO seckill_order_live (id, order_no, request_no, activity_id, sku_id, user_id, quantity,
+				unit_price_cents, amount_cents, status, trace_id, created_ms, updated_ms, live)
+			SELECT id, order_no, request_no, activity_id, sku_id, user_id, quantity,
+				unit_price_cents, amount_cents, status, trace_id, created_ms, updated_ms,
+				CASE WHEN status = '` + OrderClosed + `' THEN NULL ELSE 1 END FROM seckill_order`,
+			`DROP TABLE seckill_order`,
+			`ALTER TABLE seckill_order_live RENAME TO seckill_order`,
+			sqliteOrderIndex,
+		}
+		for _, q := range stmts {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("migrate seckill_order to the live flag: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *sqlStore) hasOrderColumn(ctx context.Context, col string) (bool, error) {
+	var q string
+	if s.d.name == "mysql" {
+		q = `SELECT COUNT(*) FROM information_schema.COLUMNS
+			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'seckill_order' AND COLUMN_NAME = ?`
+	} else {
+		q = `SELECT COUNT(*) FROM pragma_table_info('seckill_order') WHERE name = ?`
+	}
+	var n int
+	if err := s.w.QueryRowContext(ctx, q, col).Scan(&n); err != nil {
+		return false, fmt.Errorf("inspect seckill_order: %w", err)
+	}
+	return n > 0, nil
+}
