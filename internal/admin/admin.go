@@ -7,6 +7,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -51,6 +52,9 @@ type Server struct {
 	r     *router.Router
 	srv   *fasthttp.Server
 	now   func() time.Time
+	// public path prefixes skip the token: static page shells only, which
+	// hold no data (every data call they make carries the token).
+	public []string
 }
 
 // New returns the admin server. An empty token refuses every call (fail
@@ -92,7 +96,17 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWith
 // mounting extra listeners).
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
+// ServePublic lets requests under prefix through without the token. Use it
+// only for static assets that hold no data.
+func (s *Server) ServePublic(prefix string) { s.public = append(s.public, prefix) }
+
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	for _, p := range s.public {
+		if bytes.HasPrefix(ctx.Path(), []byte(p)) && (ctx.IsGet() || ctx.IsHead()) {
+			s.r.Handler(ctx)
+			return
+		}
+	}
 	start := time.Now()
 	allowed := s.authorized(ctx)
 	if allowed {

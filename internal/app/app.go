@@ -173,6 +173,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		}
 		s.Monitor = monitor.New(s.Stock, s.Store, s.Lag, cfg.Metrics.SampleInterval, log.Named("monitor"), s.Reg)
 		s.Admin = admin.New(cfg.Admin.Token, admin.Deps{Stock: s.Stock, Store: s.Store, Results: s.Results, Lag: s.Lag}, log.Named("admin"))
+		mountPages(s.Admin, s.Reg)
 	}
 	return s, nil
 }

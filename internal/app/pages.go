@@ -1,0 +1,30 @@
+package app
+
+import (
+	"github.com/fasthttp/router"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+
+	"seckill/internal/admin"
+	"seckill/internal/results"
+	"seckill/internal/web"
+)
+
+// mountPages puts the on-call page and the counters it reads on the admin
+// listener. The page shell is public there (it holds no data); the counters
+// need the token like every admin route.
+func mountPages(a *admin.Server, g prometheus.Gatherer) {
+	r := a.Router()
+	r.GET("/admin/ui", func(ctx *fasthttp.RequestCtx) { ctx.Redirect("/admin/ui/", fasthttp.StatusFound) })
+	r.GET("/admin/ui/{file?}", web.OnCall)
+	r.GET("/admin/v1/counters", web.Counters(g))
+	a.ServePublic("/admin/ui")
+}
+
+// mountBuyerPages puts the buyer page and the result stream on the public
+// router.
+func mountBuyerPages(r *router.Router, res *results.Store) {
+	r.GET("/", func(ctx *fasthttp.RequestCtx) { ctx.Redirect("/sale/", fasthttp.StatusFound) })
+	r.GET("/sale/{file?}", web.Buyer)
+	r.GET("/api/v1/flash-sale/result/{requestNo}/events", web.ResultEvents{Results: res}.Handle)
+}

@@ -1,0 +1,160 @@
+// The buyer page: activity view with a countdown from server time, one buy
+// button per SKU that greys out when the SKU sells out, the ticket, and the
+// result streamed by server-sent events (polling when the stream fails).
+"use strict";
+(function () {
+  const params = new URLSearchParams(location.search);
+  const activity = params.get("activity") || "1";
+  const api = "/api/v1/flash-sale";
+  const $ = (id) => document.getElementById(id);
+  let view = null;      // last activity view
+  let offset = 0;       // server time - local time, ms
+  let busy = false;     // a purchase is in flight
+  let ticket = null;
+
+  const userInput = $("user");
+  userInput.value = params.get("user") || sessionStorage.getItem("seckill.user") || String(1 + Math.floor(Math.random() * 1e9));
+  userInput.addEventListener("change", () => sessionStorage.setItem("seckill.user", userInput.value));
+  const user = () => userInput.value.trim();
+
+  function fmt(ms) {
+    if (ms < 0) ms = 0;
+    const s = Math.floor(ms / 1000), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+    return [h, m, s % 60].map((n) => String(n).padStart(2, "0")).join(":");
+  }
+  function phase(now) {
+    if (!view) return "…";
+    if (view.state === "OFFLINE") return "OFFLINE";
+    if (now < Date.parse(view.start)) return "UPCOMING";
+    if (now >= Date.parse(view.end)) return "ENDED";
+    return "OPEN";
+  }
+
+  async function loadView() {
+    try {
+      const t0 = Date.now();
+      const r = await fetch(`${api}/activities/${activity}`, { cache: "no-store" });
+      if (!r.ok) throw new Error(`activity ${activity}: ${r.status}`);
+      view = await r.json();
+      // The server's clock, corrected by half the round trip.
+      offset = view.serverTimeMs + (Date.now() - t0) / 2 - Date.now();
+      $("error").textContent = "";
+      renderSkus();
+    } catch (e) {
+      $("error").textContent = String(e.message || e);
+    }
+  }
+
+  function renderSkus() {
+    const box = $("skus");
+    const open = phase(Date.now() + offset) === "OPEN";
+    for (const s of view.skus) {
+      let el = document.getElementById(`sku-${s.id}`);
+      if (!el) {
+        el = document.createElement("div");
+        el.className = "sku";
+        el.id = `sku-${s.id}`;
+        el.innerHTML = `<div class="muted">SKU ${s.id}</div><div class="price"></div>` +
+          `<div class="muted limit"></div><button data-sku="${s.id}">Buy now</button>`;
+        el.querySelector("button").addEventListener("click", () => buy(s.id));
+        box.appendChild(el);
+      }
+      el.querySelector(".price").textContent = `¥${s.price}`;
+      el.querySelector(".limit").textContent = `limit ${s.limitPerUser} per buyer`;
+      const b = el.querySelector("button");
+      b.disabled = s.soldOut || !open || busy || ticket !== null;
+      b.textContent = s.soldOut ? "Sold out" : open ? "Buy now" : "Not open";
+      el.dataset.soldout = s.soldOut ? "true" : "false";
+    }
+  }
+
+  function tick() {
+    const now = Date.now() + offset;
+    const p = phase(now);
+    $("phase").textContent = p;
+    $("phase").className = `phase ${p}`;
+    if (view) {
+      $("window").textContent = `${new Date(view.start).toLocaleString()} – ${new Date(view.end).toLocaleString()}`;
+      if (p === "UPCOMING") { $("countdown").textContent = fmt(Date.parse(view.start) - now); $("countdown-label").textContent = "until the sale starts"; }
+      else if (p === "OPEN") { $("countdown").textContent = fmt(Date.parse(view.end) - now); $("countdown-label").textContent = "until the sale ends"; }
+      else { $("countdown").textContent = "00:00:00"; $("countdown-label").textContent = p === "ENDED" ? "the sale has ended" : "the sale is offline"; }
+      renderSkus();
+    }
+  }
+
+  async function buy(sku) {
+    busy = true;
+    renderSkus();
+    try {
+      const r = await fetch(`${api}/order`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "X-User-Id": user() },
+        body: JSON.stringify({ activityId: Number(activity), skuId: sku, quantity: 1 }),
+      });
+      const a = await r.json();
+      if (r.status === 200 || (r.status === 409 && a.requestNo)) {
+        ticket = a.requestNo;
+        $("ticket-card").hidden = false;
+        $("ticket").textContent = ticket;
+        showResult({ code: "QUEUING" });
+        follow(ticket);
+      } else {
+        $("error").textContent = `${a.code}: ${a.message || ""}`;
+        if (a.code === "SOLD_OUT") loadView();
+      }
+    } catch (e) {
+      $("error").textContent = String(e.message || e);
+    } finally {
+      busy = false;
+      renderSkus();
+    }
+  }
+
+  function showResult(ev) {
+    $("result").textContent = ev.code;
+    $("result").className = `result ${ev.code}`;
+    $("detail").textContent = ev.orderNo ? `order ${ev.orderNo}` : ev.reason ? `reason ${ev.reason}` : "";
+  }
+
+  // follow reads the result stream (fetch, so X-User-Id can be sent), and
+  // falls back to polling the result if the stream breaks before a final
+  // answer.
+  async function follow(rn) {
+    try {
+      const r = await fetch(`${api}/result/${rn}/events`, { headers: { "X-User-Id": user() } });
+      if (!r.ok || !r.body) throw new Error(`stream ${r.status}`);
+      const reader = r.body.getReader();
+      const dec = new TextDecoder();
+      let buf = "", last = null;
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          const chunk = buf.slice(0, i); buf = buf.slice(i + 2);
+          const data = chunk.split("\n").find((l) => l.startsWith("data: "));
+          if (data) { last = JSON.parse(data.slice(6)); showResult(last); }
+        }
+      }
+      if (last && last.code !== "QUEUING") return;
+    } catch (e) { /* fall through to polling */ }
+    poll(rn);
+  }
+
+  async function poll(rn) {
+    for (let i = 0; i < 600; i++) {
+      try {
+        const r = await fetch(`${api}/result/${rn}`, { headers: { "X-User-Id": user() }, cache: "no-store" });
+        const a = await r.json();
+        showResult(a);
+        if (a.code === "SUCCESS" || a.code === "FAIL") return;
+      } catch (e) { /* retry */ }
+      await new Promise((res) => setTimeout(res, 500));
+    }
+  }
+
+  loadView();
+  setInterval(loadView, 1000);
+  setInterval(tick, 250);
+})();
