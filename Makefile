@@ -31,7 +31,8 @@ run: deps build
 # One MariaDB serves every package's tests (testenv reads
 # SECKILL_TEST_MYSQL_DSN). The trap stops it by PID whatever happens to the
 # tests, and the recipe exits with the tests' status.
-test: deps
+test:
+	@scripts/deps.sh --test
 	@set -u -o pipefail; \
 	state=$$(mktemp "$${TMPDIR:-/tmp}/seckill-make-test.XXXXXX"); \
 	export SECKILL_MARIADB_STATE=$$state; \

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# deps.sh — installs the servers and tools the tests and `make run` need,
-# only those that are missing: redis-server, mariadbd (+ mariadb-install-db)
-# and wrk. When all are present it does not touch apt at all. Debian/Ubuntu,
-# as root (or with sudo).
+# deps.sh [--test] — installs the servers and tools `make run` needs, only
+# those that are missing: redis-server, mariadbd (+ mariadb-install-db) and
+# wrk; with --test also chromium (the browser tests of `make test`). When all
+# are present it does not touch apt at all. Debian/Ubuntu, as root (or with
+# sudo).
 set -euo pipefail
 
 have() {
@@ -18,9 +19,12 @@ missing=()
 have redis-server || missing+=(redis-server)
 { have mariadbd && have mariadb-install-db; } || missing+=(mariadb-server)
 have wrk || missing+=(wrk)
+if [ "${1:-}" = --test ]; then
+	have chromium || missing+=(chromium)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
-	echo "deps: redis-server, mariadbd and wrk are installed"
+	echo "deps: redis-server, mariadbd, wrk${1:+ and chromium} are installed"
 	exit 0
 fi
 
