@@ -28,6 +28,7 @@ type Local struct {
 	m      *metrics
 	now    func() time.Time
 	fault  func(stage string) error
+	reqlog RequestLog // nil: no request log (see reqlog.go)
 	closed atomic.Bool
 	bufs   sync.Pool
 	hotLbl [2]struct {
@@ -186,6 +187,7 @@ func (e *Local) compensate(m *sale.Message, cause error) error {
 	// A fresh context: the buyer's may be what expired.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*e.cfg.OccupyTimeout)
 	defer cancel()
+	e.record(m, StateCompensating, cause.Error())
 	out, err := e.stock.Release(ctx, m, false)
 	if err != nil {
 		e.m.releases.WithLabelValues("error").Inc()
@@ -199,6 +201,7 @@ func (e *Local) compensate(m *sale.Message, cause error) error {
 	if out == Claimed {
 		return nil
 	}
+	e.record(m, StateFailed, "compensated: "+out.String())
 	_ = e.res.Write(ctx, results.Entry{RequestNo: m.RequestNo, Activity: m.ActivityID, SKU: m.SKUID, Owner: m.UserID,
 		State: sale.ResultFail, Code: sale.FailBusy})
 	e.log.Warn("ticket released after failure",

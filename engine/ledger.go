@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	"seckill/internal/sale"
+	"seckill/lua"
+)
+
+// The reconciler's and the rebuild's view of Redis: atomic counters, the
+// user records and claimed set, and the repairs that are provably safe (see
+// internal/reconcile for when each one is used).
+
+var (
+	ledgerScript  = rueidis.NewLuaScript(lua.Ledger)
+	restoreScript = rueidis.NewLuaScript(lua.Restore)
+	settleScript  = rueidis.NewLuaScript(lua.Settle)
+	rebuildScript = rueidis.NewLuaScript(lua.Rebuild)
+)
+
+// Ledger is one SKU's counters read in one atomic step.
+type Ledger struct {
+	Present bool // the meta key exists (false: Redis lost the SKU, or it was never preheated)
+	Counts
+}
+
+// Ledger reads the counters of (activity, sku) atomically. Like the other
+// methods of this file it routes by sku.Hot, not by the catalog, which may
+// be what Redis lost.
+func (s *Stock) Ledger(ctx context.Context, activity int64, sku *sale.SKU) (Ledger, error) {
+	k := sale.KeysFor(activity, sku.ID)
+	v, err := ledgerScript.Exec(ctx, s.shards.For(sku.Hot),
+		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim}, nil).AsIntSlice()
+	if err != nil || len(v) != 6 {
+		return Ledger{}, fmt.Errorf("ledger activity %d sku %d: %v (%d values)", activity, sku.ID, err, len(v))
+	}
+	return Ledger{Present: v[0] == 1, Counts: Counts{Initial: v[1], Remaining: v[2], Sold: v[3], Holders: v[4], Claimed: v[5]}}, nil
+}
+
+// Records are a SKU's user records and claimed requestNos.
+type Records struct {
+	Users   map[int64]string // userId -> requestNo
+	Claimed map[string]bool
+}
+
+// Records scans the user records and the claimed set of (activity, sku)
+// with HSCAN/SSCAN, so a large SKU does not block its shard. The scan is
+// not atomic: a record added or removed while it runs may be missed.
+func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Records, error) {
+	k := sale.KeysFor(activity, sku.ID)
+	c := s.shards.For(sku.Hot)
+	out := Records{Users: map[int64]string{}, Claimed: map[string]bool{}}
+	var cursor uint64
+	for {
+		e, err := c.Do(ctx, c.B().Hscan().Key(k.Users).Cursor(cursor).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return out, fmt.Errorf("records activity %d sku %d: %w", activity, sku.ID, err)
+		}
+		for i := 0; i+1 < len(e.Elements); i += 2 {
+			u, err := strconv.ParseInt(e.Elements[i], 10, 64)
+			if err != nil {
+				return out, fmt.Errorf("records activity %d sku %d: user %q: %w", activity, sku.ID, e.Elements[i], err)
+			}
+			out.Users[u] = e.Elements[i+1]
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			break
+		}
+	}
+	for {
+		e, err := c.Do(ctx, c.B().Sscan().Key(k.Claim).Cursor(cursor).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return out, fmt.Errorf("claimed activity %d sku %d: %w", activity, sku.ID, err)
+		}
+		for _, rn := range e.Elements {
+			out.Claimed[rn] = true
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Holder returns the requestNo holding user's record on (activity, sku)
+// ("" when none) and whether it is claimed for an order.
+func (s *Stock) Holder(ctx context.Context, activity, sku, user int64) (requestNo string, claimed bool, err error) {
+	k := sale.KeysFor(activity, sku)
+	c := s.client(activity, sku)
+	rn, err := c.Do(ctx, c.B().Hget().Key(k.Users).Field(strconv.FormatInt(user, 10)).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("holder activity %d sku %d user %d: %w", activity, sku, user, err)
+	}
+	claimed, err = c.Do(ctx, c.B().Sismember().Key(k.Claim).Member(rn).Build()).AsBool()
+	if err != nil {
+		return rn, false, fmt.Errorf("holder activity %d sku %d user %d: %w", activity, sku, user, err)
+	}
+	return rn, claimed, nil
+}
+
+// Hold is a live order's claim on its SKU: the record a rebuild or a
+// restore writes back.
+type Hold struct {
+	UserID    int64
+	RequestNo string
+}
+
+func holdArgs(dst []string, hs []Hold) []string {
+	for _, h := range hs {
+		dst = append(dst, strconv.FormatInt(h.UserID, 10), h.RequestNo)
+	}
+	return dst
+}
+
+// RestoreRecords writes back the claimed records of live orders Redis lost,
+// except where the user holds another record; counters are unchanged. It
+// returns how many were restored.
+func (s *Stock) RestoreRecords(ctx context.Context, activity int64, sku *sale.SKU, hs []Hold) (int64, error) {
+	k := sale.KeysFor(activity, sku.ID)
+	var n int64
+	for len(hs) > 0 {
+		part := hs[:min(len(hs), 1000)]
+		hs = hs[len(part):]
+		v, err := restoreScript.Exec(ctx, s.shards.For(sku.Hot), []string{k.Users, k.Claim},
+			holdArgs(make([]string, 0, 2*len(part)), part)).AsInt64()
+		if err != nil {
+			return n, fmt.Errorf("restore records activity %d sku %d: %w", activity, sku.ID, err)
+		}
+		n += v
+	}
+	return n, nil
+}
+
+// Settle outcomes.
+const (
+	SettleDone   = "SETTLED"
+	SettleStale  = "STALE"
+	SettleNotOne = "NOT_ONE"
+	SettleLedger = "LEDGER"
+)
+
+// Settle makes a one-unit-per-ticket SKU's sold counter equal its user
+// records (see settle.lua), if sold is still seenSold. It returns the
+// script's code and the units moved to the remaining stock (negative: taken
+// from it). Units moved back on sale publish "available".
+func (s *Stock) Settle(ctx context.Context, activity int64, sku *sale.SKU, seenSold int64) (string, int64, error) {
+	k := sale.KeysFor(activity, sku.ID)
+	vals, err := settleScript.Exec(ctx, s.shards.For(sku.Hot), []string{k.Meta, k.Stock, k.Users, k.Sold},
+		[]string{strconv.FormatInt(seenSold, 10)}).ToArray()
+	if err != nil || len(vals) != 2 {
+		return "", 0, fmt.Errorf("settle activity %d sku %d: %v", activity, sku.ID, err)
+	}
+	code, _ := vals[0].ToString()
+	moved, _ := vals[1].AsInt64()
+	if moved > 0 {
+		s.publish(ctx, sale.Event{Kind: sale.EventAvailable, Activity: activity, SKU: sku.ID})
+	}
+	return code, moved, nil
+}
+
+// Rebuild writes SKU sku of activity a back into Redis after Redis lost it
+// (its meta key is missing), in one atomic script: remaining = initial −
+// ordered, sold = ordered, a claimed record for every live order, then the
+// meta that makes it sellable. initial and ordered are units; holds are the
+// live orders. It reports false when the meta key exists (another process
+// was first): nothing changed then. The catalog is not touched.
+func (s *Stock) Rebuild(ctx context.Context, a *sale.Activity, sku *sale.SKU, initial, ordered int64, holds []Hold) (bool, error) {
+	k := sale.KeysFor(a.ID, sku.ID)
+	meta := []string{
+		"status", a.State,
+		"start_ms", strconv.FormatInt(a.Start.UnixMilli(), 10),
+		"end_ms", strconv.FormatInt(a.End.UnixMilli(), 10),
+		"limit", strconv.FormatInt(max(sku.LimitPerUser, 1), 10),
+		"price", strconv.FormatInt(int64(sku.Price), 10),
+		"activity", strconv.FormatInt(a.ID, 10),
+	}
+	args := make([]string, 0, 3+len(meta)+2*len(holds))
+	args = append(args, strconv.FormatInt(initial, 10), strconv.FormatInt(ordered, 10), strconv.Itoa(len(meta)/2))
+	args = append(args, meta...)
+	args = holdArgs(args, holds)
+	code, err := rebuildScript.Exec(ctx, s.shards.For(sku.Hot),
+		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim}, args).ToString()
+	if err != nil {
+		return false, fmt.Errorf("rebuild activity %d sku %d: %w", a.ID, sku.ID, err)
+	}
+	if code != "REBUILT" {
+		return false, nil
+	}
+	if initial > ordered {
+		s.publish(ctx, sale.Event{Kind: sale.EventAvailable, Activity: a.ID, SKU: sku.ID})
+	} else {
+		s.publish(ctx, sale.Event{Kind: sale.EventSoldOut, Activity: a.ID, SKU: sku.ID})
+	}
+	return true, nil
+}

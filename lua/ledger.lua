@@ -1,0 +1,17 @@
+-- ledger: read one SKU's counters in one atomic step (the reconciler
+-- compares them with each other and with the database).
+-- KEYS[1] meta     hash (initial)
+-- KEYS[2] stock    integer: remaining units
+-- KEYS[3] users    hash: userId -> requestNo
+-- KEYS[4] sold     integer: units occupied or ordered
+-- KEYS[5] claimed  set of claimed requestNos
+-- Returns {meta exists (0/1), initial, remaining, sold, user records,
+-- claimed}; a missing counter reads 0.
+return {
+  redis.call('EXISTS', KEYS[1]),
+  tonumber(redis.call('HGET', KEYS[1], 'initial') or '0'),
+  tonumber(redis.call('GET', KEYS[2]) or '0'),
+  tonumber(redis.call('GET', KEYS[4]) or '0'),
+  redis.call('HLEN', KEYS[3]),
+  redis.call('SCARD', KEYS[5]),
+}

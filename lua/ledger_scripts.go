@@ -1,0 +1,25 @@
+package lua
+
+import _ "embed"
+
+// The reconciler's scripts (see internal/reconcile).
+
+// Ledger reads one SKU's counters atomically: see ledger.lua.
+//
+//go:embed ledger.lua
+var Ledger string
+
+// Restore gives live orders back lost user records: see restore.lua.
+//
+//go:embed restore.lua
+var Restore string
+
+// Settle aligns sold with the records of a one-unit SKU: see settle.lua.
+//
+//go:embed settle.lua
+var Settle string
+
+// Rebuild writes a lost SKU back from the database: see rebuild.lua.
+//
+//go:embed rebuild.lua
+var Rebuild string
