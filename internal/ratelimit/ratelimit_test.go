@@ -138,3 +138,39 @@ func TestGateNeverStarvesTheLastUnit(t *testing.T) {
 		t.Fatalf("refusal must say when to retry: %v", wait)
 	}
 }
+
+func TestGateForgetsRemainingWhenToldUnknown(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	g := NewGate(1, 1, c.now)
+	g.Observe(1, 0)
+	g.Allow(1) // the one token of the floor's burst
+	if ok, _ := g.Allow(1); ok {
+		t.Fatal("at remaining 0 the floor of 1/s must refuse a second request in the same instant")
+	}
+	g.Observe(1, -1) // "available": unknown until the engine answers again
+	if ok, _ := g.Allow(1); !ok || g.Remaining(1) != -1 {
+		t.Fatal("unknown remaining must not be gated")
+	}
+	g.Observe(2, -1) // unknown for a SKU never seen creates nothing
+	if g.Remaining(2) != -1 {
+		t.Fatal("remaining of an unseen sku")
+	}
+}
+
+func BenchmarkGateAllow(b *testing.B) {
+	g := NewGate(10, 100, nil)
+	g.Observe(1001, 1_000_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		g.Allow(1001)
+	}
+}
+
+func BenchmarkLocalAllow(b *testing.B) {
+	l := NewLocal(1e9, 1000, 1<<16, nil)
+	ip := []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Allow(KeyString(ip))
+	}
+}
