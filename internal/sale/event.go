@@ -11,11 +11,12 @@ const (
 	EventSoldOut   = "soldout"   // SKU has no stock left
 	EventAvailable = "available" // SKU has stock again (release, restock, on-call)
 	EventActivity  = "activity"  // activity created, replaced or changed state
+	EventBlocklist = "blocklist" // IP or user blocklist changed (activity and SKU 0)
 )
 
 // Event is one pub/sub message: "<kind> <activity> <sku> <unix-nanos>".
-// SKU is 0 for activity events. At carries the sender's clock so receivers
-// can measure propagation delay.
+// SKU is 0 for activity events; both are 0 for blocklist events. At carries
+// the sender's clock so receivers can measure propagation delay.
 type Event struct {
 	Kind     string
 	Activity int64
@@ -38,7 +39,7 @@ func ParseEvent(s string) (Event, error) {
 	var err error
 	e.Kind = f[0]
 	switch e.Kind {
-	case EventSoldOut, EventAvailable, EventActivity:
+	case EventSoldOut, EventAvailable, EventActivity, EventBlocklist:
 	default:
 		return Event{}, fmt.Errorf("event %q: unknown kind", s)
 	}
