@@ -102,11 +102,11 @@ func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession
 		return fmt.Errorf("%w: %v", ErrUncommitted, err)
 	}
 
-	// 5. Give back the stock of tickets that got no order, dead-letter the
-	// failed ones, then commit the offsets.
-	if err := c.releaseAll(ctx, tickets); err != nil {
-		return err
-	}
+	// 5. Dead-letter the failed tickets before their stock goes back: a
+	// redelivery finds a released ticket answered already and does not
+	// fail it again, so a letter lost after the release would be lost for
+	// good, while one sent twice (the release failed, the batch came back)
+	// is harmless.
 	var failed []deadLetter
 	for _, t := range tickets {
 		if t.outcome == outFailed {
@@ -114,8 +114,15 @@ func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession
 		}
 	}
 	if err := c.sendDLQ(failed); err != nil {
-		withheld = errors.Join(withheld, fmt.Errorf("%w: dead-letter %d failed messages: %v", ErrUncommitted, len(failed), err))
+		return errors.Join(withheld, fmt.Errorf("%w: dead-letter %d failed messages: %v", ErrUncommitted, len(failed), err))
 	}
+
+	// 6. Give back the stock of tickets that got no order, note in the
+	// request log which buyers can read their order, then commit.
+	if err := c.releaseAll(ctx, tickets); err != nil {
+		return err
+	}
+	c.logDelivered(ctx, tickets)
 	for _, t := range tickets {
 		c.m.messages.WithLabelValues(t.outcome).Inc()
 	}
@@ -390,6 +397,28 @@ func (c *Consumer) logRequest(ctx context.Context, t *ticket, status, orderNo, r
 		TraceID: t.m.TraceID, Remark: remark})
 	if err != nil {
 		c.log.Warn("request log write failed", append(t.fields(), zap.Error(err))...)
+	}
+}
+
+// logDelivered moves the request log of every new order on to SUCCESS:
+// its result is written, the buyer's polling reads the order. Best effort,
+// like logRequest; one statement per batch.
+func (c *Consumer) logDelivered(ctx context.Context, tickets []*ticket) {
+	var es []store.LogEntry
+	for _, t := range tickets {
+		if t.outcome == outCreated {
+			es = append(es, store.LogEntry{RequestNo: t.m.RequestNo, ActivityID: t.m.ActivityID, SKUID: t.m.SKUID,
+				UserID: t.m.UserID, Quantity: t.m.Quantity, Status: store.StatusSuccess, OrderNo: t.res.OrderNo,
+				TraceID: t.m.TraceID, Remark: "result written"})
+		}
+	}
+	if len(es) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	if err := c.st.LogRequests(ctx, es); err != nil {
+		c.log.Warn("request log write failed", zap.Int("tickets", len(es)), zap.Error(err))
 	}
 }
 
