@@ -1,0 +1,360 @@
+// Command harness is `make bench`'s load test: it builds and starts the
+// system (`seckill dev --config configs/bench.yaml`, its own data directory,
+// loopback listeners) and three reference servers, drives each with wrk on
+// 127.0.0.1, checks afterwards that every accepted ticket became exactly one
+// order, and prints one table of req/s, p50/p99 and ratios to the
+// references measured in the same run:
+//
+//   - bare:    a fasthttp handler that only answers (bench/refs/bare)
+//   - evalsha: fasthttp + one rueidis EVALSHA of lua/occupy.lua per request
+//     (bench/refs/evalsha)
+//   - sync:    the seed's synchronous path, UPDATE … stock - 1 … AND stock > 0
+//   - INSERT in one MariaDB transaction per request (bench/refs/syncdb)
+//
+// Scenarios on the system: (a) accept — distinct buyers on a SKU whose stock
+// outlasts the run; (b) reject — a sold-out SKU; (c) the seed's
+// bench/flash_sale.lua unmodified; (d) result polling; (e) the accept load
+// from -bigc (10,000) connections. It also measures how fast the consumer
+// drains the accept backlog against a raw batched INSERT IGNORE reference,
+// and takes CPU and allocation profiles of (a) and (b).
+//
+// Everything it starts is stopped by PID before it exits; MariaDB comes and
+// goes through scripts/mariadb-test.sh. Run from the repository root:
+//
+//	go run ./bench/harness [-d 10s] [-c 256] [-bigc 10000] [-out bench/out]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	dur, profile       time.Duration
+	threads, conns     int
+	bigConns           int
+	out, config, root  string
+	noSync             bool
+	seckillBin         string
+	drainRows, drainBt int
+}
+
+func main() {
+	var o options
+	flag.DurationVar(&o.dur, "d", 10*time.Second, "duration of each wrk run")
+	flag.IntVar(&o.threads, "t", 2, "wrk threads")
+	flag.IntVar(&o.conns, "c", 256, "wrk connections")
+	flag.IntVar(&o.bigConns, "bigc", 10000, "connections of the many-connections run (e); 0 skips it")
+	flag.DurationVar(&o.profile, "profile", 5*time.Second, "CPU profile length inside (a) and (b); 0 skips profiling")
+	flag.StringVar(&o.out, "out", "bench/out", "directory for logs, wrk reports, profiles and the table")
+	flag.StringVar(&o.config, "config", "configs/bench.yaml", "the system's configuration")
+	flag.BoolVar(&o.noSync, "no-sync", false, "skip the MariaDB references (sync baseline, INSERT IGNORE)")
+	flag.StringVar(&o.seckillBin, "seckill", "", "a prebuilt seckill binary to run instead of building ./cmd/seckill")
+	flag.IntVar(&o.drainRows, "drain-rows", 200000, "rows of the INSERT IGNORE reference")
+	flag.IntVar(&o.drainBt, "drain-batch", 500, "rows per INSERT IGNORE statement of the reference")
+	flag.Parse()
+	root, err := os.Getwd()
+	if err != nil {
+		fatal(err)
+	}
+	o.root = root
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sig
+		fmt.Fprintln(os.Stderr, "harness: interrupted; stopping what it started")
+		cleanup()
+		os.Exit(130)
+	}()
+	err = run(o)
+	cleanup()
+	if err != nil {
+		fatal(err)
+	}
+}
+
+var db *mariadb
+
+func cleanup() {
+	stopAll()
+	if db != nil {
+		db.stop()
+		db = nil
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "harness:", err)
+	os.Exit(1)
+}
+
+func logf(f string, a ...any) {
+	fmt.Fprintf(os.Stderr, "%s harness: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(f, a...))
+}
+
+func run(o options) error {
+	out, err := filepath.Abs(o.out)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	nofile, err := raiseFileLimit()
+	if err != nil {
+		return fmt.Errorf("raise the open-file limit: %w", err)
+	}
+	if o.bigConns > 0 && nofile < uint64(o.bigConns)+1024 {
+		logf("open-file limit %d is too low for -bigc %d; skipping (e)", nofile, o.bigConns)
+		o.bigConns = 0
+	}
+	for _, tool := range []string{"wrk", "redis-server"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not found (make deps installs it)", tool)
+		}
+	}
+	bin := filepath.Join(out, "bin")
+	logf("building seckill and the reference servers into %s", bin)
+	pkgs := []string{"./bench/refs/bare", "./bench/refs/evalsha", "./bench/refs/syncdb"}
+	seckillBin := o.seckillBin
+	if seckillBin == "" {
+		pkgs = append(pkgs, "./cmd/seckill")
+		seckillBin = filepath.Join(bin, "seckill")
+	}
+	build := exec.Command("go", append([]string{"build", "-o", bin + "/"}, pkgs...)...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go build: %w", err)
+	}
+	accept := filepath.Join(o.root, "bench", "accept.lua")
+	std := func(url string, args ...string) load {
+		return load{threads: o.threads, conns: o.conns, dur: o.dur, timeout: 5 * time.Second, script: accept, url: url, args: args}
+	}
+	r := &report{opts: o, started: time.Now()}
+
+	// References.
+	{
+		addr := freeAddr()
+		p, err := start(out, "ref-bare", filepath.Join(bin, "bare"), nil, "-listen", addr)
+		if err != nil {
+			return err
+		}
+		if err := waitPort(p, addr, 10*time.Second); err != nil {
+			return err
+		}
+		logf("ref bare: wrk -c%d %v", o.conns, o.dur)
+		if r.bare, err = runWrk(out, "ref-bare", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
+			return err
+		}
+		p.stop(5 * time.Second)
+	}
+	{
+		rp, raddr, err := startRedis(out)
+		if err != nil {
+			return err
+		}
+		addr := freeAddr()
+		p, err := start(out, "ref-evalsha", filepath.Join(bin, "evalsha"), nil, "-listen", addr, "-redis", raddr)
+		if err != nil {
+			return err
+		}
+		if err := waitPort(p, addr, 10*time.Second); err != nil {
+			return err
+		}
+		logf("ref evalsha: wrk -c%d %v", o.conns, o.dur)
+		if r.evalsha, err = runWrk(out, "ref-evalsha", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
+			return err
+		}
+		p.stop(5 * time.Second)
+		rp.stop(10 * time.Second)
+	}
+	if !o.noSync {
+		logf("starting MariaDB (scripts/mariadb-test.sh)")
+		if db, err = startMariaDB(o.root, out); err != nil {
+			return err
+		}
+		addr := freeAddr()
+		p, err := start(out, "ref-syncdb", filepath.Join(bin, "syncdb"), nil, "-listen", addr, "-dsn", db.dsn)
+		if err != nil {
+			return err
+		}
+		if err := waitPort(p, addr, 20*time.Second); err != nil {
+			return err
+		}
+		logf("ref sync: wrk -c%d %v", o.conns, o.dur)
+		if r.sync, err = runWrk(out, "ref-sync", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
+			return err
+		}
+		p.stop(10 * time.Second)
+		r.syncRun = true
+		logf("drain reference: %d rows in %d-row INSERT IGNORE batches (MariaDB)", o.drainRows, o.drainBt)
+		ref, err := mysqlInsertRef(db.dsn, o.drainRows, o.drainBt)
+		if err != nil {
+			return fmt.Errorf("INSERT IGNORE reference: %w", err)
+		}
+		r.insertRefs = append(r.insertRefs, ref)
+		db.stop()
+		db = nil
+	}
+	logf("drain reference: %d rows in %d-row INSERT OR IGNORE batches (SQLite)", o.drainRows, o.drainBt)
+	ref, err := sqliteInsertRef(out, o.drainRows, o.drainBt)
+	if err != nil {
+		return fmt.Errorf("SQLite INSERT reference: %w", err)
+	}
+	r.insertRefs = append(r.insertRefs, ref)
+
+	// The system.
+	logf("starting seckill dev --config %s", o.config)
+	sys, err := startSystem(out, seckillBin, filepath.Join(o.root, o.config))
+	if err != nil {
+		return err
+	}
+	acceptKey := skuKey{benchActivity, acceptSKU}
+	url := sys.orderURL()
+
+	// (a) accept path, profiled in the middle.
+	logf("(a) accept: wrk -c%d %v on SKU %d", o.conns, o.dur, acceptSKU)
+	prof := r.startProfile(sys, out, "accept", o)
+	if r.accept, err = runWrk(out, "a-accept", std(url, fmt.Sprint(acceptSKU), "1000000000000")); err != nil {
+		return err
+	}
+	r.acceptCPU, r.acceptAllocs = prof()
+	sys.accepted[acceptKey] += r.accept.Codes["200"]
+	sys.unseen[acceptKey] += r.accept.unanswered()
+	logf("(a) done; waiting for the consumer to drain the backlog")
+	if r.drain, err = sys.waitDrained(5 * time.Minute); err != nil {
+		return err
+	}
+
+	// (b) reject path: SKU 2002 was bought out at start.
+	logf("(b) reject: wrk -c%d %v on sold-out SKU %d", o.conns, o.dur, soldOutSKU)
+	prof = r.startProfile(sys, out, "reject", o)
+	if r.reject, err = runWrk(out, "b-reject", std(url, fmt.Sprint(soldOutSKU), "2000000000000")); err != nil {
+		return err
+	}
+	r.rejectCPU, r.rejectAllocs = prof()
+	sys.accepted[skuKey{benchActivity, soldOutSKU}] += r.reject.Codes["200"]
+	sys.unseen[skuKey{benchActivity, soldOutSKU}] += r.reject.unanswered()
+
+	// (c) the seed's script, unmodified.
+	logf("(c) seed flash_sale.lua: wrk -c%d %v", o.conns, o.dur)
+	seed := load{threads: o.threads, conns: o.conns, dur: o.dur, timeout: 5 * time.Second,
+		script: filepath.Join(o.root, "bench", "flash_sale.lua"), url: url}
+	if r.seed, err = runWrk(out, "c-seed", seed); err != nil {
+		return err
+	}
+	// flash_sale.lua counts nothing: its one buyer holds one ticket or none.
+	if orders, _, err := sys.ordered(demoActivity); err == nil {
+		r.seedOrders = orders
+	}
+
+	// (d) result polling of tickets bought just before.
+	tickets := filepath.Join(out, "tickets.txt")
+	if err := sys.tickets(tickets, 2000, 3_000_000_000_000); err != nil {
+		return err
+	}
+	logf("(d) poll: wrk -c%d %v over 2000 tickets", o.conns, o.dur)
+	poll := load{threads: o.threads, conns: o.conns, dur: o.dur, timeout: 5 * time.Second,
+		script: filepath.Join(o.root, "bench", "poll.lua"), url: "http://" + sys.edge, args: []string{tickets}}
+	if r.poll, err = runWrk(out, "d-poll", poll); err != nil {
+		return err
+	}
+
+	// (e) many connections.
+	if o.bigConns > 0 {
+		logf("(e) accept from %d connections: wrk -c%d %v", o.bigConns, o.bigConns, o.dur)
+		big := std(url, fmt.Sprint(acceptSKU), "4000000000000")
+		big.conns, big.timeout = o.bigConns, 10*time.Second
+		if r.big, err = runWrk(out, "e-bigc", big); err != nil {
+			return err
+		}
+		sys.accepted[acceptKey] += r.big.Codes["200"]
+		sys.unseen[acceptKey] += r.big.unanswered()
+		r.bigRun = true
+	}
+
+	logf("waiting for every ticket to become an order")
+	if _, err := sys.waitDrained(5 * time.Minute); err != nil {
+		return err
+	}
+	// flash_sale.lua counts no answers; its buyer (one per thread, all
+	// threads alike) may hold one order per distinct id: at most -t.
+	sys.unseen[skuKey{demoActivity, seedSKU}] = int64(o.threads)
+	r.check = sys.check()
+	sys.p.stop(40 * time.Second)
+
+	// The bare reference once more: how much the machine drifted.
+	{
+		addr := freeAddr()
+		p, err := start(out, "ref-bare2", filepath.Join(bin, "bare"), nil, "-listen", addr)
+		if err != nil {
+			return err
+		}
+		if err := waitPort(p, addr, 10*time.Second); err != nil {
+			return err
+		}
+		logf("ref bare (again): wrk -c%d %v", o.conns, o.dur)
+		if r.bare2, err = runWrk(out, "ref-bare2", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
+			return err
+		}
+		p.stop(5 * time.Second)
+	}
+
+	text := r.render()
+	fmt.Print(text)
+	if err := os.WriteFile(filepath.Join(out, "table.md"), []byte(text), 0o644); err != nil {
+		return err
+	}
+	if !r.check.OK {
+		return fmt.Errorf("correctness check failed (see above)")
+	}
+	return nil
+}
+
+// startProfile takes profiles in the middle of a run of o.dur; the returned
+// func waits for them and answers their top lists.
+func (r *report) startProfile(sys *system, out, name string, o options) func() (string, string) {
+	if o.profile <= 0 || o.profile >= o.dur {
+		return func() (string, string) { return "", "" }
+	}
+	type tops struct{ cpu, allocs string }
+	ch := make(chan tops, 1)
+	go func() {
+		time.Sleep((o.dur - o.profile) / 2)
+		c, a := sys.profile(out, name, int(o.profile/time.Second))
+		ch <- tops{c, a}
+	}()
+	return func() (string, string) { t := <-ch; return t.cpu, t.allocs }
+}
+
+// machine describes where the run happened.
+func machine() string {
+	var b strings.Builder
+	model := ""
+	if cpu, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(cpu), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				_, model, _ = strings.Cut(l, ":")
+				model = strings.TrimSpace(model)
+				break
+			}
+		}
+	}
+	kernel, _ := exec.Command("uname", "-sr").Output()
+	wrkV, _ := exec.Command("sh", "-c", "wrk -v 2>&1 | head -1").Output()
+	redisV, _ := exec.Command("redis-server", "--version").Output()
+	fmt.Fprintf(&b, "- %d CPUs (%s), %s\n", runtime.NumCPU(), model, strings.TrimSpace(string(kernel)))
+	fmt.Fprintf(&b, "- %s; %s; %s\n", runtime.Version(), strings.TrimSpace(string(wrkV)), strings.TrimSpace(string(redisV)))
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(&b, "- load average at the end: %s\n", strings.TrimSpace(string(la)))
+	}
+	return b.String()
+}

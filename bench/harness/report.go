@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// report collects one run's numbers and renders the table.
+type report struct {
+	opts    options
+	started time.Time
+
+	bare, bare2, evalsha, sync wrkResult
+	syncRun                    bool
+	accept, reject, seed, poll wrkResult
+	big                        wrkResult
+	bigRun                     bool
+	seedOrders                 int64
+
+	drain      drain
+	insertRefs []insertRef
+	check      check
+
+	acceptCPU, acceptAllocs string
+	rejectCPU, rejectAllocs string
+}
+
+func ms(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
+
+func ratio(a, b float64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func (r *report) render() string {
+	var b strings.Builder
+	o := r.opts
+	fmt.Fprintf(&b, "\n## seckill bench — %s\n\n", r.started.UTC().Format(time.RFC1123))
+	b.WriteString(machine())
+	fmt.Fprintf(&b, "- wrk -t%d -c%d -d%v --latency, all on 127.0.0.1; system: seckill dev --config %s\n\n", o.threads, o.conns, o.dur, o.config)
+
+	b.WriteString("| run | conns | req/s | p50 | p99 | answers | vs bare | vs EVALSHA | vs sync |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
+	row := func(name string, conns int, w wrkResult) {
+		vsSync := "-"
+		if r.syncRun {
+			vsSync = ratio(w.RPS, r.sync.RPS)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %s |\n", name, conns, w.RPS, ms(w.P50), ms(w.P99),
+			w.codesString(), ratio(w.RPS, r.bare.RPS), ratio(w.RPS, r.evalsha.RPS), vsSync)
+	}
+	row("ref: bare fasthttp", o.conns, r.bare)
+	row("ref: fasthttp + 1 EVALSHA occupy/req", o.conns, r.evalsha)
+	if r.syncRun {
+		row("ref: seed sync path (MariaDB tx/req)", o.conns, r.sync)
+	}
+	row("(a) accept: distinct buyers, SKU 2001", o.conns, r.accept)
+	row("(b) reject: sold-out SKU 2002", o.conns, r.reject)
+	row("(c) seed flash_sale.lua (unmodified)", o.conns, r.seed)
+	row("(d) result polling", o.conns, r.poll)
+	if r.bigRun {
+		row("(e) accept from many connections", o.bigConns, r.big)
+	}
+	row("ref: bare fasthttp, again at the end", o.conns, r.bare2)
+
+	b.WriteString("\n| drain | rows | took | rows/s | vs reference |\n|---|---:|---:|---:|---:|\n")
+	for _, ref := range r.insertRefs {
+		fmt.Fprintf(&b, "| ref: raw %d-row INSERT IGNORE, %s | %d | %v | %.0f | 1.00× |\n", ref.Batch, ref.Name, ref.Rows,
+			ref.Took.Round(time.Millisecond), ref.rate())
+	}
+	dr := r.drain.rate()
+	vs := make([]string, 0, len(r.insertRefs))
+	for _, ref := range r.insertRefs {
+		vs = append(vs, ratio(dr, ref.rate())+" "+ref.Name)
+	}
+	fmt.Fprintf(&b, "| consumer drain after (a) (Kafka → SQLite, backlog %d) | %d | %v | %.0f | %s |\n",
+		r.drain.Backlog, r.drain.Orders, r.drain.Took.Round(time.Millisecond), dr, strings.Join(vs, ", "))
+
+	b.WriteString("\nTargets (ratios from this run):\n\n")
+	target := func(ok bool, f string, a ...any) {
+		mark := "MISSED"
+		if ok {
+			mark = "reached"
+		}
+		fmt.Fprintf(&b, "- %s: %s\n", mark, fmt.Sprintf(f, a...))
+	}
+	target(r.accept.RPS >= r.evalsha.RPS, "accept ≥ 1.0× EVALSHA reference — %s", ratio(r.accept.RPS, r.evalsha.RPS))
+	target(r.reject.RPS >= 0.9*r.bare.RPS, "reject ≥ 0.9× bare — %s", ratio(r.reject.RPS, r.bare.RPS))
+	if r.syncRun {
+		target(r.accept.RPS >= 10*r.sync.RPS, "accept ≥ 10× sync baseline — %s", ratio(r.accept.RPS, r.sync.RPS))
+	}
+	target(r.accept.P99 <= 2*r.bare.P99, "p99(accept) ≤ 2× p99(bare) at -c%d — %s vs %s (%s)", o.conns, ms(r.accept.P99), ms(r.bare.P99),
+		ratio(float64(r.accept.P99), float64(r.bare.P99)))
+	if r.bigRun {
+		bad := r.big.Codes["503"] + r.big.Codes["other"] + r.big.sockErrors()
+		target(bad == 0, "-c%d: no answers but 200/409/410/429 and no socket errors — %s; p99 %s", o.bigConns, r.big.codesString(), ms(r.big.P99))
+	}
+
+	b.WriteString("\nCorrectness:\n\n")
+	for _, l := range r.check.Lines {
+		b.WriteString("    " + l + "\n")
+	}
+	if r.acceptCPU != "" {
+		fmt.Fprintf(&b, "\nCPU profile of seckill during (a), %v (top):\n\n%s\n", o.profile, indent(head(r.acceptCPU, 30)))
+		fmt.Fprintf(&b, "Allocations (objects) during (a):\n\n%s\n", indent(head(r.acceptAllocs, 22)))
+	}
+	if r.rejectCPU != "" {
+		fmt.Fprintf(&b, "CPU profile of seckill during (b), %v (top):\n\n%s\n", o.profile, indent(head(r.rejectCPU, 30)))
+		fmt.Fprintf(&b, "Allocations (objects) during (b):\n\n%s\n", indent(head(r.rejectAllocs, 22)))
+	}
+	return b.String()
+}
+
+func head(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"seckill/internal/admin"
+	"seckill/internal/sale"
+)
+
+const adminToken = "bench-harness-token"
+
+// system is `seckill dev --config configs/bench.yaml` with its own data
+// directory and loopback listeners.
+type system struct {
+	p                   *proc
+	dir                 string
+	edge, admin, pprof  string
+	bin                 string
+	http                *http.Client
+	accepted            map[skuKey]int64 // 200 answers the harness saw, per SKU
+	unseen              map[skuKey]int64 // requests sent whose answer wrk did not count
+}
+
+type skuKey struct{ activity, sku int64 }
+
+// Bench activity: SKU 2001 with stock no run can exhaust (the accept path),
+// SKU 2002 with one unit (bought once, then the reject path).
+const (
+	benchActivity = 2
+	acceptSKU     = 2001
+	soldOutSKU    = 2002
+	demoActivity  = 1
+	seedSKU       = 1001
+)
+
+func startSystem(out, bin, config string) (*system, error) {
+	s := &system{dir: filepath.Join(out, "seckill-data"), edge: freeAddr(), admin: freeAddr(), pprof: freeAddr(), bin: bin,
+		http: &http.Client{Timeout: 30 * time.Second}, accepted: map[skuKey]int64{}, unseen: map[skuKey]int64{}}
+	_ = os.RemoveAll(s.dir)
+	p, err := start(out, "seckill", bin, []string{"SECKILL_ADMIN_TOKEN=" + adminToken},
+		"dev", "--config", config, "--data-dir", s.dir, "--listen", s.edge, "--admin-listen", s.admin, "--pprof", s.pprof)
+	if err != nil {
+		return nil, err
+	}
+	s.p = p
+	if err := waitPort(p, s.edge, 60*time.Second); err != nil {
+		return s, err
+	}
+	if err := waitPort(p, s.admin, 10*time.Second); err != nil {
+		return s, err
+	}
+	now := time.Now()
+	a := sale.Activity{ID: benchActivity, Start: now.Add(-time.Second).Truncate(time.Second), End: now.Add(3 * time.Hour).Truncate(time.Second),
+		State: sale.StateOnline, SKUs: []sale.SKU{
+			{ID: acceptSKU, Stock: 50_000_000, Price: 9900, LimitPerUser: 1, Hot: true},
+			{ID: soldOutSKU, Stock: 1, Price: 9900, LimitPerUser: 1},
+		}}
+	if err := s.adminCall("POST", "/admin/v1/activities", a, nil); err != nil {
+		return s, fmt.Errorf("preheat bench activity: %w", err)
+	}
+	// The edge reloads its catalog every refresh_interval; wait until it
+	// sells the new SKUs.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, _, err := s.buy(soldOutSKU, 1)
+		if err == nil && code == http.StatusOK {
+			s.accepted[skuKey{benchActivity, soldOutSKU}]++
+			break
+		}
+		if time.Now().After(deadline) {
+			return s, fmt.Errorf("the edge does not sell SKU %d (last answer %d, %v)", soldOutSKU, code, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return s, nil
+}
+
+func (s *system) orderURL() string { return "http://" + s.edge + "/api/v1/flash-sale/order" }
+
+// buy sends one purchase as user and returns the status and requestNo.
+func (s *system) buy(sku, user int64) (int, string, error) {
+	req, _ := http.NewRequest("POST", s.orderURL(), strings.NewReader(`{"skuId":`+strconv.FormatInt(sku, 10)+`,"quantity":1}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-User-Id", strconv.FormatInt(user, 10))
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		RequestNo string `json:"requestNo"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body.RequestNo, nil
+}
+
+// tickets buys n units of the accept SKU for users base+1..base+n and
+// writes "user requestNo" lines for poll.lua.
+func (s *system) tickets(path string, n int, base int64) error {
+	var b bytes.Buffer
+	for i := 1; i <= n; i++ {
+		u := base + int64(i)
+		code, rn, err := s.buy(acceptSKU, u)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("ticket for user %d: status %d", u, code)
+		}
+		s.accepted[skuKey{benchActivity, acceptSKU}]++
+		fmt.Fprintf(&b, "%d %s\n", u, rn)
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+func (s *system) adminCall(method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://"+s.admin+path, body)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func (s *system) stock(activity int64) (admin.StockReport, error) {
+	var rep admin.StockReport
+	err := s.adminCall("GET", "/admin/v1/activities/"+strconv.FormatInt(activity, 10)+"/stock", nil, &rep)
+	return rep, err
+}
+
+// ordered sums the orders of every SKU of the activities and their live
+// occupancies (tickets not yet orders).
+func (s *system) ordered(activities ...int64) (orders, occupied int64, err error) {
+	for _, a := range activities {
+		rep, err := s.stock(a)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, k := range rep.SKUs {
+			orders += k.Orders
+			occupied += k.Occupied
+		}
+	}
+	return orders, occupied, nil
+}
+
+// drain is how fast the consumer turned a backlog of tickets into orders.
+type drain struct {
+	Backlog int64         // tickets waiting when the load stopped
+	Orders  int64         // orders landed while draining it
+	Took    time.Duration // until no ticket waited
+}
+
+func (d drain) rate() float64 {
+	if d.Took <= 0 {
+		return 0
+	}
+	return float64(d.Orders) / d.Took.Seconds()
+}
+
+// waitDrained polls the admin API until no ticket waits for its order.
+func (s *system) waitDrained(timeout time.Duration) (drain, error) {
+	start := time.Now()
+	orders0, occ0, err := s.ordered(demoActivity, benchActivity)
+	if err != nil {
+		return drain{}, err
+	}
+	d := drain{Backlog: occ0}
+	for occ := occ0; occ > 0; {
+		if time.Since(start) > timeout {
+			return d, fmt.Errorf("%d tickets still without an order after %v", occ, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+		var orders int64
+		if orders, occ, err = s.ordered(demoActivity, benchActivity); err != nil {
+			return d, err
+		}
+		d.Orders, d.Took = orders-orders0, time.Since(start)
+	}
+	return d, nil
+}
+
+// check is the correctness verdict: every accepted ticket became exactly
+// one order, no user holds two, the books add up.
+type check struct {
+	Lines []string
+	OK    bool
+}
+
+func (s *system) check() check {
+	c := check{OK: true}
+	fail := func(f string, a ...any) { c.OK = false; c.Lines = append(c.Lines, "FAIL "+fmt.Sprintf(f, a...)) }
+	pass := func(f string, a ...any) { c.Lines = append(c.Lines, "ok   "+fmt.Sprintf(f, a...)) }
+	for _, a := range []int64{demoActivity, benchActivity} {
+		rep, err := s.stock(a)
+		if err != nil {
+			fail("stock report of activity %d: %v", a, err)
+			continue
+		}
+		for _, k := range rep.SKUs {
+			acc, unseen := s.accepted[skuKey{a, k.SKUID}], s.unseen[skuKey{a, k.SKUID}]
+			line := fmt.Sprintf("activity %d sku %d: 200 answers %d (+%d answers wrk did not count), orders %d (units %d), occupied %d, remaining %d of %d, drift %d",
+				a, k.SKUID, acc, unseen, k.Orders, k.Ordered, k.Occupied, k.Remaining, k.Initial, k.Drift)
+			switch {
+			case k.Orders < acc || k.Orders > acc+unseen:
+				fail("%s: orders must be the accepted tickets (plus at most the uncounted answers)", line)
+			case k.Ordered > k.Initial:
+				fail("%s: OVERSOLD", line)
+			case k.Drift != 0 || k.Occupied != 0:
+				fail("%s: the books do not add up", line)
+			default:
+				pass("%s", line)
+			}
+		}
+	}
+	// Count the orders in the database itself: one per (activity, sku,
+	// user), one per requestNo.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.dir, "seckill.db")+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		fail("open the orders database: %v", err)
+		return c
+	}
+	defer db.Close()
+	var n, users, requests int64
+	err = db.QueryRowContext(context.Background(), `SELECT COUNT(*),
+		(SELECT COUNT(*) FROM (SELECT DISTINCT activity_id, sku_id, user_id FROM seckill_order)),
+		COUNT(DISTINCT request_no) FROM seckill_order`).Scan(&n, &users, &requests)
+	var acc, unseen int64
+	for k, v := range s.accepted {
+		acc += v
+		unseen += s.unseen[k]
+	}
+	switch {
+	case err != nil:
+		fail("count orders in SQLite: %v", err)
+	case n < acc || n > acc+unseen || users != n || requests != n:
+		fail("SQLite: %d orders, %d distinct (activity, sku, user), %d distinct requestNo; %d accepted tickets (+%d uncounted)", n, users, requests, acc, unseen)
+	default:
+		pass("SQLite: %d orders = %d accepted tickets + %d of %d answers wrk did not count; all distinct per (activity, sku, user) and per requestNo", n, acc, n-acc, unseen)
+	}
+	return c
+}
+
+// profile fetches a CPU profile of secs seconds and a heap-allocation
+// delta over the same window, and writes `go tool pprof -top` of both.
+func (s *system) profile(out, name string, secs int) (cpuTop, allocTop string) {
+	get := func(path, file string) error {
+		resp, err := http.Get("http://" + s.pprof + path)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(f, resp.Body)
+		return err
+	}
+	base := filepath.Join(out, name)
+	_ = get("/debug/pprof/allocs", base+".allocs0.pb.gz")
+	if err := get("/debug/pprof/profile?seconds="+strconv.Itoa(secs), base+".cpu.pb.gz"); err != nil {
+		return "cpu profile: " + err.Error(), ""
+	}
+	_ = get("/debug/pprof/allocs", base+".allocs1.pb.gz")
+	top := func(args ...string) string {
+		b, err := exec.Command("go", append([]string{"tool", "pprof", "-top"}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Sprintf("pprof: %v\n%s", err, b)
+		}
+		return string(b)
+	}
+	cpuTop = top("-nodecount=35", s.bin, base+".cpu.pb.gz")
+	allocTop = top("-nodecount=30", "-sample_index=alloc_objects", "-base", base+".allocs0.pb.gz", s.bin, base+".allocs1.pb.gz")
+	_ = os.WriteFile(base+".cpu.top.txt", []byte(cpuTop), 0o644)
+	_ = os.WriteFile(base+".allocs.top.txt", []byte(allocTop), 0o644)
+	return cpuTop, allocTop
+}

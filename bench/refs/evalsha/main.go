@@ -1,0 +1,84 @@
+// Command evalsha is the bench harness's Redis reference: fasthttp plus one
+// rueidis EVALSHA of lua/occupy.lua per request (auto-pipelined), nothing
+// else — no Kafka, no result write. The engine's accept path, which does
+// all of that, is compared with it.
+//
+//	evalsha -listen 127.0.0.1:18081 -redis 127.0.0.1:6379 -stock 100000000
+//
+// At start it preheats activity 1 / SKU 1 (ONLINE for a day, limit 1 per
+// user) with -stock units. Buyers come from X-User-Id; the SKU in the body
+// is not read. Answers: 200 QUEUING, 409 DUPLICATE, 410 SOLD_OUT, 503 on a
+// Redis error.
+package main
+
+import (
+	"context"
+	"flag"
+	"log"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/valyala/fasthttp"
+
+	"seckill/internal/sale"
+	"seckill/lua"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:18081", "listen address (loopback)")
+	addr := flag.String("redis", "127.0.0.1:6379", "redis-server")
+	stock := flag.Int64("stock", 100_000_000, "units to preheat")
+	flag.Parse()
+
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{*addr}, DisableCache: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	k := sale.KeysFor(1, 1)
+	now := time.Now().UnixMilli()
+	ctx := context.Background()
+	for _, c := range []rueidis.Completed{
+		rc.B().Del().Key(k.Meta, k.Stock, k.Users, k.Sold).Build(),
+		rc.B().Hset().Key(k.Meta).FieldValue().FieldValue("status", "ONLINE").
+			FieldValue("start_ms", strconv.FormatInt(now-1000, 10)).
+			FieldValue("end_ms", strconv.FormatInt(now+86_400_000, 10)).
+			FieldValue("limit", "1").Build(),
+		rc.B().Set().Key(k.Stock).Value(strconv.FormatInt(*stock, 10)).Build(),
+	} {
+		if err := rc.Do(ctx, c).Error(); err != nil {
+			log.Fatal(err)
+		}
+	}
+	script := rueidis.NewLuaScript(lua.Occupy)
+	keys := []string{k.Meta, k.Stock, k.Users, k.Sold}
+	var seq atomic.Int64
+	ct := []byte("application/json")
+	srv := &fasthttp.Server{
+		Name: "evalsha",
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			user := string(ctx.Request.Header.Peek("X-User-Id"))
+			rn := strconv.FormatInt(seq.Add(1), 10)
+			vals, err := script.Exec(ctx, rc, keys, []string{user, rn, "1"}).ToArray()
+			ctx.SetContentTypeBytes(ct)
+			if err != nil || len(vals) != 3 {
+				ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+				ctx.SetBodyString(`{"code":"BUSY"}`)
+				return
+			}
+			code, _ := vals[0].ToString()
+			switch code {
+			case "OK":
+				ctx.SetBodyString(`{"code":"QUEUING","requestNo":"` + rn + `"}`)
+			case "DUPLICATE":
+				ctx.SetStatusCode(fasthttp.StatusConflict)
+				ctx.SetBodyString(`{"code":"DUPLICATE"}`)
+			default:
+				ctx.SetStatusCode(fasthttp.StatusGone)
+				ctx.SetBodyString(`{"code":"SOLD_OUT"}`)
+			}
+		},
+	}
+	log.Fatal(srv.ListenAndServe(*listen))
+}
