@@ -26,13 +26,13 @@ const adminToken = "bench-harness-token"
 // system is `seckill dev --config configs/bench.yaml` with its own data
 // directory and loopback listeners.
 type system struct {
-	p                   *proc
-	dir                 string
-	edge, admin, pprof  string
-	bin                 string
-	http                *http.Client
-	accepted            map[skuKey]int64 // 200 answers the harness saw, per SKU
-	unseen              map[skuKey]int64 // requests sent whose answer wrk did not count
+	p                  *proc
+	dir                string
+	edge, admin, pprof string
+	bin                string
+	http               *http.Client
+	accepted           map[skuKey]int64 // 200 answers the harness saw, per SKU
+	unseen             map[skuKey]int64 // requests sent whose answer wrk did not count
 }
 
 type skuKey struct{ activity, sku int64 }

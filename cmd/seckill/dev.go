@@ -20,6 +20,7 @@ func runDev(args []string) error {
 	listenAddr := fs.String("listen", "", "public listener (default 127.0.0.1:8080)")
 	adminAddr := fs.String("admin-listen", "", "admin listener (default 127.0.0.1:8081)")
 	dataDir := fs.String("data-dir", "", "data directory (default ./data)")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this loopback address (off by default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -28,6 +29,9 @@ func runDev(args []string) error {
 		return err
 	}
 	defer log.Sync()
+	if err := servePprof(*pprofAddr, log); err != nil {
+		return err
+	}
 	if *listenAddr != "" {
 		cfg.Edge.Listen = *listenAddr
 	}
