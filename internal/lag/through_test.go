@@ -1,0 +1,101 @@
+package lag
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"seckill/internal/sale"
+	"seckill/internal/testenv"
+)
+
+func TestConsumedThroughFollowsTheCommittedOffsets(t *testing.T) {
+	k := testenv.StartKafka(t, 1)
+	ctx := context.Background()
+	r, err := New(k.Addrs, "g", sale.OrdersTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if at, err := r.ConsumedThrough(ctx); err != nil || time.Since(at) > time.Minute {
+		t.Fatalf("empty topic: %v, %v; want about now", at, err)
+	}
+	cfg := sarama.NewConfig()
+	cfg.Producer.Return.Successes = true
+	prod, err := sarama.NewSyncProducer(k.Addrs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	stamps := []time.Time{time.Now().Add(-3 * time.Minute), time.Now().Add(-2 * time.Minute), time.Now().Add(-time.Minute)}
+	for _, ts := range stamps {
+		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: sale.OrdersTopic, Value: sarama.StringEncoder("m"), Timestamp: ts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if at, err := r.ConsumedThrough(ctx); err != nil || !at.IsZero() {
+		t.Fatalf("nothing committed: %v, %v; want the zero time", at, err)
+	}
+	commit := func(upto int64) { commitUpTo(t, k.Addrs, "g", upto) }
+	commit(1)
+	if at, err := r.ConsumedThrough(ctx); err != nil || at.UnixMilli() != stamps[1].UnixMilli() {
+		t.Fatalf("one consumed: %v, %v; want the second message's time %v", at, err, stamps[1])
+	}
+	commit(3)
+	if at, err := r.ConsumedThrough(ctx); err != nil || time.Since(at) > time.Minute {
+		t.Fatalf("all consumed: %v, %v; want about now", at, err)
+	}
+}
+
+// commitUpTo joins group, consumes the orders topic's partition 0 and
+// commits the offsets below upto.
+func commitUpTo(t *testing.T, addrs []string, group string, upto int64) {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Offsets.AutoCommit.Enable = false
+	cfg.Consumer.Group.Session.Timeout = 6 * time.Second
+	cfg.Consumer.Group.Heartbeat.Interval = time.Second
+	g, err := sarama.NewConsumerGroup(addrs, group, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	h := &marker{upto: upto, done: cancel}
+	if err := g.Consume(ctx, []string{sale.OrdersTopic}, h); err != nil && ctx.Err() == nil {
+		t.Fatal(err)
+	}
+	if !h.reached {
+		t.Fatalf("did not reach offset %d", upto)
+	}
+}
+
+type marker struct {
+	upto    int64
+	done    func()
+	reached bool
+}
+
+func (m *marker) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (m *marker) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (m *marker) ConsumeClaim(sess sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	if c.InitialOffset() >= m.upto {
+		m.reached = true
+		m.done()
+		return nil
+	}
+	for km := range c.Messages() {
+		sess.MarkMessage(km, "")
+		if km.Offset+1 >= m.upto {
+			sess.Commit()
+			m.reached = true
+			m.done()
+			return nil
+		}
+	}
+	return nil
+}
