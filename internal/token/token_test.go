@@ -68,6 +68,13 @@ func TestVerify(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// Check judges the same without spending: it runs first and
+			// twice, and Verify must still accept a good token afterwards.
+			for range 2 {
+				if _, err := tk.Check(tc.token, tc.act, tc.sku, tc.usr, tc.at); !errors.Is(err, tc.want) && !(err == nil && tc.want == nil) {
+					t.Fatalf("Check: got %v, want %v", err, tc.want)
+				}
+			}
 			_, err := tk.Verify(ctx, tc.token, tc.act, tc.sku, tc.usr, tc.at)
 			if !errors.Is(err, tc.want) && !(err == nil && tc.want == nil) {
 				t.Fatalf("got %v, want %v", err, tc.want)
