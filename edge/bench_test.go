@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"net"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -8,18 +9,33 @@ import (
 	"seckill/internal/sale"
 )
 
-// benchOrder runs the order handler on one reused RequestCtx, as fasthttp
-// does for a keep-alive connection.
+// admitting is production's admission with limits no benchmark reaches:
+// every check runs (address from a trusted proxy's X-Forwarded-For,
+// blocklists with entries, per-IP and per-user limits) and passes.
+func admitting() envOption {
+	return withConfig(func(c *Config) {
+		c.TrustedProxies = []string{"10.0.0.0/8"}
+		c.Blocklist.IPs = []string{"192.0.2.0/24", "198.51.100.7"}
+		c.Blocklist.Users = []int64{666}
+		c.Rate.IPPerSecond, c.Rate.IPBurst = 1e9, 1e6
+		c.Rate.UserPerSecond, c.Rate.UserBurst = 1e9, 1e6
+	})
+}
+
+// benchOrder runs the handler on one reused RequestCtx, as fasthttp does
+// for a keep-alive connection, from a client behind a trusted proxy.
 func benchOrder(b *testing.B, e *edgeEnv, body string, want int) {
 	b.Helper()
 	var req fasthttp.Request
 	req.Header.SetMethod("POST")
 	req.SetRequestURI("/api/v1/flash-sale/order")
 	req.Header.Set("X-User-Id", "123456")
+	req.Header.Set("X-Forwarded-For", "203.0.113.7, 10.0.0.9")
 	req.Header.SetContentType("application/json")
 	req.SetBodyString(body)
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&req, nil, nil)
+	ctx.SetRemoteAddr(&net.TCPAddr{IP: net.IPv4(10, 0, 0, 5), Port: 40000})
 	h := e.srv.Handler()
 	h(&ctx) // warm the response buffers
 	if got := ctx.Response.StatusCode(); got != want {
@@ -33,10 +49,10 @@ func benchOrder(b *testing.B, e *edgeEnv, body string, want int) {
 }
 
 // BenchmarkRejectSoldOut is the hot reject path after a SKU sells out:
-// routing, body and header checks, parse, activity view, sold-out flag,
-// pre-built 410.
+// client address, blocklists, per-IP and per-user limits, routing, body and
+// header checks, parse, activity view, sold-out flag, pre-built 410.
 func BenchmarkRejectSoldOut(b *testing.B) {
-	e := newEdge(b)
+	e := newEdge(b, admitting())
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
 	e.srv.flags.Wait()
 	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 410)
@@ -44,7 +60,7 @@ func BenchmarkRejectSoldOut(b *testing.B) {
 
 // BenchmarkRejectNotOpen is the reject path before the start.
 func BenchmarkRejectNotOpen(b *testing.B) {
-	e := newEdge(b)
+	e := newEdge(b, admitting())
 	e.clock.set(saleStart.Add(-1))
 	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 425)
 }
@@ -52,6 +68,22 @@ func BenchmarkRejectNotOpen(b *testing.B) {
 // BenchmarkOrderQueued is the accepted path with a no-op engine: what the
 // edge itself adds in front of the engine.
 func BenchmarkOrderQueued(b *testing.B) {
-	e := newEdge(b)
+	e := newEdge(b, admitting())
 	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 200)
+}
+
+// BenchmarkRejectRateLimited is a 429 of the per-user limit, Retry-After
+// included.
+func BenchmarkRejectRateLimited(b *testing.B) {
+	e := newEdge(b, withConfig(func(c *Config) { c.Rate.UserPerSecond, c.Rate.UserBurst = 1e-6, 1 }))
+	e.srv.lim.user.Allow(123456) // spends the one-request burst
+	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 429)
+}
+
+// BenchmarkRejectGate is a 429 of the admission gate at its floor.
+func BenchmarkRejectGate(b *testing.B) {
+	e := newEdge(b, admitting(), withConfig(func(c *Config) { c.Rate.GateK, c.Rate.GateFloor = 1, 1 }))
+	e.srv.lim.gate.Observe(1001, 0)
+	e.srv.lim.gate.Allow(1001) // spends the floor's burst of one
+	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 429)
 }

@@ -2,7 +2,11 @@ package edge
 
 import (
 	"errors"
+	"fmt"
+	"net/netip"
 	"time"
+
+	"seckill/internal/blocklist"
 )
 
 // Config is the edge section.
@@ -21,6 +25,21 @@ type Config struct {
 	// MaxConns caps concurrent connections; 0 keeps fasthttp's default
 	// (256Ki).
 	MaxConns int `yaml:"max_conns"`
+	// MaxConnsPerIP caps concurrent connections from one peer address
+	// (fasthttp answers 429 and closes the connection past it); 0: no cap.
+	// It counts the TCP peer, so behind a load balancer or CDN it counts
+	// the proxy's connections: raise it there. Default 256.
+	MaxConnsPerIP int `yaml:"max_conns_per_ip"`
+	// TrustedProxies are the CIDR prefixes (or addresses) of the proxies in
+	// front of the edge. X-Forwarded-For is honoured only when the peer is
+	// one of them, and then the client is the right-most address that is
+	// not; otherwise the client is the peer. The client address feeds the
+	// IP blocklist and the per-IP limit. Default none.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// Rate holds the rate limits.
+	Rate RateConfig `yaml:"rate"`
+	// Blocklist holds the configured blocklists.
+	Blocklist BlocklistConfig `yaml:"blocklist"`
 	// ReadTimeout, WriteTimeout, IdleTimeout close slow or idle clients.
 	// Defaults 5s, 5s, 60s.
 	ReadTimeout  time.Duration `yaml:"read_timeout"`
@@ -43,12 +62,57 @@ type Config struct {
 	RedisTimeout time.Duration `yaml:"redis_timeout"`
 }
 
+// RateConfig is edge.rate: the limits in the order they apply. Every
+// refusal is 429 with Retry-After. A rate of 0 (or limit, or factor)
+// disables its layer. The defaults are production's: strict per client
+// address and per user; dev and bench exempt the loopback address.
+type RateConfig struct {
+	// IPPerSecond and IPBurst limit each client address, in process
+	// (IPv6 clients per /64). Defaults 20/s, burst 40.
+	IPPerSecond float64 `yaml:"ip_per_second"`
+	IPBurst     int     `yaml:"ip_burst"`
+	// IPExempt are CIDR prefixes (or addresses) the per-IP limit does not
+	// apply to — a load generator, a known NAT gateway — never the
+	// blocklist. Default none.
+	IPExempt []string `yaml:"ip_exempt"`
+	// UserPerSecond and UserBurst limit each user's purchase and token
+	// requests, in process. Defaults 5/s, burst 10.
+	UserPerSecond float64 `yaml:"user_per_second"`
+	UserBurst     int     `yaml:"user_burst"`
+	// MaxKeys bounds the memory of each in-process limiter (addresses,
+	// users). Default 262144.
+	MaxKeys int `yaml:"max_keys"`
+	// UserSKULimit purchase attempts per user × SKU per UserSKUWindow,
+	// counted in Redis and shared by every edge. Defaults 10 per 10s.
+	UserSKULimit  int           `yaml:"user_sku_limit"`
+	UserSKUWindow time.Duration `yaml:"user_sku_window"`
+	// GateK and GateFloor: each edge lets at most max(GateK × remaining,
+	// GateFloor) purchase attempts per second and SKU through to the
+	// engine, remaining stock as the engine last answered. Defaults 10
+	// and 100.
+	GateK     float64 `yaml:"gate_k"`
+	GateFloor float64 `yaml:"gate_floor"`
+}
+
+// BlocklistConfig is edge.blocklist: entries that hold whatever the admin
+// API does, and how often the admin API's entries are re-read from Redis
+// (the fallback when a blocklist event is missed).
+type BlocklistConfig struct {
+	// IPs are addresses or CIDR prefixes refused with 403. Default none.
+	IPs []string `yaml:"ips"`
+	// Users are user ids refused with 403. Default none.
+	Users []int64 `yaml:"users"`
+	// RefreshInterval re-reads the admin API's entries. Default 10s.
+	RefreshInterval time.Duration `yaml:"refresh_interval"`
+}
+
 // DefaultConfig returns the defaults named on each field.
 func DefaultConfig() Config {
 	return Config{
 		Listen:            "127.0.0.1:8080",
 		MaxBodyBytes:      4096,
 		ReadBufferSize:    4096,
+		MaxConnsPerIP:     256,
 		ReadTimeout:       5 * time.Second,
 		WriteTimeout:      5 * time.Second,
 		IdleTimeout:       60 * time.Second,
@@ -57,6 +121,14 @@ func DefaultConfig() Config {
 		ViewTTL:           time.Second,
 		ClockSyncInterval: 5 * time.Second,
 		RedisTimeout:      500 * time.Millisecond,
+		Rate: RateConfig{
+			IPPerSecond: 20, IPBurst: 40,
+			UserPerSecond: 5, UserBurst: 10,
+			MaxKeys:      1 << 18,
+			UserSKULimit: 10, UserSKUWindow: 10 * time.Second,
+			GateK: 10, GateFloor: 100,
+		},
+		Blocklist: BlocklistConfig{RefreshInterval: 10 * time.Second},
 	}
 }
 
@@ -71,6 +143,8 @@ func (c *Config) Validate() error {
 		return errors.New("edge.read_buffer_size must be at least 1024")
 	case c.MaxConns < 0:
 		return errors.New("edge.max_conns must not be negative")
+	case c.MaxConnsPerIP < 0:
+		return errors.New("edge.max_conns_per_ip must not be negative")
 	case c.ReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0:
 		return errors.New("edge.read_timeout, edge.write_timeout and edge.idle_timeout must be positive")
 	case c.SoldOutTTL <= 0:
@@ -84,5 +158,62 @@ func (c *Config) Validate() error {
 	case c.RedisTimeout <= 0:
 		return errors.New("edge.redis_timeout must be positive")
 	}
+	if _, err := parsePrefixes("edge.trusted_proxies", c.TrustedProxies); err != nil {
+		return err
+	}
+	if err := c.Rate.validate(); err != nil {
+		return err
+	}
+	if _, err := blocklist.NewSet(c.Blocklist.IPs, c.Blocklist.Users); err != nil {
+		return fmt.Errorf("edge.blocklist: %w", err)
+	}
+	if c.Blocklist.RefreshInterval <= 0 {
+		return errors.New("edge.blocklist.refresh_interval must be positive")
+	}
 	return nil
+}
+
+func (r *RateConfig) validate() error {
+	switch {
+	case r.IPPerSecond < 0 || r.UserPerSecond < 0:
+		return errors.New("edge.rate.ip_per_second and edge.rate.user_per_second must not be negative (0 disables)")
+	case r.IPPerSecond > 0 && r.IPBurst < 1:
+		return errors.New("edge.rate.ip_burst must be at least 1")
+	case r.UserPerSecond > 0 && r.UserBurst < 1:
+		return errors.New("edge.rate.user_burst must be at least 1")
+	case r.MaxKeys < 1024:
+		return errors.New("edge.rate.max_keys must be at least 1024")
+	case r.UserSKULimit < 0:
+		return errors.New("edge.rate.user_sku_limit must not be negative (0 disables)")
+	case r.UserSKULimit > 0 && r.UserSKUWindow < time.Millisecond:
+		return errors.New("edge.rate.user_sku_window must be at least 1ms")
+	case r.GateK < 0:
+		return errors.New("edge.rate.gate_k must not be negative (0 disables)")
+	case r.GateK > 0 && r.GateFloor < 1:
+		return errors.New("edge.rate.gate_floor must be at least 1")
+	}
+	_, err := parsePrefixes("edge.rate.ip_exempt", r.IPExempt)
+	return err
+}
+
+// parsePrefixes reads CIDR prefixes; a bare address is its own /32 or
+// /128.
+func parsePrefixes(key string, in []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(in))
+	for _, s := range in {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			if p.Addr().Is4In6() && p.Bits() >= 96 {
+				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+			}
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("%s: %q is not a CIDR prefix or IP address", key, s)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }

@@ -3,7 +3,15 @@
 // succeed — bad input, no identity, unknown SKU, window closed, locally
 // flagged sold out, missing token — and hands the rest to the engine,
 // answering with a queue ticket. It also serves ticket results, the public
-// activity view, health, readiness and metrics.
+// activity view, qualification tokens, health, readiness and metrics.
+//
+// Admission (admit.go) comes first: the client address (X-Forwarded-For
+// only from edge.trusted_proxies) against the IP blocklist and the per-IP
+// limit, then the user against the user blocklist and the per-user limit,
+// and, for a purchase that passed every local check, the user × SKU window
+// in Redis and the per-SKU admission gate, which lets at most
+// K × remaining stock per second through to the engine. Every refusal for
+// rate is 429 with Retry-After.
 //
 // Local state is two ristretto caches: per-SKU sold-out flags (raised by the
 // engine's answers and by events, dropped by "available" events, expiring
@@ -22,9 +30,14 @@
 //	seckill_edge_engine_calls_total{outcome}         purchase attempts given to the engine
 //	seckill_edge_request_seconds{route}              time to answer (histogram)
 //	seckill_edge_soldout_propagation_seconds         event sender to local flag (histogram)
+//	seckill_edge_blocklist_entries{kind}             blocklist in force: ip, user
 //
+// Routes: order, submit, result, activity, token, healthz, readyz, metrics,
+// none (no route matched), guard (refused by address before routing).
 // Rejection reasons: route, too_large, bad_http, no_user, bad_user,
 // bad_request, unknown_sku, not_open, ended, sold_out, token_required,
-// token_invalid, busy. Engine outcomes: queued, not_open, ended, sold_out,
-// duplicate, over_limit, unknown_sku, busy.
+// token_invalid, busy, blocked_ip, blocked_user, rate_ip, rate_user,
+// rate_user_sku, gate, not_reserved, token_not_offered. Engine outcomes:
+// queued, not_open, ended, sold_out, duplicate, over_limit, unknown_sku,
+// busy.
 package edge

@@ -92,6 +92,7 @@ func (c *testClock) add(d time.Duration) { c.ns.Add(int64(d)) }
 // edgeEnv is one edge over a real Redis, served on an in-memory listener.
 type edgeEnv struct {
 	t      testing.TB
+	ln     *fasthttputil.InmemoryListener
 	redis  *testenv.Redis
 	rdb    rueidis.Client
 	cat    *catalog.Catalog
@@ -124,11 +125,20 @@ func withActivities(a ...sale.Activity) envOption {
 }
 func withRealClock() envOption { return func(c *envConfig) { c.clock = false } }
 
+// unlimited is the default configuration without its rate limits: tests
+// of other behaviour send far more than a buyer would. Limit tests set
+// the layer they test with withConfig.
+func unlimited() Config {
+	c := DefaultConfig()
+	c.Rate = RateConfig{MaxKeys: c.Rate.MaxKeys}
+	return c
+}
+
 // newEdge starts an edge; the fixture activities are put into the
 // catalog unless the Redis is shared (then the first edge did it).
 func newEdge(t testing.TB, opts ...envOption) *edgeEnv {
 	t.Helper()
-	ec := envConfig{cfg: DefaultConfig(), clock: true}
+	ec := envConfig{cfg: unlimited(), clock: true}
 	for _, o := range opts {
 		o(&ec)
 	}
@@ -159,6 +169,7 @@ func newEdge(t testing.TB, opts ...envOption) *edgeEnv {
 	}
 	e.srv = srv
 	ln := fasthttputil.NewInmemoryListener()
+	e.ln = ln
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	e.client = &fasthttp.Client{Dial: func(string) (net.Conn, error) { return ln.Dial() }}
@@ -185,8 +196,23 @@ type response struct {
 
 func (r response) code() string { s, _ := r.body["code"].(string); return s }
 
-// do sends one request; user "" sends no X-User-Id.
+// do sends one request; user "" sends no X-User-Id. The in-memory
+// connection has no IP peer, so the address checks do not apply: see
+// from.
 func (e *edgeEnv) do(method, path, user, body string) response {
+	e.t.Helper()
+	return e.doVia(e.client, method, path, user, body)
+}
+
+// from returns a client whose connections come from the TCP peer addr
+// ("203.0.113.7", "::1").
+func (e *edgeEnv) from(addr string) *fasthttp.Client {
+	peer := &net.TCPAddr{IP: net.ParseIP(addr), Port: 40000}
+	return &fasthttp.Client{Dial: func(string) (net.Conn, error) { return e.ln.DialWithLocalAddr(peer) }}
+}
+
+// doVia sends one request through c; headers are name, value pairs.
+func (e *edgeEnv) doVia(c *fasthttp.Client, method, path, user, body string, headers ...string) response {
 	e.t.Helper()
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -196,11 +222,14 @@ func (e *edgeEnv) do(method, path, user, body string) response {
 	if user != "" {
 		req.Header.Set("X-User-Id", user)
 	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
 	if body != "" {
 		req.Header.SetContentType("application/json")
 		req.SetBodyString(body)
 	}
-	if err := e.client.DoTimeout(req, resp, 5*time.Second); err != nil {
+	if err := c.DoTimeout(req, resp, 5*time.Second); err != nil {
 		e.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	r := response{status: resp.StatusCode(), raw: string(resp.Body())}

@@ -12,6 +12,10 @@ import (
 // ErrClosed is returned by Serve after Shutdown.
 var ErrClosed = errors.New("edge: server closed")
 
+// errNoIssuer is logged when a token is asked for but no TokenIssuer is
+// configured (token.keys empty).
+var errNoIssuer = errors.New("edge: no token issuer configured")
+
 // This file is the one place that decides what a buyer is told: every fixed
 // answer (status, code, message, pre-built body) and the mapping of engine
 // errors to them. Fixed bodies are built once so the reject path allocates
@@ -32,36 +36,52 @@ func newAnswer(status int, code string, reason int, message string) *answer {
 // Rejection reasons, the label values of seckill_edge_rejections_total. All
 // are created at 0 when the server starts.
 const (
-	reasonRoute         = iota // no such route or method
-	reasonTooLarge             // body over edge.max_body_bytes
-	reasonBadHTTP              // request line or headers unreadable, too large or too slow
-	reasonNoUser               // X-User-Id missing
-	reasonBadUser              // X-User-Id not a positive integer
-	reasonBadRequest           // body not a valid order
-	reasonUnknownSKU           // no activity sells the SKU (or not the one named)
-	reasonNotOpen              // activity offline or not started
-	reasonEnded                // activity window closed
-	reasonSoldOut              // local sold-out flag
-	reasonTokenRequired        // activity requires a token, none given or none verifiable
-	reasonTokenInvalid         // token verifier refused
-	reasonBusy                 // a check before the engine could not be made (fail closed)
+	reasonRoute           = iota // no such route or method
+	reasonTooLarge               // body over edge.max_body_bytes
+	reasonBadHTTP                // request line or headers unreadable, too large or too slow
+	reasonNoUser                 // X-User-Id missing
+	reasonBadUser                // X-User-Id not a positive integer
+	reasonBadRequest             // body not a valid order
+	reasonUnknownSKU             // no activity sells the SKU (or not the one named)
+	reasonNotOpen                // activity offline or not started
+	reasonEnded                  // activity window closed
+	reasonSoldOut                // local sold-out flag
+	reasonTokenRequired          // activity requires a token, none given or none verifiable
+	reasonTokenInvalid           // token verifier refused
+	reasonBusy                   // a check before the engine could not be made (fail closed)
+	reasonBlockedIP              // client address on the IP blocklist
+	reasonBlockedUser            // X-User-Id on the user blocklist
+	reasonRateIP                 // per-IP limit (edge.rate.ip_*)
+	reasonRateUser               // per-user limit (edge.rate.user_*)
+	reasonRateUserSKU            // per user × SKU window in Redis (edge.rate.user_sku_*)
+	reasonGate                   // per-SKU admission gate (edge.rate.gate_*)
+	reasonNotReserved            // token asked for by a user not on the reserved list
+	reasonTokenNotOffered        // token asked for an activity that requires none
 	nReasons
 )
 
 var reasons = [nReasons]string{
-	reasonRoute:         "route",
-	reasonTooLarge:      "too_large",
-	reasonBadHTTP:       "bad_http",
-	reasonNoUser:        "no_user",
-	reasonBadUser:       "bad_user",
-	reasonBadRequest:    "bad_request",
-	reasonUnknownSKU:    "unknown_sku",
-	reasonNotOpen:       "not_open",
-	reasonEnded:         "ended",
-	reasonSoldOut:       "sold_out",
-	reasonTokenRequired: "token_required",
-	reasonTokenInvalid:  "token_invalid",
-	reasonBusy:          "busy",
+	reasonRoute:           "route",
+	reasonTooLarge:        "too_large",
+	reasonBadHTTP:         "bad_http",
+	reasonNoUser:          "no_user",
+	reasonBadUser:         "bad_user",
+	reasonBadRequest:      "bad_request",
+	reasonUnknownSKU:      "unknown_sku",
+	reasonNotOpen:         "not_open",
+	reasonEnded:           "ended",
+	reasonSoldOut:         "sold_out",
+	reasonTokenRequired:   "token_required",
+	reasonTokenInvalid:    "token_invalid",
+	reasonBusy:            "busy",
+	reasonBlockedIP:       "blocked_ip",
+	reasonBlockedUser:     "blocked_user",
+	reasonRateIP:          "rate_ip",
+	reasonRateUser:        "rate_user",
+	reasonRateUserSKU:     "rate_user_sku",
+	reasonGate:            "gate",
+	reasonNotReserved:     "not_reserved",
+	reasonTokenNotOffered: "token_not_offered",
 }
 
 // Fixed answers.
@@ -80,7 +100,20 @@ var (
 	ansSoldOut       = newAnswer(fasthttp.StatusGone, "SOLD_OUT", reasonSoldOut, "sold out")
 	ansTokenRequired = newAnswer(fasthttp.StatusForbidden, "TOKEN_REQUIRED", reasonTokenRequired, "this sale requires a qualification token")
 	ansTokenInvalid  = newAnswer(fasthttp.StatusForbidden, "TOKEN_INVALID", reasonTokenInvalid, "qualification token refused")
-	ansTokenBusy     = newAnswer(fasthttp.StatusServiceUnavailable, "BUSY", reasonBusy, "system busy, try again")
+	ansCheckBusy     = newAnswer(fasthttp.StatusServiceUnavailable, "BUSY", reasonBusy, "system busy, try again")
+
+	// Who may come in, and how often. Every 429 also carries Retry-After.
+	ansBlockedIP   = newAnswer(fasthttp.StatusForbidden, "BLOCKED", reasonBlockedIP, "requests from your network are refused")
+	ansBlockedUser = newAnswer(fasthttp.StatusForbidden, "BLOCKED", reasonBlockedUser, "this account may not take part in flash sales")
+	ansRateIP      = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateIP, "too many requests from your network; retry after the number of seconds in Retry-After")
+	ansRateUser    = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateUser, "too many requests from your account; retry after the number of seconds in Retry-After")
+	ansRateUserSKU = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateUserSKU, "too many attempts on this item; retry after the number of seconds in Retry-After")
+	ansGate        = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonGate, "very high demand for this item; retry after the number of seconds in Retry-After")
+
+	// Token issuing.
+	ansTokenNotOffered  = newAnswer(fasthttp.StatusForbidden, "TOKEN_NOT_REQUIRED", reasonTokenNotOffered, "this sale needs no qualification token")
+	ansNotReserved      = newAnswer(fasthttp.StatusForbidden, "NOT_RESERVED", reasonNotReserved, "you are not on the reserved list of this sale")
+	ansTokenUnavailable = newAnswer(fasthttp.StatusServiceUnavailable, "BUSY", reasonBusy, "qualification tokens cannot be issued now, try again")
 
 	// Parse failures, one body per message.
 	ansMalformed   = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errMalformed.Error())

@@ -33,8 +33,10 @@ func (s *Server) setSoldOut(sku, activity int64) {
 	s.flags.SetWithTTL(sku, soldOutFlag{epoch: s.epoch.Load(), activity: activity}, 1, s.cfg.SoldOutTTL)
 }
 
-// HandleEvent applies an event at once: soldout raises the SKU's flag,
-// available drops it, activity reloads the catalog. The in-process engine
+// HandleEvent applies an event at once: soldout raises the SKU's flag (and
+// tells the admission gate nothing is left), available drops it (the gate
+// forgets the remaining stock until the engine's next answer), activity
+// reloads the catalog, blocklist re-reads the blocklist. The in-process engine
 // calls it directly (engine.WithEventHook) so the edge in the same process
 // need not wait for the pub/sub round trip; the same events also arrive by
 // pub/sub, and applying one twice is harmless. It does not block on I/O and
@@ -45,18 +47,22 @@ func (s *Server) HandleEvent(e sale.Event) {
 	if s.closed {
 		return
 	}
-	if e.SKU <= 0 && e.Kind != sale.EventActivity {
+	if e.SKU <= 0 && (e.Kind == sale.EventSoldOut || e.Kind == sale.EventAvailable) {
 		return
 	}
 	switch e.Kind {
 	case sale.EventSoldOut:
 		s.setSoldOut(e.SKU, e.Activity)
+		s.lim.gate.Observe(e.SKU, 0)
 		s.observePropagation(e)
 	case sale.EventAvailable:
 		// Del is immediate (and ordered after any buffered Set of the
 		// same key), so a flag never outlives the stock coming back.
 		s.flags.Del(e.SKU)
+		s.lim.gate.Observe(e.SKU, -1)
 		s.observePropagation(e)
+	case sale.EventBlocklist:
+		s.reloadBlocklist()
 	case sale.EventActivity:
 		// In-process, the catalog object is shared and already updated;
 		// the generation bump drops cached views now, the load catches up
@@ -106,6 +112,7 @@ func (s *Server) subscribe(ctx context.Context) {
 			s.epoch.Add(1)
 			s.gen.Add(1)
 			s.triggerLoad()
+			s.reloadBlocklist()
 		}
 		s.subscribed.Store(true)
 	})

@@ -16,7 +16,9 @@ const (
 	routeHealthz
 	routeReadyz
 	routeMetrics
-	routeNone // no route matched
+	routeToken // POST /api/v1/flash-sale/token
+	routeNone  // no route matched
+	routeGuard // refused by address before routing (IP blocklist, per-IP limit)
 	nRoutes
 )
 
@@ -28,12 +30,14 @@ var routes = [nRoutes]string{
 	routeHealthz:  "healthz",
 	routeReadyz:   "readyz",
 	routeMetrics:  "metrics",
+	routeToken:    "token",
 	routeNone:     "none",
+	routeGuard:    "guard",
 }
 
 // knownStatuses get series created at start; others are created on first
 // use.
-var knownStatuses = [...]int{200, 400, 401, 403, 404, 405, 409, 410, 413, 425, 429, 500, 503}
+var knownStatuses = [...]int{200, 400, 401, 403, 404, 405, 409, 410, 413, 425, 429, 431, 500, 503}
 
 func statusIndex(code int) int {
 	for i, c := range knownStatuses {
@@ -51,6 +55,8 @@ type metrics struct {
 	engineCalls [nOutcomes]prometheus.Counter
 	seconds     [nRoutes]prometheus.Observer
 	propagation prometheus.Histogram
+	blockIPs    prometheus.Gauge
+	blockUsers  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -65,6 +71,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5ms … 4s
 		}),
 	}
+	blocklist := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "seckill_edge_blocklist_entries",
+		Help: "Entries of the blocklist in force on this edge (configuration and admin API), by kind.",
+	}, []string{"kind"})
+	m.blockIPs, m.blockUsers = blocklist.WithLabelValues("ip"), blocklist.WithLabelValues("user")
 	rejections := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_edge_rejections_total",
 		Help: "Requests the edge refused before the engine, by reason.",
@@ -79,7 +90,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		// Dense around the 80ms p99 target.
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .08, .1, .25, .5, 1, 2.5},
 	}, []string{"route"})
-	for _, c := range []prometheus.Collector{m.requestsVec, rejections, engineCalls, seconds, m.propagation} {
+	for _, c := range []prometheus.Collector{m.requestsVec, rejections, engineCalls, seconds, m.propagation, blocklist} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge metrics: %w", err)
 		}

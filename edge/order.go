@@ -13,8 +13,9 @@ import (
 // order serves POST /api/v1/flash-sale/order and POST /api/seckill/submit
 // (same body; seed-001 field names are the same names). It rejects,
 // cheapest check first, everything that cannot succeed, and only then asks
-// the engine. Nothing of ctx is kept after it returns: the token and
-// requestId alias the request body and die with it.
+// the engine (the address checks ran before routing, see admit.go).
+// Nothing of ctx is kept after it returns: the token and requestId alias
+// the request body and die with it.
 func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	// fasthttp refuses a body over MaxRequestBodySize before reading it;
 	// this covers handlers run under another server.
@@ -22,13 +23,8 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		s.write(ctx, ansTooLarge)
 		return
 	}
-	user, present, valid := userID(ctx.Request.Header.Peek("X-User-Id"))
-	if !present {
-		s.write(ctx, ansNoUser)
-		return
-	}
-	if !valid {
-		s.write(ctx, ansBadUser)
+	user, ok := s.admitUser(ctx)
+	if !ok {
 		return
 	}
 	var o order
@@ -58,9 +54,22 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 			s.write(ctx, ansTokenRequired)
 			return
 		}
+		// A token that cannot be good costs no Redis call and no gate
+		// capacity.
+		if s.checker != nil && s.checker.Check(o.Token, user, v.act, o.SKUID, time.Unix(0, now)) != nil {
+			s.write(ctx, ansTokenInvalid)
+			return
+		}
+	}
+	if !s.admitPurchase(ctx, v.activity, o.SKUID, user) {
+		return
+	}
+	// Spent only now, after the limits: a buyer sent away with 429 keeps
+	// a usable token.
+	if v.requireToken {
 		if err := s.verifier.Verify(o.Token, user, v.act, o.SKUID, time.Unix(0, now)); err != nil {
 			if errors.Is(err, engine.ErrBusy) {
-				s.write(ctx, ansTokenBusy)
+				s.write(ctx, ansCheckBusy)
 			} else {
 				s.write(ctx, ansTokenInvalid)
 			}
@@ -86,6 +95,10 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, sku, activity int64, t engine.
 	s.m.engineCalls[outcome].Inc()
 	if t.ActivityID != 0 {
 		activity = t.ActivityID
+	}
+	if t.Remaining >= 0 {
+		// The admission gate follows the stock the engine saw.
+		s.lim.gate.Observe(sku, t.Remaining)
 	}
 	switch outcome {
 	case outcomeQueued:

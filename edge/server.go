@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"seckill/engine"
+	"seckill/internal/blocklist"
 	"seckill/internal/catalog"
 	"seckill/internal/results"
 )
@@ -34,8 +36,18 @@ type Server struct {
 	m        *metrics
 	clock    *serverClock
 	verifier TokenVerifier
+	checker  TokenChecker // verifier's, if it has one
+	issuer   TokenIssuer
 	ready    []func(context.Context) error
 	gather   prometheus.Gatherer
+	mounts   []func(*router.Router)
+
+	trusted     []netip.Prefix // edge.trusted_proxies
+	lim         limits
+	block       atomic.Pointer[blocklist.Set] // in force: staticBlock ∪ Redis
+	staticBlock *blocklist.Set                // edge.blocklist
+	blockStore  *blocklist.Store
+	blockCh     chan struct{}
 
 	flags *ristretto.Cache[int64, soldOutFlag] // SKU -> sold-out flag
 	views *ristretto.Cache[int64, *view]       // SKU -> view of its current activity
@@ -92,6 +104,23 @@ func WithTokenVerifier(v TokenVerifier) Option {
 	return func(s *Server) { s.verifier = v }
 }
 
+// WithTokenIssuer serves POST /api/v1/flash-sale/token. Without it the
+// route answers 503 for activities that require a token.
+func WithTokenIssuer(i TokenIssuer) Option {
+	return func(s *Server) { s.issuer = i }
+}
+
+// WithRoutes lets the process mount more public routes on the edge's
+// router (e.g. POST /api/v1/flash-sale/orders/{orderNo}/pay from the order
+// package). mount runs once, in New, after the edge's own routes; a route
+// that clashes with one already there makes New fail. Mounted
+// routes are served behind the address checks (IP blocklist, per-IP
+// limit) and the router's panic handler; they do their own user checks
+// and metrics.
+func WithRoutes(mount func(r *router.Router)) Option {
+	return func(s *Server) { s.mounts = append(s.mounts, mount) }
+}
+
 // WithGatherer serves /metrics from g. By default /metrics serves the
 // registerer given to New when it is also a Gatherer (a
 // *prometheus.Registry), and is absent otherwise.
@@ -115,8 +144,10 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	}
 	s := &Server{
 		cfg: cfg, eng: eng, cat: cat, res: res, rdb: rdb, log: log,
-		clock:  &serverClock{local: time.Now, source: redisTime(rdb)},
-		loadCh: make(chan struct{}, 1),
+		clock:      &serverClock{local: time.Now, source: redisTime(rdb)},
+		loadCh:     make(chan struct{}, 1),
+		blockCh:    make(chan struct{}, 1),
+		blockStore: blocklist.NewStore(rdb),
 	}
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		s.gather = g
@@ -124,10 +155,16 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	for _, o := range opts {
 		o(s)
 	}
+	s.checker, _ = s.verifier.(TokenChecker)
 	var err error
 	if s.m, err = newMetrics(reg); err != nil {
 		return nil, err
 	}
+	// Validate has parsed these already.
+	s.trusted, _ = parsePrefixes("edge.trusted_proxies", cfg.TrustedProxies)
+	s.staticBlock, _ = blocklist.NewSet(cfg.Blocklist.IPs, cfg.Blocklist.Users)
+	s.block.Store(s.staticBlock)
+	s.lim = newLimits(cfg.Rate, rdb)
 
 	// fasthttp logs every broken client connection: at debug only, or a
 	// flood of bad clients becomes a flood of log lines.
@@ -149,7 +186,11 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		return nil, fmt.Errorf("edge view cache: %w", err)
 	}
 
-	s.handler = s.routes()
+	if s.handler, err = s.routes(); err != nil {
+		s.flags.Close()
+		s.views.Close()
+		return nil, err
+	}
 	s.srv = &fasthttp.Server{
 		Handler:                      s.handler,
 		ErrorHandler:                 s.httpError,
@@ -161,6 +202,7 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		MaxRequestBodySize:           cfg.MaxBodyBytes,
 		ReadBufferSize:               cfg.ReadBufferSize,
 		Concurrency:                  cfg.MaxConns,
+		MaxConnsPerIP:                cfg.MaxConnsPerIP,
 		DisablePreParseMultipartForm: true,
 		SecureErrorLogMessage:        true,
 		CloseOnShutdown:              true,
@@ -173,10 +215,18 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		log.Warn("edge clock sync failed at start; using the local clock", zap.Error(err))
 	}
 	cancel()
-	s.wg.Add(3)
+	// An edge that starts must not serve a blocked client for a refresh
+	// interval: read the blocklist before the first request.
+	sctx, cancel = context.WithTimeout(s.bgCtx, cfg.RedisTimeout)
+	if err := s.loadBlocklist(sctx); err != nil {
+		log.Warn("edge blocklist load failed at start; the configured entries apply, Redis' follow", zap.Error(err))
+	}
+	cancel()
+	s.wg.Add(4)
 	go s.refresh(s.bgCtx)
 	go s.subscribe(s.bgCtx)
 	go s.syncClock(s.bgCtx)
+	go s.refreshBlocklist(s.bgCtx)
 	return s, nil
 }
 
@@ -238,8 +288,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.err
 }
 
-// routes builds the router (DESIGN §4).
-func (s *Server) routes() fasthttp.RequestHandler {
+// routes builds the router (DESIGN §4) and puts the address checks in
+// front of it.
+func (s *Server) routes() (_ fasthttp.RequestHandler, err error) {
 	r := router.New()
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
@@ -256,12 +307,31 @@ func (s *Server) routes() fasthttp.RequestHandler {
 	r.GET("/api/v1/flash-sale/result/{requestNo}", s.instrument(routeResult, s.result))
 	r.GET("/api/seckill/result/{requestNo}", s.instrument(routeResult, s.result))
 	r.GET("/api/v1/flash-sale/activities/{id}", s.instrument(routeActivity, s.activity))
+	r.POST("/api/v1/flash-sale/token", s.instrument(routeToken, s.issueToken))
 	r.GET("/healthz", s.instrument(routeHealthz, s.healthz))
 	r.GET("/readyz", s.instrument(routeReadyz, s.readyz))
 	if s.gather != nil {
 		r.GET("/metrics", s.instrument(routeMetrics, s.metricsHandler()))
 	}
-	return r.Handler
+	defer func() {
+		// The router panics on a route that clashes with one it has.
+		if v := recover(); v != nil {
+			err = fmt.Errorf("edge: mounting routes: %v", v)
+		}
+	}()
+	for _, mount := range s.mounts {
+		mount(r)
+	}
+	return func(ctx *fasthttp.RequestCtx) {
+		if !opsPath(ctx.Path()) {
+			start := time.Now()
+			if !s.admitAddr(ctx) {
+				s.m.observe(routeGuard, ctx.Response.StatusCode(), time.Since(start))
+				return
+			}
+		}
+		r.Handler(ctx)
+	}, nil
 }
 
 // instrument counts and times every answer of a route.

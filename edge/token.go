@@ -3,16 +3,97 @@ package edge
 import (
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"seckill/internal/sale"
 )
 
 // TokenVerifier checks a qualification token for activities that require
-// one (DESIGN §4: the token's user must match the buyer). token aliases
-// the request body and must not be kept after Verify returns. An error
-// refuses the request with 403 TOKEN_INVALID, except an error that wraps
-// engine.ErrBusy, which answers 503 (fail closed when a dependency is
-// down). Implementations must be safe for concurrent use and should not
-// allocate on success.
+// one (DESIGN §4: the token's user must match the buyer) and spends it.
+// token aliases the request body and must not be kept after Verify
+// returns. An error refuses the request with 403 TOKEN_INVALID, except an
+// error that wraps engine.ErrBusy, which answers 503 (fail closed when a
+// dependency is down). Implementations must be safe for concurrent use and
+// should not allocate on success.
 type TokenVerifier interface {
 	Verify(token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error
+}
+
+// TokenChecker may also be implemented by a TokenVerifier: Check judges a
+// token without spending it and without I/O (signature, expiry, user,
+// activity, SKU). The edge runs it before the rate limits, so that a forged
+// token costs no Redis call and no admission-gate capacity, and it calls
+// Verify — which spends the token — only for a request the limits let
+// through: a buyer turned away with 429 keeps a usable token.
+type TokenChecker interface {
+	Check(token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error
+}
+
+// TokenIssuer signs qualification tokens (POST /api/v1/flash-sale/token).
+// Safe for concurrent use.
+type TokenIssuer interface {
+	Issue(activity, sku, user int64, now time.Time) (token string, expireAt time.Time, err error)
+}
+
+// issueToken serves POST /api/v1/flash-sale/token, body
+// {"activityId":7,"skuId":7001}: a qualification token for the buyer, only
+// for an activity that requires one, only to a user on its reserved list,
+// and only inside its window by server time. The answer is
+// {"token":"…","expireAt":"RFC3339"}.
+func (s *Server) issueToken(ctx *fasthttp.RequestCtx) {
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	if ctx.Request.Header.ContentLength() > s.cfg.MaxBodyBytes || len(ctx.Request.Body()) > s.cfg.MaxBodyBytes {
+		s.write(ctx, ansTooLarge)
+		return
+	}
+	user, ok := s.admitUser(ctx)
+	if !ok {
+		return
+	}
+	var o order
+	if err := parseOrder(ctx.Request.Body(), &o); err != nil {
+		s.write(ctx, parseAnswer(err))
+		return
+	}
+	now := s.clock.now()
+	v, found := s.resolve(o.ActivityID, o.SKUID, now)
+	switch {
+	case !found:
+		s.write(ctx, ansUnknownSKU)
+		return
+	case !v.requireToken:
+		s.write(ctx, ansTokenNotOffered)
+		return
+	case v.offline || now < v.start:
+		s.write(ctx, ansNotOpen)
+		return
+	case now >= v.end:
+		s.write(ctx, ansEnded)
+		return
+	case !v.act.Reserved(user):
+		s.write(ctx, ansNotReserved)
+		return
+	case s.soldOut(o.SKUID, v.activity):
+		s.write(ctx, ansSoldOut)
+		return
+	case s.issuer == nil:
+		s.warnRare("edge cannot issue tokens: no issuer (token.keys)", errNoIssuer)
+		s.write(ctx, ansTokenUnavailable)
+		return
+	}
+	tok, exp, err := s.issuer.Issue(v.activity, o.SKUID, user, time.Unix(0, now))
+	if err != nil {
+		s.warnRare("edge token issue failed", err)
+		s.write(ctx, ansTokenUnavailable)
+		return
+	}
+	var buf [512]byte
+	b := append(buf[:0], `{"token":`...)
+	b = appendJSONString(b, tok)
+	b = append(b, `,"expireAt":`...)
+	b = appendJSONString(b, exp.UTC().Format(time.RFC3339))
+	b = append(b, '}')
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentTypeBytes(contentTypeJSON)
+	ctx.SetBody(b)
 }

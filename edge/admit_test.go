@@ -1,0 +1,369 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/valyala/fasthttp"
+
+	"seckill/engine"
+	"seckill/internal/blocklist"
+	"seckill/internal/sale"
+)
+
+const orderPath = "/api/v1/flash-sale/order"
+
+// mustRateLimited checks a 429 of the layer with its Retry-After.
+func mustRateLimited(t *testing.T, r response, reason int) {
+	t.Helper()
+	if r.status != 429 || r.code() != "RATE_LIMITED" {
+		t.Fatalf("got %d %s, want 429 RATE_LIMITED", r.status, r.raw)
+	}
+	ra, err := strconv.Atoi(r.header["Retry-After"])
+	if err != nil || ra < 1 {
+		t.Fatalf("Retry-After %q, want whole seconds ≥ 1", r.header["Retry-After"])
+	}
+	if msg, _ := r.body["message"].(string); msg == "" {
+		t.Fatalf("429 without a message: %s", r.raw)
+	}
+	want := map[int]string{reasonRateIP: "network", reasonRateUser: "account", reasonRateUserSKU: "item", reasonGate: "demand"}[reason]
+	if msg, _ := r.body["message"].(string); !contains(msg, want) {
+		t.Fatalf("message %q does not name the layer (%q)", msg, want)
+	}
+}
+
+func mustStatus(t *testing.T, r response, status int, code string) {
+	t.Helper()
+	if r.status != status || r.code() != code {
+		t.Fatalf("got %d %s, want %d %s", r.status, r.raw, status, code)
+	}
+}
+
+// metricValue reads a counter or gauge.
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Counter != nil {
+		return d.Counter.GetValue()
+	}
+	return d.Gauge.GetValue()
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPerIPLimitTripsAndRecovers(t *testing.T) {
+	e := newEdge(t, withConfig(func(c *Config) {
+		c.Rate.IPPerSecond, c.Rate.IPBurst = 10, 2
+		c.Rate.IPExempt = []string{"198.51.100.0/24"}
+	}))
+	c := e.from("203.0.113.7")
+	for i := range 2 {
+		mustStatus(t, e.doVia(c, "POST", orderPath, strconv.Itoa(100+i), `{"skuId":1001}`), 200, "QUEUING")
+	}
+	mustRateLimited(t, e.doVia(c, "POST", orderPath, "102", `{"skuId":1001}`), reasonRateIP)
+	// Every public route shares the address's budget; health checks never
+	// count.
+	mustRateLimited(t, e.doVia(c, "GET", "/api/v1/flash-sale/activities/7", "", ""), reasonRateIP)
+	mustStatus(t, e.doVia(c, "GET", "/healthz", "", ""), 200, "OK")
+	// Another address has its own budget; an exempt one has none.
+	mustStatus(t, e.doVia(e.from("203.0.113.8"), "POST", orderPath, "103", `{"skuId":1001}`), 200, "QUEUING")
+	for i := range 5 {
+		mustStatus(t, e.doVia(e.from("198.51.100.9"), "POST", orderPath, strconv.Itoa(200+i), `{"skuId":1001}`), 200, "QUEUING")
+	}
+	time.Sleep(150 * time.Millisecond) // > 1/rate
+	mustStatus(t, e.doVia(c, "POST", orderPath, "104", `{"skuId":1001}`), 200, "QUEUING")
+
+	// IPv6 clients are limited per /64: rotating the interface id does not
+	// buy a fresh budget.
+	a, b := e.from("2001:db8:1:2::1"), e.from("2001:db8:1:2::ffff")
+	mustStatus(t, e.doVia(a, "POST", orderPath, "300", `{"skuId":1001}`), 200, "QUEUING")
+	mustStatus(t, e.doVia(b, "POST", orderPath, "301", `{"skuId":1001}`), 200, "QUEUING")
+	mustRateLimited(t, e.doVia(a, "POST", orderPath, "302", `{"skuId":1001}`), reasonRateIP)
+	mustStatus(t, e.doVia(e.from("2001:db8:1:3::1"), "POST", orderPath, "303", `{"skuId":1001}`), 200, "QUEUING")
+
+	if n := metricValue(t, e.srv.m.rejections[reasonRateIP]); n != 3 {
+		t.Errorf("rate_ip rejections %v, want 3", n)
+	}
+	if n := metricValue(t, e.srv.m.requests[routeGuard][statusIndex(429)]); n != 3 {
+		t.Errorf("requests{route=guard,status=429} %v, want 3", n)
+	}
+}
+
+func TestPerUserLimitTripsAndRecovers(t *testing.T) {
+	e := newEdge(t, withConfig(func(c *Config) { c.Rate.UserPerSecond, c.Rate.UserBurst = 10, 2 }))
+	for range 2 {
+		mustStatus(t, e.order("5", `{"skuId":1001}`), 200, "QUEUING")
+	}
+	mustRateLimited(t, e.order("5", `{"skuId":1002}`), reasonRateUser)
+	// Token requests draw on the same budget.
+	mustRateLimited(t, e.do("POST", "/api/v1/flash-sale/token", "5", `{"skuId":2001}`), reasonRateUser)
+	mustStatus(t, e.order("6", `{"skuId":1001}`), 200, "QUEUING")
+	if calls := e.eng.calls.Load(); calls != 3 {
+		t.Fatalf("engine calls %d, want 3: a limited request must not reach it", calls)
+	}
+	time.Sleep(150 * time.Millisecond)
+	mustStatus(t, e.order("5", `{"skuId":1001}`), 200, "QUEUING")
+}
+
+func TestUserSKUWindowTripsAndRecoversInRedis(t *testing.T) {
+	e := newEdge(t, withConfig(func(c *Config) { c.Rate.UserSKULimit, c.Rate.UserSKUWindow = 2, 400*time.Millisecond }))
+	mustStatus(t, e.order("5", `{"skuId":1001}`), 200, "QUEUING")
+	mustStatus(t, e.order("5", `{"skuId":1001}`), 200, "QUEUING")
+	mustRateLimited(t, e.order("5", `{"skuId":1001}`), reasonRateUserSKU)
+	// Per user × SKU: the same user on another SKU, another user on this one.
+	mustStatus(t, e.order("5", `{"skuId":1002}`), 200, "QUEUING")
+	mustStatus(t, e.order("6", `{"skuId":1001}`), 200, "QUEUING")
+	// The count lives in Redis: a second edge sees it.
+	f := newEdge(t, withRedis(e.redis), withConfig(func(c *Config) { c.Rate.UserSKULimit, c.Rate.UserSKUWindow = 2, 400*time.Millisecond }))
+	mustRateLimited(t, f.order("5", `{"skuId":1001}`), reasonRateUserSKU)
+	if calls := e.eng.calls.Load(); calls != 4 {
+		t.Fatalf("engine calls %d, want 4", calls)
+	}
+	time.Sleep(450 * time.Millisecond)
+	mustStatus(t, e.order("5", `{"skuId":1001}`), 200, "QUEUING")
+
+	// Without Redis the window cannot be counted: busy, never a pass.
+	e.redis.Stop()
+	t.Cleanup(func() { _ = e.redis.Start() })
+	calls := e.eng.calls.Load()
+	mustStatus(t, e.order("7", `{"skuId":1001}`), 503, "BUSY")
+	if e.eng.calls.Load() != calls {
+		t.Fatal("the engine was called although the window could not be counted")
+	}
+}
+
+func TestAdmissionGateTripsAndRecovers(t *testing.T) {
+	e := newEdge(t, withConfig(func(c *Config) { c.Rate.GateK, c.Rate.GateFloor = 1, 5 }))
+	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
+		return engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: 2}, nil
+	})
+	user := 100
+	buy := func() response {
+		user++
+		return e.order(strconv.Itoa(user), `{"skuId":1001}`)
+	}
+	// Remaining unknown: not gated. The answer teaches the gate 2 left:
+	// max(1 × 2, floor 5) = 5/s with a burst of 5.
+	mustStatus(t, buy(), 200, "QUEUING")
+	if got := e.srv.lim.gate.Remaining(1001); got != 2 {
+		t.Fatalf("gate learnt remaining %d, want 2", got)
+	}
+	for range 5 {
+		mustStatus(t, buy(), 200, "QUEUING")
+	}
+	mustRateLimited(t, buy(), reasonGate)
+	// Another SKU is not held back.
+	mustStatus(t, e.order("99", `{"skuId":1002}`), 200, "QUEUING")
+	time.Sleep(250 * time.Millisecond) // one token at 5/s
+	mustStatus(t, buy(), 200, "QUEUING")
+
+	// Events: sold out means nothing left; available means unknown (not
+	// gated) until the engine answers again.
+	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
+	if got := e.srv.lim.gate.Remaining(1001); got != 0 {
+		t.Fatalf("after soldout: remaining %d, want 0", got)
+	}
+	e.srv.HandleEvent(sale.Event{Kind: sale.EventAvailable, Activity: 7, SKU: 1001})
+	if got := e.srv.lim.gate.Remaining(1001); got != -1 {
+		t.Fatalf("after available: remaining %d, want -1", got)
+	}
+	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
+		return engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: -1}, fmt.Errorf("x: %w", engine.ErrBusy)
+	})
+	for range 10 {
+		if r := buy(); r.status != 503 {
+			t.Fatalf("ungated after available: %d %s", r.status, r.raw)
+		}
+	}
+}
+
+func TestBlocklistFromConfigAndRedis(t *testing.T) {
+	e := newEdge(t, withConfig(func(c *Config) {
+		c.Blocklist.IPs = []string{"203.0.113.0/24"}
+		c.Blocklist.Users = []int64{666}
+		c.Blocklist.RefreshInterval = 200 * time.Millisecond
+	}))
+	e.waitSubscribed()
+	bad := e.from("203.0.113.9")
+	mustStatus(t, e.doVia(bad, "POST", orderPath, "5", `{"skuId":1001}`), 403, "BLOCKED")
+	mustStatus(t, e.doVia(bad, "GET", "/api/v1/flash-sale/activities/7", "", ""), 403, "BLOCKED")
+	mustStatus(t, e.doVia(bad, "GET", "/readyz", "", ""), 200, "OK")
+	mustStatus(t, e.order("666", `{"skuId":1001}`), 403, "BLOCKED")
+	mustStatus(t, e.do("POST", "/api/v1/flash-sale/token", "666", `{"skuId":2001}`), 403, "BLOCKED")
+	mustStatus(t, e.order("5", `{"skuId":1001}`), 200, "QUEUING")
+	if e.eng.calls.Load() != 1 {
+		t.Fatal("a blocked request reached the engine")
+	}
+
+	// The admin API's store: a change is announced and applied at once.
+	st := blocklist.NewStore(e.rdb)
+	ctx := context.Background()
+	if _, err := st.AddUser(ctx, 777); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.AddIP(ctx, "198.51.100.7"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "user 777 and 198.51.100.7 blocked", func() bool {
+		return e.srv.blocked().User(777) && e.srv.blocked().IP(netip.MustParseAddr("198.51.100.7"))
+	})
+	mustStatus(t, e.order("777", `{"skuId":1001}`), 403, "BLOCKED")
+	mustStatus(t, e.doVia(e.from("198.51.100.7"), "POST", orderPath, "8", `{"skuId":1001}`), 403, "BLOCKED")
+	if ips, users := metricValue(t, e.srv.m.blockIPs), metricValue(t, e.srv.m.blockUsers); ips != 2 || users != 2 {
+		t.Errorf("blocklist gauges ip=%v user=%v, want 2 and 2", ips, users)
+	}
+	if _, err := st.RemoveUser(ctx, 777); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.RemoveIP(ctx, "198.51.100.7"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the blocks to lift", func() bool {
+		return !e.srv.blocked().User(777) && !e.srv.blocked().IP(netip.MustParseAddr("198.51.100.7"))
+	})
+	mustStatus(t, e.order("777", `{"skuId":1001}`), 200, "QUEUING")
+	// The configured entries stay whatever Redis holds.
+	mustStatus(t, e.order("666", `{"skuId":1001}`), 403, "BLOCKED")
+
+	// An entry whose event was missed arrives with the periodic refresh.
+	e.redis.Do(t, "SADD", blocklist.UsersKey, "888")
+	waitFor(t, "the refresh to pick up user 888", func() bool { return e.srv.blocked().User(888) })
+
+	// Redis down: the last list stays in force.
+	e.redis.Stop()
+	t.Cleanup(func() { _ = e.redis.Start() })
+	time.Sleep(500 * time.Millisecond)
+	mustStatus(t, e.order("888", `{"skuId":1001}`), 403, "BLOCKED")
+}
+
+func TestANewEdgeStartsWithTheBlocklist(t *testing.T) {
+	e := newEdge(t)
+	if _, err := blocklist.NewStore(e.rdb).AddUser(context.Background(), 4242); err != nil {
+		t.Fatal(err)
+	}
+	f := newEdge(t, withRedis(e.redis))
+	mustStatus(t, f.order("4242", `{"skuId":1001}`), 403, "BLOCKED")
+}
+
+func TestClientAddress(t *testing.T) {
+	trusted := []string{"10.0.0.0/8", "2001:db8:ffff::/48"}
+	cases := []struct {
+		name    string
+		trusted []string
+		peer    string
+		xff     []string // header lines
+		want    string   // "" : no address
+	}{
+		{"the peer without proxies configured", nil, "192.0.2.1", nil, "192.0.2.1"},
+		{"X-Forwarded-For is ignored when no proxy is trusted", nil, "10.0.0.5", []string{"192.0.2.66"}, "10.0.0.5"},
+		{"X-Forwarded-For is ignored from an untrusted peer", trusted, "172.16.0.1", []string{"192.0.2.66"}, "172.16.0.1"},
+		{"a trusted proxy's client", trusted, "10.0.0.5", []string{"192.0.2.66"}, "192.0.2.66"},
+		{"trusted hops are skipped from the right", trusted, "10.0.0.5", []string{"192.0.2.66, 10.0.0.9,10.1.1.1"}, "192.0.2.66"},
+		{"what the client wrote left of it is not believed", trusted, "10.0.0.5", []string{"192.0.2.66, 198.51.100.1"}, "198.51.100.1"},
+		{"several header lines read as one list", trusted, "10.0.0.5", []string{"192.0.2.66", "10.0.0.9"}, "192.0.2.66"},
+		{"the last line is the latest hop", trusted, "10.0.0.5", []string{"10.0.0.9", "192.0.2.66"}, "192.0.2.66"},
+		{"garbage left of the client does not matter", trusted, "10.0.0.5", []string{"garbage, 192.0.2.66"}, "192.0.2.66"},
+		{"garbage right of every client stops at the last trusted hop", trusted, "10.0.0.5", []string{"192.0.2.66, junk"}, "10.0.0.5"},
+		{"an empty header is the peer", trusted, "10.0.0.5", []string{""}, "10.0.0.5"},
+		{"every hop trusted: the left-most", trusted, "10.0.0.5", []string{"10.9.9.9, 10.0.0.9"}, "10.9.9.9"},
+		{"IPv6 through an IPv6 proxy", trusted, "2001:db8:ffff::1", []string{"2001:db8:1::7"}, "2001:db8:1::7"},
+		{"an IPv4-mapped client is IPv4", trusted, "10.0.0.5", []string{"::ffff:192.0.2.66"}, "192.0.2.66"},
+		{"a port appended by a proxy is dropped", trusted, "10.0.0.5", []string{"192.0.2.66:5123"}, "192.0.2.66"},
+		{"a bracketed IPv6 with a port", trusted, "10.0.0.5", []string{"[2001:db8:1::7]:443"}, "2001:db8:1::7"},
+		{"a zone is not an address", trusted, "10.0.0.5", []string{"fe80::1%eth0"}, "10.0.0.5"},
+		{"leading zeros are not an address", trusted, "10.0.0.5", []string{"192.0.2.066"}, "10.0.0.5"},
+		{"an IPv4-mapped peer is IPv4", trusted, "::ffff:10.0.0.5", []string{"192.0.2.66"}, "192.0.2.66"},
+		{"no IP peer: no address", trusted, "", []string{"192.0.2.66"}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := &Server{}
+			s.trusted, _ = parsePrefixes("test", c.trusted)
+			var ctx fasthttp.RequestCtx
+			var req fasthttp.Request
+			for _, h := range c.xff {
+				req.Header.Add("X-Forwarded-For", h)
+			}
+			ctx.Init(&req, nil, nil)
+			if c.peer != "" {
+				ctx.SetRemoteAddr(&net.TCPAddr{IP: net.ParseIP(c.peer), Port: 1234})
+			}
+			got := s.clientIP(&ctx)
+			if c.want == "" {
+				if got.IsValid() {
+					t.Fatalf("got %v, want no address", got)
+				}
+				return
+			}
+			if got != netip.MustParseAddr(c.want) {
+				t.Fatalf("got %v, want %s", got, c.want)
+			}
+		})
+	}
+}
+
+func TestForwardedForIsHonouredOnlyFromTrustedProxies(t *testing.T) {
+	// Over HTTP: the blocklist and the per-IP limit judge the address the
+	// trusted proxy vouches for, and nobody else can choose it.
+	cfg := func(c *Config) {
+		c.TrustedProxies = []string{"10.0.0.0/8"}
+		c.Blocklist.IPs = []string{"192.0.2.66"}
+		c.Rate.IPPerSecond, c.Rate.IPBurst = 1, 1
+	}
+	e := newEdge(t, withConfig(cfg))
+	proxy, stranger := e.from("10.0.0.5"), e.from("172.16.0.1")
+	mustStatus(t, e.doVia(proxy, "POST", orderPath, "5", `{"skuId":1001}`, "X-Forwarded-For", "192.0.2.66"), 403, "BLOCKED")
+	mustStatus(t, e.doVia(stranger, "POST", orderPath, "5", `{"skuId":1001}`, "X-Forwarded-For", "192.0.2.66"), 200, "QUEUING")
+	// Spoofing a left-hand entry through the proxy does not pick the address.
+	mustStatus(t, e.doVia(proxy, "POST", orderPath, "6", `{"skuId":1001}`, "X-Forwarded-For", "192.0.2.66, 198.51.100.1"), 200, "QUEUING")
+	// Clients behind one proxy get their own budgets...
+	mustStatus(t, e.doVia(proxy, "POST", orderPath, "7", `{"skuId":1001}`, "X-Forwarded-For", "198.51.100.2"), 200, "QUEUING")
+	mustRateLimited(t, e.doVia(proxy, "POST", orderPath, "8", `{"skuId":1001}`, "X-Forwarded-For", "198.51.100.2"), reasonRateIP)
+	// ...and a stranger cannot get a fresh one by writing the header.
+	mustRateLimited(t, e.doVia(stranger, "POST", orderPath, "9", `{"skuId":1001}`, "X-Forwarded-For", "198.51.100.99"), reasonRateIP)
+}
+
+func TestMountedRoutesAreServedBehindTheAddressChecks(t *testing.T) {
+	var paid []string
+	mount := func(r *router.Router) {
+		r.POST("/api/v1/flash-sale/orders/{orderNo}/pay", func(ctx *fasthttp.RequestCtx) {
+			paid = append(paid, ctx.UserValue("orderNo").(string))
+			ctx.SetStatusCode(200)
+			ctx.SetContentType("application/json")
+			ctx.SetBodyString(`{"code":"PAID","message":"paid"}`)
+		})
+	}
+	e := newEdge(t, withOptions(WithRoutes(mount)), withConfig(func(c *Config) { c.Blocklist.IPs = []string{"203.0.113.9"} }))
+	mustStatus(t, e.do("POST", "/api/v1/flash-sale/orders/O123/pay", "5", `{}`), 200, "PAID")
+	mustStatus(t, e.doVia(e.from("203.0.113.9"), "POST", "/api/v1/flash-sale/orders/O124/pay", "5", `{}`), 403, "BLOCKED")
+	if len(paid) != 1 || paid[0] != "O123" {
+		t.Fatalf("pay handler saw %v", paid)
+	}
+	// The edge's own routes still answer.
+	mustStatus(t, e.order("5", `{"skuId":1001}`), 200, "QUEUING")
+
+	// A clash with an edge route is an error of New, not a panic.
+	clash := func(r *router.Router) { r.POST(orderPath, func(*fasthttp.RequestCtx) {}) }
+	cfg := unlimited()
+	if _, err := New(cfg, &fakeEngine{}, e.cat, e.res, e.rdb, e.srv.log, nil, WithRoutes(clash)); err == nil {
+		t.Fatal("a clashing route must fail New")
+	}
+}
