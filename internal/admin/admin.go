@@ -1,7 +1,8 @@
 // Package admin is the on-call API (DESIGN §4), served on its own listener
 // next to the edge: create and preheat activities, switch them online or
 // offline, mark SKUs sold out, restock, read stock / occupancy / orders /
-// drift and a ticket's story, run reconciliation, and read consumer lag.
+// drift and a ticket's story, run reconciliation, read consumer lag, and
+// keep the IP and user blocklists.
 // Every call needs "Authorization: Bearer <admin.token>" (compared in
 // constant time) and is audit-logged, allowed or not.
 package admin
@@ -22,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/engine"
+	"seckill/internal/blocklist"
 	"seckill/internal/lag"
 	"seckill/internal/results"
 	"seckill/internal/sale"
@@ -40,8 +42,19 @@ type Deps struct {
 	Lag *lag.Reader
 	// Reconcile is optional: without it /admin/v1/reconcile answers 503.
 	Reconcile Reconciler
-	// Extra routes may be added by the caller (e.g. blocklists) through
-	// Server.Router before Serve.
+	// Blocklist is optional: without it the blocklist routes answer 503.
+	Blocklist *blocklist.Store
+	// BlocklistConfig are the entries of the configuration
+	// (edge.blocklist), which the API lists but cannot remove.
+	BlocklistConfig BlocklistConfig
+	// Extra routes may be added by the caller through Server.Router
+	// before Serve.
+}
+
+// BlocklistConfig is edge.blocklist as the admin API reports it.
+type BlocklistConfig struct {
+	IPs   []string `json:"ips"`
+	Users []int64  `json:"users"`
 }
 
 // Server is the admin listener. Safe for concurrent use.
@@ -70,6 +83,11 @@ func New(token string, d Deps, log *zap.Logger) *Server {
 	s.r.GET("/admin/v1/requests/{requestNo}", s.request)
 	s.r.POST("/admin/v1/reconcile", s.reconcile)
 	s.r.GET("/admin/v1/lag", s.lag)
+	s.r.GET("/admin/v1/blocklist", s.listBlocklist)
+	s.r.PUT("/admin/v1/blocklist/ips/{ip:*}", s.blockIP)
+	s.r.DELETE("/admin/v1/blocklist/ips/{ip:*}", s.unblockIP)
+	s.r.PUT("/admin/v1/blocklist/users/{id}", s.blockUser)
+	s.r.DELETE("/admin/v1/blocklist/users/{id}", s.unblockUser)
 	s.srv = &fasthttp.Server{
 		Handler:               s.handle,
 		Name:                  "seckill-admin",
