@@ -20,6 +20,7 @@ import (
 	"seckill/edge"
 	"seckill/engine"
 	"seckill/internal/admin"
+	"seckill/internal/blocklist"
 	"seckill/internal/catalog"
 	"seckill/internal/config"
 	"seckill/internal/lag"
@@ -155,11 +156,15 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		if s.Tokens, err = token.New(cfg.Token, s.Shards.Default); err != nil {
 			return nil, err
 		}
-		eopts := append([]edge.Option{
+		eopts := []edge.Option{
 			edge.WithGatherer(s.Reg),
 			edge.WithReadiness(s.ready),
 			edge.WithTokenVerifier(tokenVerifier{s.Tokens}),
-		}, o.edgeOpts...)
+		}
+		if s.Tokens.CanIssue() {
+			eopts = append(eopts, edge.WithTokenIssuer(s.Tokens))
+		}
+		eopts = append(eopts, o.edgeOpts...)
 		if s.Edge, err = edge.New(cfg.Edge, s.Engine, s.Catalog, s.Results, s.Shards.Default, log.Named("edge"), s.Reg, eopts...); err != nil {
 			return nil, err
 		}
@@ -172,7 +177,9 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			log.Warn("no consumer lag reader", zap.Error(lerr))
 		}
 		s.Monitor = monitor.New(s.Stock, s.Store, s.Lag, cfg.Metrics.SampleInterval, log.Named("monitor"), s.Reg)
-		s.Admin = admin.New(cfg.Admin.Token, admin.Deps{Stock: s.Stock, Store: s.Store, Results: s.Results, Lag: s.Lag}, log.Named("admin"))
+		s.Admin = admin.New(cfg.Admin.Token, admin.Deps{Stock: s.Stock, Store: s.Store, Results: s.Results, Lag: s.Lag,
+			Blocklist: blocklist.NewStore(s.Shards.Default), BlocklistConfig: admin.BlocklistConfig{IPs: cfg.Edge.Blocklist.IPs, Users: cfg.Edge.Blocklist.Users}},
+			log.Named("admin"))
 		mountPages(s.Admin, s.Reg)
 	}
 	return s, nil
@@ -323,8 +330,14 @@ func (s *System) close() {
 	}
 }
 
-// tokenVerifier adapts token.Tokens to the edge.
+// tokenVerifier adapts token.Tokens to the edge (edge.TokenVerifier and
+// edge.TokenChecker).
 type tokenVerifier struct{ t *token.Tokens }
+
+func (v tokenVerifier) Check(tok []byte, user int64, a *sale.Activity, sku int64, now time.Time) error {
+	_, err := v.t.Check(string(tok), a.ID, sku, user, now)
+	return err
+}
 
 func (v tokenVerifier) Verify(tok []byte, user int64, a *sale.Activity, sku int64, now time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
