@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,4 +70,73 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestLoopbackCrowdsAreLimitedPerUserOutsideProduction holds DESIGN §4:
+// every load test comes from 127.0.0.1, so dev and bench must not limit
+// that address as one client (nor cap its connections tightly), while
+// production's defaults stay strict.
+func TestLoopbackCrowdsAreLimitedPerUserOutsideProduction(t *testing.T) {
+	loopback := netip.MustParseAddr("127.0.0.1")
+	exempt := func(c Config) bool {
+		for _, s := range c.Edge.Rate.IPExempt {
+			if p, err := netip.ParsePrefix(s); err == nil && p.Contains(loopback) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, f := range []string{"dev.yaml", "bench.yaml"} {
+		c, err := Load("../../configs/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Edge.Rate.IPPerSecond > 0 && !exempt(c) {
+			t.Errorf("%s limits 127.0.0.1 as one client", f)
+		}
+		if c.Edge.MaxConnsPerIP != 0 && c.Edge.MaxConnsPerIP < 4096 {
+			t.Errorf("%s: max_conns_per_ip %d is too tight for a local crowd", f, c.Edge.MaxConnsPerIP)
+		}
+		if c.Edge.Rate.UserPerSecond <= 0 {
+			t.Errorf("%s: buyers must still be limited per user", f)
+		}
+	}
+	for name, c := range map[string]Config{"defaults": Default(), "prod.yaml": mustLoad(t, "../../configs/prod.yaml")} {
+		r := c.Edge.Rate
+		if exempt(c) || r.IPPerSecond <= 0 || r.UserPerSecond <= 0 || r.UserSKULimit <= 0 || r.GateK <= 0 || c.Edge.MaxConnsPerIP <= 0 {
+			t.Errorf("%s: production limits must all be on and exempt nobody: %+v, max_conns_per_ip %d", name, r, c.Edge.MaxConnsPerIP)
+		}
+	}
+}
+
+func TestRateAndBlocklistKeysFromTheEnvironment(t *testing.T) {
+	c := Default()
+	env := map[string]string{
+		"SECKILL_EDGE_RATE_IP_PER_SECOND":   "7.5",
+		"SECKILL_EDGE_RATE_IP_EXEMPT":       "10.0.0.0/8, 192.0.2.1",
+		"SECKILL_EDGE_RATE_USER_SKU_WINDOW": "30s",
+		"SECKILL_EDGE_BLOCKLIST_USERS":      "1,2",
+		"SECKILL_EDGE_TRUSTED_PROXIES":      "172.16.0.0/12",
+		"SECKILL_EDGE_MAX_CONNS_PER_IP":     "64",
+	}
+	if err := ApplyEnv(&c, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	r := c.Edge.Rate
+	if r.IPPerSecond != 7.5 || len(r.IPExempt) != 2 || r.IPExempt[1] != "192.0.2.1" || r.UserSKUWindow != 30*time.Second ||
+		len(c.Edge.Blocklist.Users) != 2 || c.Edge.Blocklist.Users[1] != 2 || c.Edge.TrustedProxies[0] != "172.16.0.0/12" || c.Edge.MaxConnsPerIP != 64 {
+		t.Fatalf("overrides not applied: %+v", c.Edge)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustLoad(t *testing.T, path string) Config {
+	t.Helper()
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
