@@ -82,6 +82,16 @@ func (s *sqlStore) LogRequests(ctx context.Context, es []LogEntry) error {
 	return nil
 }
 
+func (s *sqlStore) AppendEvents(ctx context.Context, evs []Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	if err := s.inTx(ctx, func(tx *sql.Tx) error { return insertEvents(ctx, tx, evs) }); err != nil {
+		return fmt.Errorf("append request events: %w", err)
+	}
+	return nil
+}
+
 func (s *sqlStore) RequestEvents(ctx context.Context, requestNo string) ([]Event, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT status, remark, created_ms FROM seckill_request_event
 		WHERE request_no = ? ORDER BY created_ms, id`, requestNo)

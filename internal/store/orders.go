@@ -185,17 +185,21 @@ func (s *sqlStore) Ledger(ctx context.Context, activity, sku int64) (Snapshot, [
 	if err != nil {
 		return sn, nil, fmt.Errorf("ledger activity %d sku %d: %w", activity, sku, err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT request_no, user_id, quantity, status FROM seckill_order
+	rows, err := tx.QueryContext(ctx, `SELECT request_no, user_id, quantity, status, created_ms FROM seckill_order
 		WHERE activity_id = ? AND sku_id = ?`, activity, sku)
 	if err != nil {
 		return sn, nil, fmt.Errorf("ledger activity %d sku %d: %w", activity, sku, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var r OrderRef
-		if err := rows.Scan(&r.RequestNo, &r.UserID, &r.Quantity, &r.Status); err != nil {
+		var (
+			r  OrderRef
+			ms int64
+		)
+		if err := rows.Scan(&r.RequestNo, &r.UserID, &r.Quantity, &r.Status, &ms); err != nil {
 			return sn, nil, fmt.Errorf("ledger activity %d sku %d: %w", activity, sku, err)
 		}
+		r.Created = time.UnixMilli(ms)
 		refs = append(refs, r)
 	}
 	if err := rows.Err(); err != nil {

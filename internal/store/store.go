@@ -42,6 +42,9 @@ type Store interface {
 	// LogRequests is LogRequest for many entries in one transaction, in
 	// order (one ticket may appear several times: each entry is one step).
 	LogRequests(ctx context.Context, es []LogEntry) error
+	// AppendEvents adds steps to tickets' histories without touching
+	// their request log rows (order lifecycle steps).
+	AppendEvents(ctx context.Context, evs []Event) error
 	// RequestEvents returns the history of requestNo, oldest first; empty
 	// when there is none.
 	RequestEvents(ctx context.Context, requestNo string) ([]Event, error)
@@ -187,6 +190,7 @@ type OrderRef struct {
 	UserID    int64
 	Quantity  int64
 	Status    string
+	Created   time.Time
 }
 
 // Live reports whether the order holds stock (it is not CLOSED).

@@ -1,0 +1,433 @@
+package reconcile
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap/zaptest"
+
+	"seckill/engine"
+	"seckill/internal/catalog"
+	"seckill/internal/results"
+	"seckill/internal/sale"
+	"seckill/internal/shard"
+	"seckill/internal/store"
+	"seckill/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// rig: a real redis-server, an orders database (raw access too, to inject
+// drift behind the store's back) and a preheated activity.
+type rig struct {
+	redis *testenv.Redis
+	stock *engine.Stock
+	res   *results.Store
+	st    store.Store
+	db    *sql.DB
+	act   sale.Activity
+	ids   *sale.RequestNos
+	later time.Time // the reconciler's clock: every ticket is past the grace period
+}
+
+// through is Kafka's answer as a test sets it; lag.ConsumedThrough is
+// tested against kfake in internal/lag, and end to end in internal/app.
+type through struct{ at time.Time }
+
+func (f *through) ConsumedThrough(context.Context) (time.Time, error) { return f.at, nil }
+
+func runTest(t *testing.T, fn func(t *testing.T, r *rig)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) {
+		cfg := store.DefaultConfig()
+		cfg.DSN = filepath.Join(t.TempDir(), "orders.db")
+		fn(t, newRig(t, cfg, "sqlite", cfg.DSN+"?_pragma=busy_timeout(5000)"))
+	})
+	t.Run("mysql", func(t *testing.T) {
+		cfg := store.DefaultConfig()
+		cfg.Driver, cfg.DSN = "mysql", testenv.MySQL(t)
+		fn(t, newRig(t, cfg, "mysql", cfg.DSN))
+	})
+}
+
+func newRig(t *testing.T, scfg store.Config, driver, dsn string) *rig {
+	t.Helper()
+	r := &rig{redis: testenv.StartRedis(t), ids: sale.NewRequestNos(7), later: time.Now().Add(time.Hour)}
+	rcfg := shard.DefaultConfig()
+	rcfg.Default.Addrs = []string{r.redis.Addr}
+	shards, err := shard.Open(rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(shards.Close)
+	r.stock = engine.NewStock(shards, catalog.New(shards.Default))
+	r.res = results.New(shards.Default, 0)
+	if r.st, err = store.Open(scfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.st.Close() })
+	if r.db, err = sql.Open(driver, dsn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.db.Close() })
+	now := time.Now()
+	r.act = sale.Activity{ID: 5, Start: now.Add(-time.Hour), End: now.Add(2 * time.Hour), State: sale.StateOnline,
+		SKUs: []sale.SKU{
+			{ID: 501, Stock: 10, Price: 100, LimitPerUser: 1},
+			{ID: 502, Stock: 5, Price: 100, LimitPerUser: 1},
+			{ID: 503, Stock: 2, Price: 100, LimitPerUser: 1},
+			{ID: 504, Stock: 5, Price: 100, LimitPerUser: 1, Hot: true},
+			{ID: 505, Stock: 5, Price: 100, LimitPerUser: 1},
+		}}
+	ctx := context.Background()
+	if err := r.st.PutActivity(ctx, r.act); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stock.Preheat(ctx, r.act); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *rig) reconciler(t *testing.T, at time.Time) (*Reconciler, *prometheus.Registry) {
+	reg := prometheus.NewRegistry()
+	return New(DefaultConfig(), r.stock, r.st, r.res, &through{at: at}, zaptest.NewLogger(t), reg,
+		WithClock(func() time.Time { return at })), reg
+}
+
+// occupy takes one unit for user; claim also claims it (as the consumer
+// does before writing the order); order makes the order too.
+func (r *rig) occupy(t *testing.T, sku, user int64) sale.Message {
+	t.Helper()
+	rn := r.ids.Next()
+	res, err := r.stock.Occupy(context.Background(), &r.act, r.act.SKU(sku), user, rn, 1)
+	if err != nil || res.Code != engine.CodeOK {
+		t.Fatalf("occupy sku %d user %d: %+v %v", sku, user, res, err)
+	}
+	if err := r.res.Write(context.Background(), results.Entry{RequestNo: rn, Activity: r.act.ID, SKU: sku, Owner: user,
+		State: sale.ResultQueuing}); err != nil {
+		t.Fatal(err)
+	}
+	return sale.Message{RequestNo: rn, ActivityID: r.act.ID, SKUID: sku, UserID: user, Quantity: 1, UnitPrice: 100,
+		AcceptedAt: time.Now().UnixMilli()}
+}
+
+func (r *rig) claim(t *testing.T, sku, user int64) sale.Message {
+	t.Helper()
+	m := r.occupy(t, sku, user)
+	if ok, err := r.stock.Claim(context.Background(), &m); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	return m
+}
+
+func (r *rig) order(t *testing.T, sku, user int64) sale.Message {
+	t.Helper()
+	m := r.claim(t, sku, user)
+	if out, err := r.st.SaveBatch(context.Background(), []sale.Message{m}); err != nil || out[0].Kind != store.Created {
+		t.Fatalf("save: %+v %v", out, err)
+	}
+	return m
+}
+
+func (r *rig) exec(t *testing.T, q string, args ...any) {
+	t.Helper()
+	if _, err := r.db.Exec(q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func drifts(rep Report) map[string]int64 {
+	out := map[string]int64{}
+	for _, l := range rep.SKUs {
+		for _, d := range l.Drifts {
+			out[fmt.Sprintf("%d/%s", l.SKUID, d.Kind)] = d.Amount
+		}
+	}
+	return out
+}
+
+func repairs(rep Report) map[string]int64 {
+	out := map[string]int64{}
+	for _, l := range rep.SKUs {
+		for _, x := range l.Repairs {
+			out[fmt.Sprintf("%d/%s", l.SKUID, x.Kind)] += x.Amount
+		}
+	}
+	return out
+}
+
+func (r *rig) counts(t *testing.T, sku int64) engine.Counts {
+	t.Helper()
+	n, err := r.stock.Counts(context.Background(), r.act.ID, sku)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestCleanBooksShowNoDrift: orders, occupancies in flight and a fresh
+// claim are no drift.
+func TestCleanBooksShowNoDrift(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		for u := int64(1); u <= 3; u++ {
+			r.order(t, 501, u)
+		}
+		r.occupy(t, 501, 4) // in flight: young
+		r.claim(t, 501, 5)  // being written: young
+		rc, reg := r.reconciler(t, time.Now())
+		rep, err := rc.Run(context.Background(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Drifts != 0 {
+			t.Fatalf("drift in clean books: %v", drifts(rep))
+		}
+		if len(rep.SKUs) != 5 || rep.SKUs[0].DB.Orders != 3 || rep.SKUs[0].Redis.Records != 5 {
+			t.Errorf("report %+v", rep.SKUs[0])
+		}
+		if n := gaugeSeries(t, reg); n != 5*len(Kinds) {
+			t.Errorf("%d drift series, want one per SKU and kind (%d)", n, 5*len(Kinds))
+		}
+	})
+}
+
+func gaugeSeries(t *testing.T, g prometheus.Gatherer) int {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "seckill_reconcile_drift" {
+			return len(mf.GetMetric())
+		}
+	}
+	return 0
+}
+
+func gauge(t *testing.T, g prometheus.Gatherer, sku int64, kind string) float64 {
+	t.Helper()
+	mfs, _ := g.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "seckill_reconcile_drift" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label(m, "sku") == fmt.Sprint(sku) && label(m, "kind") == kind {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// TestInjectedDriftIsFoundAndOnlySafeKindsRepaired injects one drift of
+// every kind, checks each is reported by name, repairs, and checks that
+// exactly the safe kinds are gone while the others are left for an
+// operator.
+func TestInjectedDriftIsFoundAndOnlySafeKindsRepaired(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		// SKU 501: three orders, then every repairable drift.
+		for u := int64(1); u <= 3; u++ {
+			r.order(t, 501, u)
+		}
+		orphan := r.occupy(t, 501, 4)  // its engine died before producing
+		stuck := r.claim(t, 501, 5)    // claimed, its order never written
+		lostRec := r.order(t, 501, 6)  // Redis lost the buyer's record…
+		k := sale.KeysFor(r.act.ID, 501)
+		r.redis.Do(t, "HDEL", k.Users, "6")
+		r.redis.Do(t, "SREM", k.Claim, lostRec.RequestNo)
+		r.redis.Do(t, "INCRBY", k.Sold, "1") // …and a unit sold by no ticket
+		r.redis.Do(t, "DECRBY", k.Stock, "1")
+		r.exec(t, `UPDATE seckill_stock_snapshot SET sold = 7, available = 3 WHERE sku_id = 501`)
+		// SKU 502: Redis restocked by 3 without the database.
+		k2 := sale.KeysFor(r.act.ID, 502)
+		r.redis.Do(t, "HINCRBY", k2.Meta, "initial", "3")
+		r.redis.Do(t, "INCRBY", k2.Stock, "3")
+		// SKU 503: two orders and a third written behind everyone's back.
+		r.order(t, 503, 1)
+		r.order(t, 503, 2)
+		r.exec(t, `INSERT INTO seckill_order (order_no, request_no, activity_id, sku_id, user_id, quantity,
+			unit_price_cents, amount_cents, status, trace_id, created_ms, updated_ms, live)
+			VALUES ('Oforged', 'forged', 5, 503, 99, 1, 100, 100, 'PAID', '', 1, 1, 1)`)
+		r.exec(t, `UPDATE seckill_stock_snapshot SET sold = 3, available = -1 WHERE sku_id = 503`)
+		// SKU 504 (hot shard): its stock edited by hand.
+		r.redis.Do(t, "SET", sale.KeysFor(r.act.ID, 504).Stock, "7")
+		// SKU 505: Redis lost its keys.
+		r.redis.Do(t, "DEL", sale.KeysFor(r.act.ID, 505).Meta)
+
+		rc, reg := r.reconciler(t, r.later)
+		rep, err := rc.Run(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := drifts(rep)
+		want := map[string]int64{
+			"501/db_snapshot":           3,
+			"501/redis_records":         2, // the phantom unit and the lost record's unit
+			"501/order_without_claim":   1,
+			"501/claimed_without_order": 1,
+			"501/orphan":                1,
+			"501/ledger":                1, // the order without a record: ordered but not occupied in Redis
+			"502/initial":               3,
+			"502/ledger":                3,
+			"503/oversell":              1,
+			"503/order_without_claim":   1,
+			"503/ledger":                1,
+			"503/redis_records":         0,
+			"504/redis_ledger":          2,
+			"504/ledger":                2,
+			"505/redis_missing":         1,
+		}
+		for kind, n := range want {
+			if got[kind] != n {
+				t.Errorf("drift %s = %d, want %d", kind, got[kind], n)
+			}
+		}
+		for kind, n := range got {
+			if _, ok := want[kind]; !ok {
+				t.Errorf("unexpected drift %s = %d", kind, n)
+			}
+		}
+		if v := gauge(t, reg, 501, KindOrphan); v != 1 {
+			t.Errorf("drift gauge of 501 orphan = %v", v)
+		}
+
+		rep, err = rc.Run(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixed := repairs(rep)
+		wantFixed := map[string]int64{
+			"501/db_snapshot":           4, // sold 7 -> 3 live units at that point … recounted
+			"501/order_without_claim":   1,
+			"501/orphan":                1,
+			"501/claimed_without_order": 1,
+			"501/redis_records":         1,
+			"503/order_without_claim":   1,
+		}
+		for kind, n := range wantFixed {
+			if _, ok := fixed[kind]; !ok {
+				t.Errorf("repair %s not applied (repairs %v)", kind, fixed)
+			}
+			_ = n
+		}
+		for kind := range fixed {
+			if _, ok := wantFixed[kind]; !ok {
+				t.Errorf("unsafe repair applied: %s", kind)
+			}
+		}
+
+		rep, err = rc.Run(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = drifts(rep)
+		left := map[string]int64{
+			"502/initial": 3, "502/ledger": 3,
+			"503/oversell": 1, "503/redis_records": -1,
+			"504/redis_ledger": 2, "504/ledger": 2,
+			"505/redis_missing": 1,
+		}
+		for kind, n := range left {
+			if got[kind] != n {
+				t.Errorf("after repair: drift %s = %d, want %d left for an operator", kind, got[kind], n)
+			}
+		}
+		for kind, n := range got {
+			if _, ok := left[kind]; !ok {
+				t.Errorf("after repair: drift %s = %d remains", kind, n)
+			}
+		}
+		// SKU 501 adds up: four orders (1, 2, 3, 6), six units on sale.
+		if n := r.counts(t, 501); n.Remaining != 6 || n.Sold != 4 || n.Holders != 4 || n.Claimed != 4 {
+			t.Errorf("501 after repair: %+v", n)
+		}
+		if sn, _ := r.st.Snapshot(ctx, r.act.ID, 501); sn.Sold != 4 || sn.Available != 6 {
+			t.Errorf("501 snapshot after repair: %+v", sn)
+		}
+		if n := r.counts(t, 504); n.Remaining != 7 {
+			t.Errorf("504's hand-edited stock was changed: %+v", n)
+		}
+		for _, m := range []sale.Message{orphan, stuck} {
+			e, err := r.res.Read(ctx, m.RequestNo)
+			if err != nil || e.State != sale.ResultFail || e.Code != sale.FailReleased {
+				t.Errorf("released ticket %s: %+v %v", m.RequestNo, e, err)
+			}
+		}
+		if l, err := r.st.RequestLog(ctx, orphan.RequestNo); err != nil || l.Status != store.StatusFailed {
+			t.Errorf("orphan's request log %+v %v", l, err)
+		}
+
+		// The watcher writes 505 back from the database.
+		if n, err := rc.Watch(ctx); err != nil || n != 1 {
+			t.Fatalf("watch: %d %v", n, err)
+		}
+		if n := r.counts(t, 505); n.Remaining != 5 || n.Initial != 5 {
+			t.Errorf("505 after the rebuild: %+v", n)
+		}
+		if n, err := rc.Watch(ctx); err != nil || n != 0 {
+			t.Fatalf("second watch: %d %v", n, err)
+		}
+	})
+}
+
+// TestSweepReleasesOnlyProvenOrphans: an unclaimed stale occupancy with no
+// order is released once Kafka proves its message is not coming; a young
+// one, a claimed one, and any one while Kafka cannot tell, stay.
+func TestSweepReleasesOnlyProvenOrphans(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		r.order(t, 501, 1)
+		orphan := r.occupy(t, 501, 2)
+		claimed := r.claim(t, 501, 3)
+
+		young, _ := r.reconciler(t, time.Now())
+		if n, err := young.Sweep(ctx); err != nil || n != 0 {
+			t.Fatalf("sweep within the grace period: %d %v", n, err)
+		}
+		unproven := New(DefaultConfig(), r.stock, r.st, r.res, &through{}, zaptest.NewLogger(t), nil,
+			WithClock(func() time.Time { return r.later }))
+		if n, err := unproven.Sweep(ctx); err != nil || n != 0 {
+			t.Fatalf("sweep while Kafka proves nothing: %d %v", n, err)
+		}
+		rc, _ := r.reconciler(t, r.later)
+		if n, err := rc.Sweep(ctx); err != nil || n != 1 {
+			t.Fatalf("sweep: %d %v", n, err)
+		}
+		if n, err := rc.Sweep(ctx); err != nil || n != 0 {
+			t.Fatalf("second sweep: %d %v", n, err)
+		}
+		if n := r.counts(t, 501); n.Remaining != 8 || n.Sold != 2 || n.Holders != 2 {
+			t.Errorf("after the sweep: %+v", n)
+		}
+		if rn, _, _ := r.stock.Holder(ctx, r.act.ID, 501, 3); rn != claimed.RequestNo {
+			t.Errorf("the claimed ticket was released")
+		}
+		e, err := r.res.Read(ctx, orphan.RequestNo)
+		if err != nil || e.State != sale.ResultFail || e.Code != sale.FailReleased {
+			t.Errorf("orphan's result %+v %v", e, err)
+		}
+		evs, _ := r.st.RequestEvents(ctx, orphan.RequestNo)
+		if len(evs) != 2 || evs[0].Status != store.StatusStockOccupied || evs[1].Status != store.StatusFailed {
+			t.Errorf("orphan's history %+v", evs)
+		}
+	})
+}

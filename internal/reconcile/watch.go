@@ -1,0 +1,103 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"seckill/engine"
+	"seckill/internal/sale"
+	"seckill/internal/store"
+)
+
+// Watch finds the SKUs of the database's open activities (not yet ended)
+// whose keys Redis lost — a restart without persistence, a failover to an
+// empty replica, an eviction — and writes them back from the database, one
+// atomic script per SKU (engine.Stock.Rebuild): remaining = initial −
+// ordered, a claimed record for every live order, then the meta that makes
+// the SKU sellable again. Until then the occupy script finds no meta and
+// answers NOT_OPEN: the SKU is not sold, never sold from config.
+//
+// Occupancies that were live when Redis lost its data are not rebuilt:
+// they are gone with it, and their messages fail the claim (FAIL RELEASED),
+// so initial − ordered is exactly what may still be sold. An order whose
+// transaction commits after the rebuild read the orders is the one case
+// left: Redis then sells one unit too many, which the database snapshot
+// refuses (FAIL SOLD_OUT, never an oversell) and the reconciler reports
+// and settles.
+//
+// It also puts back catalog entries the default Redis lost. It returns how
+// many SKUs it rebuilt.
+func (r *Reconciler) Watch(ctx context.Context) (int, error) {
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	now := r.now()
+	if r.acts == nil || now.Sub(r.actsAt) > 5*time.Second {
+		acts, err := r.st.Activities(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("watch: %w", err)
+		}
+		r.acts, r.actsAt = acts, now
+	}
+	n := 0
+	c := r.stock.Shards().Default
+	for i := range r.acts {
+		a := &r.acts[i]
+		if !a.End.After(now) {
+			continue
+		}
+		for j := range a.SKUs {
+			k := &a.SKUs[j]
+			led, err := r.stock.Ledger(ctx, a.ID, k)
+			if err != nil {
+				return n, fmt.Errorf("watch: %w", err)
+			}
+			if led.Present {
+				continue
+			}
+			sn, refs, err := r.st.Ledger(ctx, a.ID, k.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return n, fmt.Errorf("watch: %w", err)
+			}
+			var (
+				ordered int64
+				holds   []engine.Hold
+			)
+			for _, o := range refs {
+				if o.Live() {
+					ordered += o.Quantity
+					holds = append(holds, engine.Hold{UserID: o.UserID, RequestNo: o.RequestNo})
+				}
+			}
+			ok, err := r.stock.Rebuild(ctx, a, k, sn.Initial, ordered, holds)
+			if err != nil {
+				return n, fmt.Errorf("watch: %w", err)
+			}
+			if ok {
+				n++
+				r.m.rebuilds.Inc()
+				r.log.Warn("Redis lost the SKU; rebuilt from the database", zap.Int64("activityId", a.ID),
+					zap.Int64("skuId", k.ID), zap.Int64("initial", sn.Initial), zap.Int64("ordered", ordered),
+					zap.Int("records", len(holds)))
+			}
+		}
+		exists, err := c.Do(ctx, c.B().Exists().Key(sale.ActivityKey(a.ID)).Build()).AsInt64()
+		if err != nil {
+			return n, fmt.Errorf("watch: %w", err)
+		}
+		if exists == 0 {
+			if err := r.stock.Catalog().Put(ctx, *a); err != nil {
+				return n, fmt.Errorf("watch: %w", err)
+			}
+			r.stock.Publish(ctx, sale.Event{Kind: sale.EventActivity, Activity: a.ID})
+			r.log.Warn("Redis lost the catalog entry; put back from the database", zap.Int64("activityId", a.ID))
+		}
+	}
+	return n, nil
+}
