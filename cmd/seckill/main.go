@@ -18,6 +18,7 @@ commands:
   engine     the stock engine as a sidecar on a local socket (--listen)
   consumer   the Kafka consumer group that writes orders
   admin      on-call CLI for the admin API (seckill admin help)
+  reconcile  compare Redis with the database per SKU [--repair] [--json]
   broker     the embedded Kafka-protocol broker as its own process (--listen, --data-dir)
   version    print the version
 
@@ -45,6 +46,8 @@ func main() {
 		err = runConsumer(args)
 	case "broker":
 		err = runBroker(args)
+	case "reconcile":
+		err = runReconcile(args, os.Stdout)
 	case "admin":
 		err = runAdmin(args, os.Stdout)
 	case "version":

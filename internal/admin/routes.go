@@ -242,6 +242,45 @@ type Story struct {
 	Result    *results.Entry  `json:"result,omitempty"`
 	Log       *store.LogEntry `json:"log,omitempty"`
 	Order     *store.Order    `json:"order,omitempty"`
+	// History is every step recorded for the ticket, oldest first
+	// (DESIGN §3 states plus ORDER_PAID, ORDER_CLOSED, STOCK_RELEASED).
+	History []store.Event `json:"history,omitempty"`
+	// Occupancy is the ticket's hold on its SKU in Redis, when the result
+	// names the SKU and the buyer.
+	Occupancy *Occupancy `json:"occupancy,omitempty"`
+	// Answer reads the rest in one line: where the ticket is, and why
+	// there is (not yet) an order.
+	Answer string `json:"answer"`
+}
+
+// Occupancy is a ticket's hold in Redis.
+type Occupancy struct {
+	// Held: the buyer's record names this ticket (it holds stock).
+	Held bool `json:"held"`
+	// Claimed: the consumer claimed it for an order.
+	Claimed bool `json:"claimed"`
+	// Holder is the ticket the buyer's record names, when another one.
+	Holder string `json:"holder,omitempty"`
+}
+
+// answer is the one-line reading of a story.
+func (st *Story) answer() string {
+	switch {
+	case st.Order != nil:
+		return "order " + st.Order.OrderNo + " is " + st.Order.Status
+	case st.Log != nil && st.Log.Status == store.StatusFailed:
+		return "no order: " + st.Log.Remark
+	case st.Result != nil && st.Result.State == sale.ResultFail:
+		return "no order: failed with " + st.Result.Code
+	case st.Occupancy != nil && st.Occupancy.Held && st.Occupancy.Claimed:
+		return "the consumer claimed the ticket and is writing its order"
+	case st.Occupancy != nil && st.Occupancy.Held:
+		return "stock held, no order yet: the message waits in Kafka (see the lag), or, if the engine died before " +
+			"producing it, the orphan sweeper releases it after the grace period"
+	case st.Result != nil && st.Result.State == sale.ResultQueuing:
+		return "no stock held and no order: the message will be answered FAIL when consumed"
+	}
+	return "no order"
 }
 
 func (s *Server) request(ctx *fasthttp.RequestCtx) {
@@ -271,10 +310,28 @@ func (s *Server) request(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, err)
 		return
 	}
-	if st.Result == nil && st.Log == nil && st.Order == nil {
+	hist, err := s.d.Store.RequestEvents(c, rn)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	st.History = hist
+	if st.Result == nil && st.Log == nil && st.Order == nil && len(hist) == 0 {
 		writeErr(ctx, fasthttp.StatusNotFound, "NOT_FOUND", "no trace of ticket "+rn)
 		return
 	}
+	if r := st.Result; r != nil && r.Activity > 0 && r.SKU > 0 && r.Owner > 0 {
+		holder, claimed, err := s.d.Stock.Holder(c, r.Activity, r.SKU, r.Owner)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		st.Occupancy = &Occupancy{Held: holder == rn, Claimed: holder == rn && claimed}
+		if holder != rn {
+			st.Occupancy.Holder = holder
+		}
+	}
+	st.Answer = st.answer()
 	writeJSON(ctx, fasthttp.StatusOK, st)
 }
 

@@ -26,6 +26,7 @@ import (
 	"seckill/internal/lag"
 	"seckill/internal/monitor"
 	"seckill/internal/obs"
+	"seckill/internal/payment"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 	"seckill/internal/shard"
@@ -59,6 +60,10 @@ type System struct {
 	Lag      *lag.Reader
 	Tokens   *token.Tokens
 	Monitor  *monitor.Monitor
+	// Payments pays orders (nil without a store); the edge mounts
+	// payment.Handler(Payments, 0) on payment.PayPath.
+	Payments *payment.Service
+	jobs     *jobs // bookkeeping jobs (jobs.go)
 
 	edgeHook func(sale.Event)
 	hookMu   sync.RWMutex
@@ -127,6 +132,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		}))
 	}
 	s.Stock = engine.NewStock(s.Shards, s.Catalog, stockOpts...)
+	s.jobs = newJobs(s, roles, &o)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Redis.Timeout)
 	lerr := s.Catalog.Load(ctx)
 	cancel()
@@ -177,7 +183,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			log.Warn("no consumer lag reader", zap.Error(lerr))
 		}
 		s.Monitor = monitor.New(s.Stock, s.Store, s.Lag, cfg.Metrics.SampleInterval, log.Named("monitor"), s.Reg)
-		s.Admin = admin.New(cfg.Admin.Token, admin.Deps{Stock: s.Stock, Store: s.Store, Results: s.Results, Lag: s.Lag,
+		s.Admin = admin.New(cfg.Admin.Token, admin.Deps{Stock: s.Stock, Store: s.Store, Results: s.Results, Lag: s.Lag, Reconcile: s.jobs.reconciler(),
 			Blocklist: blocklist.NewStore(s.Shards.Default), BlocklistConfig: admin.BlocklistConfig{IPs: cfg.Edge.Blocklist.IPs, Users: cfg.Edge.Blocklist.Users}},
 			log.Named("admin"))
 		mountPages(s.Admin, s.Reg)
@@ -265,6 +271,7 @@ func (s *System) Start(l Listeners) {
 	if s.Monitor != nil {
 		run("monitor", func() error { s.Monitor.Run(ctx); return nil })
 	}
+	s.jobs.start()
 }
 
 // Errors reports parts that stopped on their own.
@@ -302,6 +309,7 @@ func (s *System) Shutdown(ctx context.Context) error {
 		errs = append(errs, s.Consumer.Close())
 	}
 	s.wg.Wait()
+	s.jobs.stop()
 	s.close()
 	return errors.Join(errs...)
 }

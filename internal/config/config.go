@@ -8,6 +8,7 @@ import (
 	"seckill/edge"
 	"seckill/engine"
 	"seckill/internal/obs"
+	"seckill/internal/reconcile"
 	"seckill/internal/shard"
 	"seckill/internal/store"
 	"seckill/internal/token"
@@ -27,6 +28,10 @@ type Config struct {
 	Order    Order           `yaml:"order"`
 	Dev      Dev             `yaml:"dev"`
 	Metrics  Metrics         `yaml:"metrics"`
+	// Reconcile holds the bookkeeping jobs: reconciler, orphan sweeper,
+	// Redis watcher (and whether this process runs them and the
+	// unpaid-order closer).
+	Reconcile reconcile.Config `yaml:"reconcile"`
 }
 
 // Metrics configures the sampled gauges (internal/monitor).
@@ -81,6 +86,8 @@ func Default() Config {
 		Order:    Order{PayTimeout: 15 * time.Minute},
 		Dev:      Dev{DataDir: "data", Demo: true, Partitions: 4},
 		Metrics:  Metrics{SampleInterval: time.Second},
+
+		Reconcile: reconcile.DefaultConfig(),
 	}
 }
 
@@ -96,7 +103,7 @@ func Load(path string) (Config, error) {
 
 // Validate checks every section.
 func (c *Config) Validate() error {
-	for _, v := range []interface{ Validate() error }{&c.Redis, &c.Engine, &c.Edge, &c.Consumer, &c.Store, &c.Token} {
+	for _, v := range []interface{ Validate() error }{&c.Redis, &c.Engine, &c.Edge, &c.Consumer, &c.Store, &c.Token, &c.Reconcile} {
 		if err := v.Validate(); err != nil {
 			return err
 		}
@@ -112,6 +119,10 @@ func (c *Config) Validate() error {
 	}
 	if c.Dev.Partitions <= 0 {
 		return errors.New("dev.partitions must be positive")
+	}
+	// An occupancy younger than this may still have its message in flight.
+	if c.Reconcile.OrphanGrace <= c.Engine.OccupyTimeout+c.Engine.Kafka.SendTimeout {
+		return errors.New("reconcile.orphan_grace must exceed engine.occupy_timeout + engine.kafka.send_timeout")
 	}
 	return nil
 }

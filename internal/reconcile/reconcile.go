@@ -143,8 +143,7 @@ type Reconciler struct {
 	runMu   sync.Mutex
 	sweepMu sync.Mutex
 	watchMu sync.Mutex
-	acts    []sale.Activity // the watcher's cached activity list
-	actsAt  time.Time
+	missing map[[2]int64]bool // SKUs the last Watch found missing
 }
 
 // Option is a test seam.

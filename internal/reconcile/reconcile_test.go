@@ -375,7 +375,11 @@ func TestInjectedDriftIsFoundAndOnlySafeKindsRepaired(t *testing.T) {
 			t.Errorf("orphan's request log %+v %v", l, err)
 		}
 
-		// The watcher writes 505 back from the database.
+		// The watcher writes 505 back from the database once it found it
+		// missing twice in a row.
+		if n, err := rc.Watch(ctx); err != nil || n != 0 {
+			t.Fatalf("first watch: %d %v", n, err)
+		}
 		if n, err := rc.Watch(ctx); err != nil || n != 1 {
 			t.Fatalf("watch: %d %v", n, err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -29,23 +28,26 @@ import (
 // refuses (FAIL SOLD_OUT, never an oversell) and the reconciler reports
 // and settles.
 //
-// It also puts back catalog entries the default Redis lost. It returns how
-// many SKUs it rebuilt.
+// A SKU is rebuilt when two checks in a row find it missing (so at most
+// one watch interval late): an activity being created is written to the
+// database a moment before Redis. It also puts back catalog entries the
+// default Redis lost. It returns how many SKUs it rebuilt.
 func (r *Reconciler) Watch(ctx context.Context) (int, error) {
 	r.watchMu.Lock()
 	defer r.watchMu.Unlock()
 	now := r.now()
-	if r.acts == nil || now.Sub(r.actsAt) > 5*time.Second {
-		acts, err := r.st.Activities(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("watch: %w", err)
-		}
-		r.acts, r.actsAt = acts, now
+	// Read every time: three small queries, and an activity created a
+	// moment ago is watched at once.
+	acts, err := r.st.Activities(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("watch: %w", err)
 	}
 	n := 0
 	c := r.stock.Shards().Default
-	for i := range r.acts {
-		a := &r.acts[i]
+	missing := map[[2]int64]bool{}
+	defer func() { r.missing = missing }()
+	for i := range acts {
+		a := &acts[i]
 		if !a.End.After(now) {
 			continue
 		}
@@ -56,6 +58,14 @@ func (r *Reconciler) Watch(ctx context.Context) (int, error) {
 				return n, fmt.Errorf("watch: %w", err)
 			}
 			if led.Present {
+				continue
+			}
+			// Missing at two checks in a row: a SKU whose activity is
+			// being created (database first, Redis a moment later) is not
+			// a loss.
+			key := [2]int64{a.ID, k.ID}
+			missing[key] = true
+			if !r.missing[key] {
 				continue
 			}
 			sn, refs, err := r.st.Ledger(ctx, a.ID, k.ID)
