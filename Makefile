@@ -15,7 +15,7 @@ BIN       := bin/seckill
 FUZZTIME  ?= 10s
 TESTFLAGS ?= -race -count=1 -timeout 12m
 
-.PHONY: all deps build run test bench lint clean
+.PHONY: all deps build run test bench lint clean chaos
 
 all: build
 
@@ -53,6 +53,28 @@ test:
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg" || exit $$?; \
 	done; \
 	echo "== make test: all passed"
+
+# The fault-injection suite (e2e/chaos, DESIGN §8) with its long scenarios
+# (SECKILL_CHAOS=1), on real processes and one throwaway MariaDB; then one
+# line per scenario. CHAOS_RUN narrows it to a go test -run pattern.
+CHAOS_RUN ?= .
+chaos:
+	@scripts/deps.sh
+	@set -u -o pipefail; \
+	state=$$(mktemp "$${TMPDIR:-/tmp}/seckill-make-chaos.XXXXXX"); \
+	table=$$(mktemp "$${TMPDIR:-/tmp}/seckill-chaos-table.XXXXXX"); \
+	export SECKILL_MARIADB_STATE=$$state; \
+	trap 'scripts/mariadb-test.sh stop; rm -f "$$state" "$$table"' EXIT; \
+	trap 'exit 130' INT TERM; \
+	dsn=$$(scripts/mariadb-test.sh start) || exit 1; \
+	export SECKILL_TEST_MYSQL_DSN=$$dsn SECKILL_CHAOS=1 SECKILL_CHAOS_TABLE=$$table; \
+	echo "== go test -count=1 -v -run '$(CHAOS_RUN)' ./e2e/chaos/ (SECKILL_CHAOS=1)"; \
+	$(GO) test -count=1 -v -timeout 30m -run '$(CHAOS_RUN)' ./e2e/chaos/; status=$$?; \
+	echo; echo "== make chaos, $$(date -u '+%Y-%m-%d %H:%M UTC'): one line per scenario"; \
+	echo "| scenario | sent | accepted | orders | stock left | held | reconciler | invariants |"; \
+	echo "|---|---:|---:|---:|---|---:|---|---|"; \
+	cat "$$table"; \
+	exit $$status
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
