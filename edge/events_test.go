@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,6 +45,55 @@ func TestEventsReachEveryEdge(t *testing.T) {
 	}
 	if n := m.GetHistogram().GetSampleCount(); n != 2 {
 		t.Errorf("propagation samples %d, want 2", n)
+	}
+}
+
+// TestPropagationDelayBetweenTwoEdges measures, on loopback, how long a
+// sold-out and an available event take from the publisher (one edge's
+// Redis client, as the engine next to it would publish) to the flag being
+// in force on the other edge (pub/sub, parse, ristretto's buffered set or
+// the delete), in both directions between the edges. It logs the figures
+// (bench/RESULTS-propagation.md keeps them) and asserts only a generous
+// bound: timed tests do not assert speed.
+func TestPropagationDelayBetweenTwoEdges(t *testing.T) {
+	a := newEdge(t)
+	b := newEdge(t, withRedis(a.redis))
+	a.waitSubscribed()
+	b.waitSubscribed()
+	const rounds = 50
+	measure := func(from, to *edgeEnv, kind string) []time.Duration {
+		want := kind == sale.EventSoldOut
+		out := make([]time.Duration, 0, rounds)
+		for range rounds {
+			start := time.Now()
+			from.publish(sale.Event{Kind: kind, Activity: 7, SKU: 1001, At: start.UnixNano()})
+			for to.srv.soldOut(1001, 7) != want {
+				if time.Since(start) > 5*time.Second {
+					t.Fatalf("%s never reached the edge", kind)
+				}
+				time.Sleep(20 * time.Microsecond)
+			}
+			out = append(out, time.Since(start))
+			// Both edges settle before the next round.
+			waitFor(t, "both edges to agree", func() bool {
+				return from.srv.soldOut(1001, 7) == want && to.srv.soldOut(1001, 7) == want
+			})
+		}
+		return out
+	}
+	for _, dir := range []struct {
+		name     string
+		from, to *edgeEnv
+	}{{"edge a -> edge b", a, b}, {"edge b -> edge a", b, a}} {
+		for _, kind := range []string{sale.EventSoldOut, sale.EventAvailable} {
+			d := measure(dir.from, dir.to, kind)
+			slices.Sort(d)
+			p50, p95, maxD := d[len(d)/2], d[len(d)*95/100], d[len(d)-1]
+			t.Logf("propagation %-9s %s: n=%d min=%v p50=%v p95=%v max=%v", kind, dir.name, len(d), d[0], p50, p95, maxD)
+			if maxD >= time.Second {
+				t.Errorf("%s %s: %v, want well under 1s", kind, dir.name, maxD)
+			}
+		}
 	}
 }
 
