@@ -58,6 +58,14 @@ var modes = []mode{{"sqlite", false}, {"mysql", false}, {"sqlite", true}, {"mysq
 
 func startCluster(t *testing.T, m mode, opts ...Option) *cluster {
 	t.Helper()
+	return startClusterWith(t, m, nil, opts...)
+}
+
+// startClusterWith is startCluster with tweak applied to the configuration
+// last. Like configs/dev.yaml, the cluster exempts 127.0.0.1 (every test
+// client) from the per-IP limit; every other limit keeps its default.
+func startClusterWith(t *testing.T, m mode, tweak func(*config.Config), opts ...Option) *cluster {
+	t.Helper()
 	c := &cluster{redis: testenv.StartRedis(t), hot: testenv.StartRedis(t), kafka: testenv.StartKafka(t, 4), driver: m.driver}
 	cfg := config.Default()
 	cfg.Log.Format = "console"
@@ -74,6 +82,10 @@ func startCluster(t *testing.T, m mode, opts ...Option) *cluster {
 		cfg.Store.DSN = testenv.MySQL(t)
 	}
 	c.storeDB = cfg.Store.DSN
+	cfg.Edge.Rate.IPExempt = []string{"127.0.0.0/8"}
+	if tweak != nil {
+		tweak(&cfg)
+	}
 	log := zaptest.NewLogger(t)
 	if m.sidecar {
 		cfg.Engine.Listen = "unix://" + t.TempDir() + "/engine.sock"
