@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -153,15 +152,13 @@ dispatch:
 	return r
 }
 
-var orderAnswers atomic.Int64
-
 // attempt sends one purchase and records the answer in a.
 func (s *System) attempt(a *attempt) {
 	a.Sent = time.Now()
 	body := []byte(fmt.Sprintf(`{"activityId":%d,"skuId":%d,"quantity":1}`, activityID, a.SKU))
 	st, b, err := s.do("POST", s.url("/api/v1/flash-sale/order"), a.User, body, nil)
 	a.Took = time.Since(a.Sent)
-	orderAnswers.Add(1)
+	s.answers.Add(1)
 	if err != nil {
 		a.Err = err.Error()
 		return
@@ -206,11 +203,14 @@ func (s *System) buyWithFault(l LoadSpec, f faultPlan) (*Run, []string) {
 		timeline = append(timeline, fmt.Sprintf(format, args...))
 	}
 	start := time.Now()
+	s.answers.Store(0)
+	var injected, healed time.Time
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		time.Sleep(f.At)
-		note("%6.2fs inject: %s (answers so far %d)", time.Since(start).Seconds(), f.Name, orderAnswers.Load())
+		injected = time.Now()
+		note("%6.2fs inject: %s (answers so far %d)", time.Since(start).Seconds(), f.Name, s.answers.Load())
 		if err := f.Inject(); err != nil {
 			mu.Lock()
 			errs = append(errs, fmt.Errorf("inject %s: %w", f.Name, err))
@@ -228,11 +228,35 @@ func (s *System) buyWithFault(l LoadSpec, f faultPlan) (*Run, []string) {
 			errs = append(errs, fmt.Errorf("heal %s: %w", f.Name, err))
 			mu.Unlock()
 		}
+		healed = time.Now()
 		note("%6.2fs healed", time.Since(start).Seconds())
 	}()
 	run := s.buy(ctx, l)
 	note("%6.2fs crowd done: %d sent, %d accepted", time.Since(start).Seconds(), run.sent(), run.accepted())
 	<-done
+	// The fault must hit a sale in progress: buyers accepted before it,
+	// stock left when it struck.
+	var before, during, after int
+	for _, a := range run.Attempts {
+		if a.Status != 200 {
+			continue
+		}
+		switch {
+		case a.Sent.Add(a.Took).Before(injected):
+			before++
+		case !healed.IsZero() && a.Sent.After(healed):
+			after++
+		default:
+			during++
+		}
+	}
+	note("accepted: %d before the fault, %d while it lasted, %d after it healed", before, during, after)
+	if before == 0 {
+		errs = append(errs, fmt.Errorf("nothing was accepted before the fault (%s): it did not hit a sale in progress", run.summary()))
+	}
+	if total := s.stockTotal(); before >= total && total > 0 {
+		errs = append(errs, fmt.Errorf("the sale sold out (%d units) before the fault struck", total))
+	}
 	for _, err := range errs {
 		s.t.Error(err)
 	}
