@@ -31,6 +31,11 @@ commands:
   request REQUEST_NO                  the story of one ticket
   reconcile [--repair]                run reconciliation now
   lag                                 consumer lag per partition
+  blocklist                           IP and user blocklists (admin API and configuration)
+  block ip ADDRESS|CIDR               refuse an address or network at every edge (403)
+  block user USER_ID                  refuse a user at every edge (403)
+  unblock ip ADDRESS|CIDR             lift an admin API block of an address or network
+  unblock user USER_ID                lift an admin API block of a user
 `
 
 // runAdmin is `seckill admin`: one call of the admin API per command.
@@ -127,6 +132,31 @@ func runAdmin(args []string, out io.Writer) error {
 		}
 	case "lag":
 		method, path = "GET", "/admin/v1/lag"
+	case "blocklist":
+		method, path, render = "GET", "/admin/v1/blocklist", renderBlocklist
+	case "block", "unblock":
+		if err := need(2); err != nil {
+			return err
+		}
+		method = "PUT"
+		if a[0] == "unblock" {
+			method = "DELETE"
+		}
+		switch a[1] {
+		case "ip":
+			if strings.ContainsAny(a[2], " ?#") {
+				return fmt.Errorf("%s ip: %q is not an address or CIDR prefix", a[0], a[2])
+			}
+			path = "/admin/v1/blocklist/ips/" + a[2]
+		case "user":
+			if _, err := strconv.ParseInt(a[2], 10, 64); err != nil {
+				return fmt.Errorf("%s user: %q is not a user id", a[0], a[2])
+			}
+			path = "/admin/v1/blocklist/users/" + a[2]
+		default:
+			return fmt.Errorf("%s takes ip or user, not %q; see seckill admin help", a[0], a[1])
+		}
+		render = renderBlock
 	default:
 		return fmt.Errorf("unknown admin command %q; see seckill admin help", a[0])
 	}
@@ -251,4 +281,63 @@ func renderActivities(b []byte, out io.Writer) error {
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%v\t%s\n", a.ID, a.State, a.StartS, a.EndS, a.RequireToken, strings.Join(skus, " "))
 	}
 	return w.Flush()
+}
+
+func renderBlocklist(b []byte, out io.Writer) error {
+	var v struct {
+		IPs        []string `json:"ips"`
+		Users      []int64  `json:"users"`
+		Configured struct {
+			IPs   []string `json:"ips"`
+			Users []int64  `json:"users"`
+		} `json:"configured"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "KIND\tENTRY\tSOURCE")
+	for _, ip := range v.IPs {
+		fmt.Fprintf(w, "ip\t%s\tadmin\n", ip)
+	}
+	for _, ip := range v.Configured.IPs {
+		fmt.Fprintf(w, "ip\t%s\tconfig\n", ip)
+	}
+	for _, u := range v.Users {
+		fmt.Fprintf(w, "user\t%d\tadmin\n", u)
+	}
+	for _, u := range v.Configured.Users {
+		fmt.Fprintf(w, "user\t%d\tconfig\n", u)
+	}
+	return w.Flush()
+}
+
+func renderBlock(b []byte, out io.Writer) error {
+	var v struct {
+		IP      string `json:"ip"`
+		User    int64  `json:"user"`
+		Blocked bool   `json:"blocked"`
+		Changed bool   `json:"changed"`
+		Note    string `json:"note"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	what := "ip " + v.IP
+	if v.IP == "" {
+		what = "user " + strconv.FormatInt(v.User, 10)
+	}
+	state := "blocked"
+	if !v.Blocked {
+		state = "not blocked"
+	}
+	change := " (no change)"
+	if v.Changed {
+		change = ""
+	}
+	fmt.Fprintf(out, "%s: %s%s\n", what, state, change)
+	if v.Note != "" {
+		fmt.Fprintf(out, "note: %s\n", v.Note)
+	}
+	return nil
 }

@@ -120,6 +120,56 @@ func TestDevAndAdminCLI(t *testing.T) {
 		t.Fatalf("stock of the new activity:\n%s", out)
 	}
 
+	// Blocklists: a blocked user is refused at the edge at once, and buys
+	// again once unblocked.
+	buy := func(user string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", "http://"+pub+"/api/v1/flash-sale/order", strings.NewReader(`{"skuId":1001,"quantity":1}`))
+		req.Header.Set("X-User-Id", user)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	waitStatus := func(user string, want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for got := buy(user); got != want; got = buy(user) {
+			if time.Now().After(deadline) {
+				t.Fatalf("user %s: %d, want %d", user, got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if out := mustAdmin("block", "user", "4242"); !strings.Contains(out, "user 4242: blocked") {
+		t.Fatalf("block user:\n%s", out)
+	}
+	waitStatus("4242", 403)
+	if out := mustAdmin("block", "ip", "203.0.113.9/24"); !strings.Contains(out, "ip 203.0.113.0/24: blocked") {
+		t.Fatalf("block ip:\n%s", out)
+	}
+	if out := mustAdmin("blocklist"); !strings.Contains(out, "4242") || !strings.Contains(out, "203.0.113.0/24") || !strings.Contains(out, "admin") {
+		t.Fatalf("blocklist:\n%s", out)
+	}
+	if out := mustAdmin("--json", "blocklist"); !strings.Contains(out, `"203.0.113.0/24"`) {
+		t.Fatalf("blocklist --json:\n%s", out)
+	}
+	if out := mustAdmin("unblock", "ip", "203.0.113.0/24"); !strings.Contains(out, "not blocked") {
+		t.Fatalf("unblock ip:\n%s", out)
+	}
+	if out := mustAdmin("unblock", "user", "4242"); !strings.Contains(out, "user 4242: not blocked") {
+		t.Fatalf("unblock user:\n%s", out)
+	}
+	waitStatus("4242", 200)
+	if _, err := admin("block", "host", "x"); err == nil {
+		t.Fatal("block host must fail")
+	}
+	if _, err := admin("block", "ip", "not-an-ip"); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Fatalf("block ip not-an-ip: %v, want the API's 400", err)
+	}
+
 	// A wrong token is refused, and the CLI says so.
 	var out bytes.Buffer
 	if err := runAdmin([]string{"--addr", "http://" + adm, "--token", "wrong", "stock", "1"}, &out); err == nil || !strings.Contains(err.Error(), "401") {
@@ -165,6 +215,7 @@ func waitHTTP(t *testing.T, url string, exited chan error, logs *bytes.Buffer) {
 		}
 		select {
 		case err := <-exited:
+			exited <- err // for the cleanup, which waits on it
 			t.Fatalf("seckill dev exited early: %v\n%s", err, logs.String())
 		default:
 		}
