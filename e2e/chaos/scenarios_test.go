@@ -197,7 +197,16 @@ func TestDatabaseUnreachable(t *testing.T) {
 		Name: "cut MariaDB off for 10s", At: 2 * time.Second,
 		Inject: func() error { s.proxy.partition(); return nil },
 		HealAt: 12 * time.Second,
-		Heal:   func() error { s.proxy.healNow(); return nil },
+		Heal: func() error {
+			// Tickets kept coming and piled up in Kafka meanwhile.
+			n, err := s.lag()
+			s.t.Logf("consumer lag after 10s without a database: %d (%v)", n, err)
+			s.proxy.healNow()
+			if err == nil && n == 0 {
+				return fmt.Errorf("no messages waited for the database: the outage did not meet arriving messages")
+			}
+			return err
+		},
 	})
 	sc.finish(run)
 }
@@ -214,6 +223,25 @@ func TestEdgeRestarted(t *testing.T) {
 		Name: "SIGTERM the edge and start it again", At: 3 * time.Second,
 		Inject: func() error { s.Edge.kill(syscall.SIGTERM); return s.lastExit(s.Edge) },
 		HealAt: 3 * time.Second,
+		Heal:   func() error { return s.restart(s.Edge, s.waitEdge) },
+	})
+	sc.finish(run)
+}
+
+// TestEdgeKilled: the edge with its in-process engine is SIGKILLed under
+// load — occupancies it took may never reach Kafka (the orphan sweeper must
+// give them back) and tickets Kafka acked may never be answered — and
+// started again.
+func TestEdgeKilled(t *testing.T) {
+	long(t)
+	sc := newScenario(t, Options{})
+	load, skus := crowd()
+	sc.open(skus)
+	s := sc.s
+	run, _ := s.buyWithFault(load, faultPlan{
+		Name: "SIGKILL the edge (in-process engine) and start it again", At: 3 * time.Second,
+		Inject: func() error { s.Edge.kill(syscall.SIGKILL); return nil },
+		HealAt: 4 * time.Second,
 		Heal:   func() error { return s.restart(s.Edge, s.waitEdge) },
 	})
 	sc.finish(run)
