@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fasthttp/router"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -170,6 +171,13 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		if s.Tokens.CanIssue() {
 			eopts = append(eopts, edge.WithTokenIssuer(s.Tokens))
 		}
+		res, pay := s.Results, s.Payments
+		eopts = append(eopts, edge.WithRoutes(func(r *router.Router) {
+			mountBuyerPages(r, res)
+			if pay != nil {
+				r.POST(payment.PayPath, payment.Handler(pay, 0))
+			}
+		}))
 		eopts = append(eopts, o.edgeOpts...)
 		if s.Edge, err = edge.New(cfg.Edge, s.Engine, s.Catalog, s.Results, s.Shards.Default, log.Named("edge"), s.Reg, eopts...); err != nil {
 			return nil, err

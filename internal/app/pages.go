@@ -15,8 +15,8 @@ import (
 // need the token like every admin route.
 func mountPages(a *admin.Server, g prometheus.Gatherer) {
 	r := a.Router()
-	r.GET("/admin/ui", func(ctx *fasthttp.RequestCtx) { ctx.Redirect("/admin/ui/", fasthttp.StatusFound) })
-	r.GET("/admin/ui/{file?}", web.OnCall)
+	r.GET("/admin/ui", web.OnCall) // the page; its assets below
+	r.GET("/admin/ui/{file}", web.OnCall)
 	r.GET("/admin/v1/counters", web.Counters(g))
 	a.ServePublic("/admin/ui")
 }
@@ -24,7 +24,8 @@ func mountPages(a *admin.Server, g prometheus.Gatherer) {
 // mountBuyerPages puts the buyer page and the result stream on the public
 // router.
 func mountBuyerPages(r *router.Router, res *results.Store) {
-	r.GET("/", func(ctx *fasthttp.RequestCtx) { ctx.Redirect("/sale/", fasthttp.StatusFound) })
-	r.GET("/sale/{file?}", web.Buyer)
+	r.GET("/", func(ctx *fasthttp.RequestCtx) { ctx.Redirect("/sale", fasthttp.StatusFound) })
+	r.GET("/sale", web.Buyer) // the page; its assets below
+	r.GET("/sale/{file}", web.Buyer)
 	r.GET("/api/v1/flash-sale/result/{requestNo}/events", web.ResultEvents{Results: res}.Handle)
 }

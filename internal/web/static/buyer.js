@@ -10,7 +10,7 @@
   let view = null;      // last activity view
   let offset = 0;       // server time - local time, ms
   let busy = false;     // a purchase is in flight
-  let ticket = null;
+  const tickets = {};   // sku -> requestNo held by this buyer
 
   const userInput = $("user");
   userInput.value = params.get("user") || sessionStorage.getItem("seckill.user") || String(1 + Math.floor(Math.random() * 1e9));
@@ -62,8 +62,8 @@
       el.querySelector(".price").textContent = `¥${s.price}`;
       el.querySelector(".limit").textContent = `limit ${s.limitPerUser} per buyer`;
       const b = el.querySelector("button");
-      b.disabled = s.soldOut || !open || busy || ticket !== null;
-      b.textContent = s.soldOut ? "Sold out" : open ? "Buy now" : "Not open";
+      b.disabled = s.soldOut || !open || busy || tickets[s.id] !== undefined;
+      b.textContent = s.soldOut ? "Sold out" : tickets[s.id] ? "Ticket held" : open ? "Buy now" : "Not open";
       el.dataset.soldout = s.soldOut ? "true" : "false";
     }
   }
@@ -93,11 +93,11 @@
       });
       const a = await r.json();
       if (r.status === 200 || (r.status === 409 && a.requestNo)) {
-        ticket = a.requestNo;
+        tickets[sku] = a.requestNo;
         $("ticket-card").hidden = false;
-        $("ticket").textContent = ticket;
+        $("ticket").textContent = a.requestNo;
         showResult({ code: "QUEUING" });
-        follow(ticket);
+        follow(a.requestNo);
       } else {
         $("error").textContent = `${a.code}: ${a.message || ""}`;
         if (a.code === "SOLD_OUT") loadView();

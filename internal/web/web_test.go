@@ -1,0 +1,126 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"seckill/internal/results"
+	"seckill/internal/sale"
+	"seckill/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func serve(t *testing.T, res *results.Store) string {
+	t.Helper()
+	r := router.New()
+	r.GET("/api/v1/flash-sale/result/{requestNo}/events", ResultEvents{Results: res, Poll: 20 * time.Millisecond, MaxWait: 3 * time.Second}.Handle)
+	r.GET("/sale", Buyer)
+	r.GET("/sale/{file}", Buyer)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: r.Handler}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	return "http://" + ln.Addr().String()
+}
+
+func get(t *testing.T, url string, user string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if user != "" {
+		req.Header.Set("X-User-Id", user)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func TestResultStreamFollowsTheTicketToItsEnd(t *testing.T) {
+	r := testenv.StartRedis(t)
+	res := results.New(r.Client(t), time.Hour)
+	base := serve(t, res)
+	ctx := context.Background()
+	q := results.Entry{RequestNo: "42", Activity: 1, SKU: 1001, Owner: 7, State: sale.ResultQueuing}
+	if err := res.Write(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	resp := get(t, base+"/api/v1/flash-sale/result/42/events", "7")
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("stream answered %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		s := q
+		s.State, s.OrderNo = sale.ResultSuccess, "O42"
+		_ = res.Write(ctx, s)
+	}()
+	sc := bufio.NewScanner(resp.Body)
+	var data []string
+	for sc.Scan() {
+		if l := sc.Text(); strings.HasPrefix(l, "data: ") {
+			data = append(data, l[6:])
+		}
+	}
+	if len(data) != 2 || !strings.Contains(data[0], `"QUEUING"`) || !strings.Contains(data[1], `"SUCCESS"`) || !strings.Contains(data[1], `"O42"`) {
+		t.Fatalf("events %q, want QUEUING then SUCCESS with the order, then the end of the stream", data)
+	}
+}
+
+func TestResultStreamIsOwnerOnly(t *testing.T) {
+	r := testenv.StartRedis(t)
+	res := results.New(r.Client(t), time.Hour)
+	base := serve(t, res)
+	if err := res.Write(context.Background(), results.Entry{RequestNo: "42", Owner: 7, State: sale.ResultFail, Code: sale.FailBusy}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, user, rn string
+		status         int
+	}{
+		{"another user gets not found", "8", "42", 404},
+		{"an unknown ticket is not found", "7", "43", 404},
+		{"no user is unauthorized", "", "42", 401},
+		{"the owner gets the final answer", "7", "42", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := get(t, base+"/api/v1/flash-sale/result/"+tc.rn+"/events", tc.user)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			if tc.status == 200 {
+				b, _ := io.ReadAll(resp.Body)
+				if !strings.Contains(string(b), `"reason":"BUSY"`) {
+					t.Fatalf("body %s", b)
+				}
+			}
+		})
+	}
+}
+
+func TestBuyerAssetsAreCacheable(t *testing.T) {
+	base := serve(t, nil)
+	for _, p := range []string{"/sale", "/sale/buyer.js", "/sale/style.css"} {
+		resp := get(t, base+p, "")
+		if resp.StatusCode != 200 || resp.Header.Get("Cache-Control") != "public, max-age=60" {
+			t.Fatalf("%s: %d %q", p, resp.StatusCode, resp.Header.Get("Cache-Control"))
+		}
+	}
+	if resp := get(t, base+"/sale/oncall.js", ""); resp.StatusCode != 404 {
+		t.Fatalf("the on-call script must not be served on the public listener: %d", resp.StatusCode)
+	}
+}
