@@ -102,12 +102,19 @@ type Cents int64
 
 // String formats c as "12.34".
 func (c Cents) String() string {
-	neg := ""
+	var b [24]byte
+	return string(c.Append(b[:0]))
+}
+
+// Append appends c as String writes it ("12.30", "-0.05") to dst.
+func (c Cents) Append(dst []byte) []byte {
 	v := int64(c)
 	if v < 0 {
-		neg, v = "-", -v
+		dst = append(dst, '-')
+		v = -v
 	}
-	return fmt.Sprintf("%s%d.%02d", neg, v/100, v%100)
+	dst = strconv.AppendInt(dst, v/100, 10)
+	return append(dst, '.', byte('0'+v%100/10), byte('0'+v%10))
 }
 
 // ParseCents parses "12", "12.3" or "12.34".
