@@ -97,7 +97,7 @@ type Batcher struct {
 	timeout time.Duration
 	queues  sync.Map // skuKey -> *skuQueue
 	calls   sync.Pool
-	onBatch func(n int) // test seam: the size of each script call
+	onBatch func(n int) // the size of each script call (metrics, tests)
 }
 
 type skuKey struct{ activity, sku int64 }
@@ -286,9 +286,11 @@ type occupyFunc func(ctx context.Context, a *sale.Activity, sku *sale.SKU, user 
 
 // newOccupy picks the engine's occupy: group commit when engine.batch is
 // enabled (the default), else one script call per buyer.
-func newOccupy(cfg Config, stock *Stock) occupyFunc {
+func newOccupy(cfg Config, stock *Stock, m *metrics) occupyFunc {
 	if !cfg.Batch.Enabled {
 		return stock.Occupy
 	}
-	return NewBatcher(stock, cfg.Batch, cfg.OccupyTimeout).Occupy
+	b := NewBatcher(stock, cfg.Batch, cfg.OccupyTimeout)
+	b.onBatch = func(n int) { m.batch.Observe(float64(n)) }
+	return b.Occupy
 }

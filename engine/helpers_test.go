@@ -27,7 +27,7 @@ type rig struct {
 	events   chan sale.Event
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
 	t.Helper()
 	r := &rig{def: testenv.StartRedis(t), hot: testenv.StartRedis(t), events: make(chan sale.Event, 1024)}
 	cfg := shard.DefaultConfig()
@@ -72,7 +72,7 @@ func activity(id, sku, stock int64, hot bool) sale.Activity {
 		SKUs: []sale.SKU{{ID: sku, Stock: stock, Price: 9900, LimitPerUser: 1, Hot: hot}}}
 }
 
-func (r *rig) preheat(t *testing.T, a sale.Activity) (*sale.Activity, *sale.SKU) {
+func (r *rig) preheat(t testing.TB, a sale.Activity) (*sale.Activity, *sale.SKU) {
 	t.Helper()
 	if err := r.stock.Preheat(context.Background(), a); err != nil {
 		t.Fatalf("preheat: %v", err)
@@ -93,7 +93,7 @@ func (r *rig) counts(t *testing.T, a, sku int64) Counts {
 	return c
 }
 
-func newLocal(t *testing.T, r *rig, brokers []string, opts ...Option) *Local {
+func newLocal(t testing.TB, r *rig, brokers []string, opts ...Option) *Local {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Kafka.Brokers = brokers

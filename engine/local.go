@@ -59,7 +59,7 @@ func New(cfg Config, stock *Stock, res *results.Store, log *zap.Logger, reg prom
 	}
 	e := &Local{cfg: cfg, stock: stock, prod: prod, res: res, ids: sale.NewRequestNos(cfg.Node), log: log, m: newMetrics(reg), now: time.Now}
 	e.bufs.New = func() any { b := make([]byte, 0, 256); return &b }
-	e.occupy = newOccupy(cfg, stock)
+	e.occupy = newOccupy(cfg, stock, e.m)
 	for i, s := range []string{"default", "hot"} {
 		e.hotLbl[i].lua = e.m.lua.WithLabelValues(s)
 		e.hotLbl[i].errors = e.m.luaErrors.WithLabelValues(s)

@@ -13,6 +13,7 @@ import (
 //	seckill_engine_produce_seconds             wait for the broker's ack
 //	seckill_engine_produce_errors_total        sends that failed or timed out
 //	seckill_engine_releases_total{outcome}     compensations: released, not_held, claimed, error
+//	seckill_engine_occupy_batch_buyers         buyers per group-commit occupy script call
 type metrics struct {
 	occupy      *prometheus.CounterVec
 	lua         *prometheus.HistogramVec
@@ -20,6 +21,7 @@ type metrics struct {
 	produce     prometheus.Histogram
 	produceErrs prometheus.Counter
 	releases    *prometheus.CounterVec
+	batch       prometheus.Histogram
 }
 
 var occupyCodes = []string{"ok", "not_open", "ended", "sold_out", "duplicate", "over_limit", "error"}
@@ -40,6 +42,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "seckill_engine_produce_errors_total", Help: "Order messages that failed or timed out."}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_engine_releases_total", Help: "Compensating releases by outcome."}, []string{"outcome"}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "seckill_engine_occupy_batch_buyers", Help: "Buyers per group-commit occupy script call.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}}),
 	}
 	for _, c := range occupyCodes {
 		m.occupy.WithLabelValues(c)
@@ -52,7 +57,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.releases.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(m.occupy, m.lua, m.luaErrors, m.produce, m.produceErrs, m.releases)
+		reg.MustRegister(m.occupy, m.lua, m.luaErrors, m.produce, m.produceErrs, m.releases, m.batch)
 	}
 	return m
 }

@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"seckill/internal/testenv"
+)
+
+// Engine micro-benchmarks against real servers (redis-server, the embedded
+// Kafka-protocol broker). Load numbers come from bench/ (make bench); these
+// track the cost and allocations of one call and how group commit scales.
+// Buyers are distinct across iterations, on a SKU whose stock outlasts the
+// run, so every call takes the accept path.
+
+const benchStock = 1 << 40
+
+// BenchmarkStockOccupy is one occupy.lua call per buyer, one at a time.
+func BenchmarkStockOccupy(b *testing.B) {
+	r := newRig(b)
+	a, k := r.preheat(b, activity(1, 1001, benchStock, true))
+	ctx := context.Background()
+	var u int64
+	b.ReportAllocs()
+	for b.Loop() {
+		u++
+		if res, err := r.stock.Occupy(ctx, a, k, u, "rn", 1); err != nil || res.Code != CodeOK {
+			b.Fatal(res, err)
+		}
+	}
+}
+
+// benchmarkOccupyBatch is one occupy_batch.lua call for n buyers at a time;
+// buyers/s is what one shard connection sustains call after call.
+func benchmarkOccupyBatch(b *testing.B, n int) {
+	r := newRig(b)
+	a, k := r.preheat(b, activity(1, 1001, benchStock, true))
+	ctx := context.Background()
+	buyers := make([]Buyer, n)
+	for i := range buyers {
+		buyers[i] = Buyer{RequestNo: "rn" + strconv.Itoa(i), Quantity: 1}
+	}
+	out := make([]OccupyResult, 0, n)
+	var u int64
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range buyers {
+			u++
+			buyers[i].UserID = u
+		}
+		var err error
+		if out, err = r.stock.OccupyBatch(ctx, a, k, buyers, out[:0]); err != nil || out[n-1].Code != CodeOK {
+			b.Fatal(out, err)
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "buyers/s")
+}
+
+func BenchmarkStockOccupyBatch1(b *testing.B)   { benchmarkOccupyBatch(b, 1) }
+func BenchmarkStockOccupyBatch16(b *testing.B)  { benchmarkOccupyBatch(b, 16) }
+func BenchmarkStockOccupyBatch128(b *testing.B) { benchmarkOccupyBatch(b, 128) }
+func BenchmarkStockOccupyBatch512(b *testing.B) { benchmarkOccupyBatch(b, 512) }
+
+// benchmarkCrowd runs, per iteration, a crowd of n concurrent buyers through
+// occupy and waits for all of them: the shape of a flash sale's burst.
+// buyers/s compares one script call per buyer with group commit.
+func benchmarkCrowd(b *testing.B, n int, occupy occupyFunc, r *rig) {
+	a, k := r.preheat(b, activity(1, 1001, benchStock, true))
+	ctx := context.Background()
+	var u atomic.Int64
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	for b.Loop() {
+		for range n {
+			wg.Go(func() {
+				if res, err := occupy(ctx, a, k, u.Add(1), "rn", 1); err != nil || res.Code != CodeOK {
+					b.Error(res, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "buyers/s")
+}
+
+func BenchmarkCrowd256Single(b *testing.B) {
+	r := newRig(b)
+	benchmarkCrowd(b, 256, r.stock.Occupy, r)
+}
+
+func BenchmarkCrowd256Batched(b *testing.B) {
+	r := newRig(b)
+	benchmarkCrowd(b, 256, NewBatcher(r.stock, DefaultConfig().Batch, time.Second).Occupy, r)
+}
+
+// BenchmarkLocalOccupy is the whole in-process accept path for one buyer at
+// a time: occupy, QUEUING result, produce and wait for the broker's ack.
+func BenchmarkLocalOccupy(b *testing.B) {
+	r := newRig(b)
+	k := testenv.StartKafka(b, 1)
+	e := newLocal(b, r, k.Addrs)
+	r.preheat(b, activity(1, 1001, benchStock, true))
+	ctx := context.Background()
+	var u int64
+	b.ReportAllocs()
+	for b.Loop() {
+		u++
+		if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: u, Quantity: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLocalCrowd256 is the accept path for a crowd of 256 concurrent
+// buyers per iteration (group commit and producer batches both fill up).
+func BenchmarkLocalCrowd256(b *testing.B) {
+	r := newRig(b)
+	k := testenv.StartKafka(b, 1)
+	e := newLocal(b, r, k.Addrs)
+	r.preheat(b, activity(1, 1001, benchStock, true))
+	ctx := context.Background()
+	var u atomic.Int64
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	for b.Loop() {
+		for range 256 {
+			wg.Go(func() {
+				if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: u.Add(1), Quantity: 1}); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(float64(b.N*256)/b.Elapsed().Seconds(), "buyers/s")
+}
