@@ -422,6 +422,7 @@ func (r *report) failed() []string {
 func (s *System) checkInvariants(run *Run, skus map[int64]int64) *report {
 	s.t.Helper()
 	rep := &report{Stock: map[int64]int64{}}
+	rep.Verdicts = append(rep.Verdicts, s.expects...)
 	b, err := s.readBooks(run, skus)
 	if err != nil {
 		s.t.Fatalf("read the books: %v", err)
@@ -714,6 +715,8 @@ func record(t interface {
 		inv = "FAILED"
 		if f := rep.failed(); len(f) > 0 {
 			inv += " (" + strings.Join(head(f, 3), "; ") + ")"
+		} else {
+			inv += " (see the test log)"
 		}
 	}
 	skus := make([]int64, 0, len(rep.Stock))

@@ -98,6 +98,7 @@ type System struct {
 	procs               []*proc
 	answers             atomic.Int64 // purchase answers since the crowd started
 	initial             int64        // units on sale (stockTotal)
+	expects             []verdict    // scenario preconditions, reported with the invariants
 	// sweeper: the code has an orphan sweeper (reconcile.orphan_grace), so
 	// no occupancy may hold stock without an order at quiescence.
 	sweeper bool
@@ -503,3 +504,9 @@ func setPresent(b []byte, set map[string]any) ([]byte, map[string]bool, error) {
 
 // stockTotal is the units on sale in the activity last preheated.
 func (s *System) stockTotal() int { return int(s.initial) }
+
+// expect records a scenario's own condition: it is reported (and fails the
+// test) with the invariants, so the table names it.
+func (s *System) expect(name string, ok bool, format string, args ...any) {
+	s.expects = append(s.expects, verdict{Name: name, OK: ok, Ran: true, Detail: fmt.Sprintf(format, args...)})
+}

@@ -251,12 +251,9 @@ func (s *System) buyWithFault(l LoadSpec, f faultPlan) (*Run, []string) {
 		}
 	}
 	note("accepted: %d before the fault, %d while it lasted, %d after it healed", before, during, after)
-	if before == 0 {
-		errs = append(errs, fmt.Errorf("nothing was accepted before the fault (%s): it did not hit a sale in progress", run.summary()))
-	}
-	if total := s.stockTotal(); before >= total && total > 0 {
-		errs = append(errs, fmt.Errorf("the sale sold out (%d units) before the fault struck", total))
-	}
+	total := s.stockTotal()
+	s.expect("the fault hit a sale in progress", before > 0 && (total == 0 || before < total),
+		"%d accepted before the fault, %d units on sale (%s)", before, total, run.summary())
 	for _, err := range errs {
 		s.t.Error(err)
 	}
