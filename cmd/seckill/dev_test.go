@@ -122,9 +122,11 @@ func TestDevAndAdminCLI(t *testing.T) {
 
 	// Blocklists: a blocked user is refused at the edge at once, and buys
 	// again once unblocked.
-	buy := func(user string) int {
+	// post sends a purchase body; an empty object buys nothing (400) unless
+	// the user is blocked (403: the blocklist is checked first).
+	post := func(user, body string) int {
 		t.Helper()
-		req, _ := http.NewRequest("POST", "http://"+pub+"/api/v1/flash-sale/order", strings.NewReader(`{"skuId":1001,"quantity":1}`))
+		req, _ := http.NewRequest("POST", "http://"+pub+"/api/v1/flash-sale/order", strings.NewReader(body))
 		req.Header.Set("X-User-Id", user)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -136,7 +138,7 @@ func TestDevAndAdminCLI(t *testing.T) {
 	waitStatus := func(user string, want int) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
-		for got := buy(user); got != want; got = buy(user) {
+		for got := post(user, `{}`); got != want; got = post(user, `{}`) {
 			if time.Now().After(deadline) {
 				t.Fatalf("user %s: %d, want %d", user, got, want)
 			}
@@ -162,7 +164,10 @@ func TestDevAndAdminCLI(t *testing.T) {
 	if out := mustAdmin("unblock", "user", "4242"); !strings.Contains(out, "user 4242: not blocked") {
 		t.Fatalf("unblock user:\n%s", out)
 	}
-	waitStatus("4242", 200)
+	waitStatus("4242", 400)
+	if got := post("4242", `{"skuId":1001,"quantity":1}`); got != 200 {
+		t.Fatalf("user 4242 after unblock: %d, want 200", got)
+	}
 	if _, err := admin("block", "host", "x"); err == nil {
 		t.Fatal("block host must fail")
 	}
