@@ -31,6 +31,9 @@ func (s *Server) soldOut(sku, activity int64) bool {
 // buffered by ristretto and visible a moment later.
 func (s *Server) setSoldOut(sku, activity int64) {
 	s.flags.SetWithTTL(sku, soldOutFlag{epoch: s.epoch.Load(), activity: activity}, 1, s.cfg.SoldOutTTL)
+	if s.stockCheck != nil {
+		s.flagged.raise(sku, activity)
+	}
 }
 
 // HandleEvent applies an event at once: soldout raises the SKU's flag (and
@@ -58,6 +61,7 @@ func (s *Server) HandleEvent(e sale.Event) {
 	case sale.EventAvailable:
 		// Del is immediate (and ordered after any buffered Set of the
 		// same key), so a flag never outlives the stock coming back.
+		s.flagged.drop(e.SKU)
 		s.flags.Del(e.SKU)
 		s.lim.gate.Observe(e.SKU, -1)
 		s.observePropagation(e)

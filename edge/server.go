@@ -52,7 +52,10 @@ type Server struct {
 	flags *ristretto.Cache[int64, soldOutFlag] // SKU -> sold-out flag
 	views *ristretto.Cache[int64, *view]       // SKU -> view of its current activity
 	epoch atomic.Uint64                        // of sold-out flags; see soldOutFlag
-	gen   atomic.Uint64                        // of the catalog; see view
+
+	stockCheck StockCheck    // optional: re-validates raised flags (soldout.go)
+	flagged    flaggedSKUs   // the SKUs with a raised flag, for stockCheck
+	gen        atomic.Uint64 // of the catalog; see view
 
 	subscribed     atomic.Bool
 	subscribedOnce atomic.Bool
@@ -227,6 +230,10 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	go s.subscribe(s.bgCtx)
 	go s.syncClock(s.bgCtx)
 	go s.refreshBlocklist(s.bgCtx)
+	if s.stockCheck != nil {
+		s.wg.Add(1)
+		go s.checkFlags(s.bgCtx)
+	}
 	return s, nil
 }
 

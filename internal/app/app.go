@@ -171,7 +171,14 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		if s.Tokens.CanIssue() {
 			eopts = append(eopts, edge.WithTokenIssuer(s.Tokens))
 		}
-		res, pay := s.Results, s.Payments
+		res, pay, stock := s.Results, s.Payments, s.Stock
+		eopts = append(eopts, edge.WithStockCheck(func(ctx context.Context, a, k int64) (bool, error) {
+			n, err := stock.Counts(ctx, a, k)
+			if err != nil || n.Remaining <= 0 {
+				return err == nil, err
+			}
+			return stock.SoldOutMarked(ctx, a, k)
+		}))
 		eopts = append(eopts, edge.WithRoutes(func(r *router.Router) {
 			mountBuyerPages(r, res)
 			if pay != nil {
