@@ -48,6 +48,10 @@ type Config struct {
 	// SoldOutTTL is how long a local sold-out flag lives without being
 	// refreshed (the fallback when an event is missed). Default 2s.
 	SoldOutTTL time.Duration `yaml:"soldout_ttl"`
+	// AccessLogEvery samples the access log: one request in this many is
+	// logged at info (with its answer, which names the requestNo); 0 logs
+	// none. Default 1000.
+	AccessLogEvery int `yaml:"access_log_every"`
 	// RefreshInterval reloads the activity catalog. Default 2s.
 	RefreshInterval time.Duration `yaml:"refresh_interval"`
 	// ViewTTL bounds how long a cached per-SKU activity view is reused
@@ -117,6 +121,7 @@ func DefaultConfig() Config {
 		WriteTimeout:      5 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		SoldOutTTL:        2 * time.Second,
+		AccessLogEvery:    1000,
 		RefreshInterval:   2 * time.Second,
 		ViewTTL:           time.Second,
 		ClockSyncInterval: 5 * time.Second,
@@ -147,6 +152,8 @@ func (c *Config) Validate() error {
 		return errors.New("edge.max_conns_per_ip must not be negative")
 	case c.ReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0:
 		return errors.New("edge.read_timeout, edge.write_timeout and edge.idle_timeout must be positive")
+	case c.AccessLogEvery < 0:
+		return errors.New("edge.access_log_every must not be negative")
 	case c.SoldOutTTL <= 0:
 		return errors.New("edge.soldout_ttl must be positive")
 	case c.RefreshInterval <= 0:

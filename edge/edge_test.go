@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"seckill/engine"
@@ -112,11 +113,13 @@ type envConfig struct {
 	redis *testenv.Redis
 	clock bool // WithClock(testClock); default true
 	acts  []sale.Activity
+	log   *zap.Logger // default zaptest
 }
 
 func withConfig(f func(*Config)) envOption { return func(c *envConfig) { f(&c.cfg) } }
 func withOptions(o ...Option) envOption    { return func(c *envConfig) { c.opts = append(c.opts, o...) } }
 func withRedis(r *testenv.Redis) envOption { return func(c *envConfig) { c.redis = r } }
+func withLogger(l *zap.Logger) envOption   { return func(c *envConfig) { c.log = l } }
 
 // withActivities puts more activities before the edge starts (a Put racing
 // the edge's first catalog load could be overwritten by it).
@@ -163,7 +166,11 @@ func newEdge(t testing.TB, opts ...envOption) *edgeEnv {
 	if ec.clock {
 		all = append([]Option{WithClock(e.clock.now)}, all...)
 	}
-	srv, err := New(ec.cfg, e.eng, e.cat, e.res, e.rdb, zaptest.NewLogger(t), e.reg, all...)
+	log := ec.log
+	if log == nil {
+		log = zaptest.NewLogger(t)
+	}
+	srv, err := New(ec.cfg, e.eng, e.cat, e.res, e.rdb, log, e.reg, all...)
 	if err != nil {
 		t.Fatalf("edge.New: %v", err)
 	}

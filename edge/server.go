@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sync"
@@ -341,11 +342,21 @@ func (s *Server) routes() (_ fasthttp.RequestHandler, err error) {
 	}, nil
 }
 
-// instrument counts and times every answer of a route.
+// instrument counts and times every answer of a route, and writes the
+// sampled access log: one request in edge.access_log_every gets an info
+// line (never every request: at tens of thousands per second a log line
+// each would cost more than the answer).
 func (s *Server) instrument(route int, h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
 		h(ctx)
-		s.m.observe(route, ctx.Response.StatusCode(), time.Since(start))
+		took := time.Since(start)
+		s.m.observe(route, ctx.Response.StatusCode(), took)
+		if n := s.cfg.AccessLogEvery; n > 0 && rand.Uint32N(uint32(n)) == 0 {
+			s.log.Info("access (sampled)", zap.ByteString("method", ctx.Method()), zap.ByteString("path", ctx.Path()),
+				zap.Int("status", ctx.Response.StatusCode()), zap.Duration("took", took),
+				zap.ByteString("userId", ctx.Request.Header.Peek("X-User-Id")), zap.String("remote", ctx.RemoteIP().String()),
+				zap.ByteString("answer", ctx.Response.Body()))
+		}
 	}
 }
