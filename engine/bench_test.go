@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"seckill/internal/sale"
 	"seckill/internal/testenv"
 )
 
@@ -138,3 +139,42 @@ func BenchmarkLocalCrowd256(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*256)/b.Elapsed().Seconds(), "buyers/s")
 }
+
+// benchmarkClaim256 claims a consumer batch of 256 tickets of one hot SKU
+// per iteration: one script call per ticket (concurrently, as the consumer
+// does) or one ClaimBatch.
+func benchmarkClaim256(b *testing.B, batched bool) {
+	r := newRig(b)
+	a, k := r.preheat(b, activity(1, 1001, benchStock, true))
+	ctx := context.Background()
+	msgs := make([]*sale.Message, 256)
+	for i := range msgs {
+		rn := "rn" + strconv.Itoa(i)
+		if _, err := r.stock.Occupy(ctx, a, k, int64(i+1), rn, 1); err != nil {
+			b.Fatal(err)
+		}
+		msgs[i] = &sale.Message{RequestNo: rn, ActivityID: 1, SKUID: 1001, UserID: int64(i + 1), Quantity: 1}
+	}
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	for b.Loop() {
+		if batched {
+			if _, err := r.stock.ClaimBatch(ctx, msgs); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
+		for _, m := range msgs {
+			wg.Go(func() {
+				if _, err := r.stock.Claim(ctx, m); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(float64(b.N*256)/b.Elapsed().Seconds(), "tickets/s")
+}
+
+func BenchmarkClaim256PerTicket(b *testing.B) { benchmarkClaim256(b, false) }
+func BenchmarkClaim256Batch(b *testing.B)     { benchmarkClaim256(b, true) }

@@ -30,3 +30,9 @@ var Restock string
 //
 //go:embed occupy_batch.lua
 var OccupyBatch string
+
+// ClaimBatch marks n tickets of one SKU as becoming orders in one call: see
+// claim_batch.lua.
+//
+//go:embed claim_batch.lua
+var ClaimBatch string
