@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"time"
 
 	"seckill/engine"
@@ -76,7 +77,11 @@ func runEngine(args []string) error {
 	if err != nil {
 		return err
 	}
-	return serveUntilSignal(sys, app.Listeners{Sidecar: ln}, 30*time.Second)
+	mln, err := metricsListener(cfg.Metrics.Listen)
+	if err != nil {
+		return err
+	}
+	return serveUntilSignal(sys, app.Listeners{Sidecar: ln, Metrics: mln}, 30*time.Second)
 }
 
 // runConsumer is `seckill consumer`.
@@ -94,5 +99,17 @@ func runConsumer(args []string) error {
 	if err != nil {
 		return err
 	}
-	return serveUntilSignal(sys, app.Listeners{}, 30*time.Second)
+	mln, err := metricsListener(cfg.Metrics.Listen)
+	if err != nil {
+		return err
+	}
+	return serveUntilSignal(sys, app.Listeners{Metrics: mln}, 30*time.Second)
+}
+
+// metricsListener opens metrics.listen, if set.
+func metricsListener(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	return listen(addr)
 }

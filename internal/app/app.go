@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/fasthttp/router"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
 	"seckill/consumer"
@@ -252,6 +254,9 @@ type Listeners struct {
 	Edge    net.Listener
 	Admin   net.Listener
 	Sidecar net.Listener
+	// Metrics serves /metrics for processes without an edge (the consumer,
+	// the engine sidecar); the edge serves /metrics itself.
+	Metrics net.Listener
 }
 
 // Start runs the parts in the background. Errors of a part that stops on
@@ -285,6 +290,16 @@ func (s *System) Start(l Listeners) {
 	}
 	if s.Monitor != nil {
 		run("monitor", func() error { s.Monitor.Run(ctx); return nil })
+	}
+	if l.Metrics != nil {
+		srv := &http.Server{Handler: promhttp.HandlerFor(s.Reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		run("metrics", func() error {
+			if err := srv.Serve(l.Metrics); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+		go func() { <-ctx.Done(); _ = srv.Close() }()
 	}
 	s.jobs.start()
 }

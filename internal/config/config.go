@@ -39,6 +39,10 @@ type Metrics struct {
 	// SampleInterval is how often per-SKU stock and consumer lag are
 	// sampled. Default 1s.
 	SampleInterval time.Duration `yaml:"sample_interval"`
+	// Listen serves /metrics for `seckill consumer` and `seckill engine`,
+	// which have no public listener (the edge serves /metrics on its own).
+	// Empty: none.
+	Listen string `yaml:"listen"`
 }
 
 // Admin is the on-call listener.
