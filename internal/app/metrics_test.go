@@ -1,8 +1,11 @@
 package app
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -58,5 +61,41 @@ func TestEveryDocumentedSignalIsOnMetricsFromTheStart(t *testing.T) {
 		if !strings.Contains(body, series) {
 			t.Errorf("series %s missing before any traffic", series)
 		}
+	}
+}
+
+// TestDashboardUsesOnlyDocumentedMetrics keeps configs/grafana-dashboard.json
+// in step with the metric names.
+func TestDashboardUsesOnlyDocumentedMetrics(t *testing.T) {
+	b, err := os.ReadFile("../../configs/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, n := range documentedMetrics {
+		known[n] = true
+	}
+	re := regexp.MustCompile(`seckill_[a-z_]+`)
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, n := range re.FindAllString(tg.Expr, -1) {
+				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")
+				if !known[base] {
+					t.Errorf("panel %q uses %s, which is not a documented metric", p.Title, n)
+				}
+			}
+		}
+	}
+	if len(d.Panels) < 10 {
+		t.Fatalf("%d panels", len(d.Panels))
 	}
 }
