@@ -2,7 +2,8 @@
 #
 #   make run    installs what is missing, builds, starts `seckill dev`
 #   make test   go vet, race tests against one shared MariaDB, short fuzz runs
-#   make bench  Go micro-benchmarks; the wrk load harness lives in bench/
+#   make bench  Go micro-benchmarks (benchstat against the last run), then the
+#               wrk load harness in bench/harness (see bench/README.md)
 
 GO ?= go
 # A fresh shell may not have the toolchain on PATH yet.
@@ -76,9 +77,36 @@ chaos:
 	cat "$$table"; \
 	exit $$status
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
-	@echo "Load tests (wrk against a running system) live in bench/: see bench/README.md."
+# make bench: Go micro-benchmarks (-benchmem, $(BENCHCOUNT) runs each) into
+# $(BENCHOUT)/go-bench.txt, compared with the previous run's file by benchstat
+# (installed on first use), then the wrk load harness (bench/harness: builds
+# and starts the system and its references on 127.0.0.1, prints one table,
+# stops everything it started). HARNESSFLAGS passes flags to the harness,
+# e.g. HARNESSFLAGS='-d 5s -bigc 0'.
+BENCHOUT     ?= bench/out
+BENCHCOUNT   ?= 5
+BENCHTIME    ?= 1s
+HARNESSFLAGS ?=
+
+bench: deps
+	@set -u -o pipefail; mkdir -p $(BENCHOUT); \
+	new=$(BENCHOUT)/go-bench.txt; old=$(BENCHOUT)/go-bench.prev.txt; \
+	if [ -s $$new ]; then mv $$new $$old; fi; \
+	echo "== go test -bench . -benchmem -count $(BENCHCOUNT) ./... > $$new"; \
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./... | tee $$new || exit $$?; \
+	if [ -s $$old ]; then \
+		bs=$$(command -v benchstat || echo "$$($(GO) env GOPATH)/bin/benchstat"); \
+		if [ ! -x "$$bs" ]; then \
+			echo "== installing benchstat"; \
+			$(GO) install golang.org/x/perf/cmd/benchstat@latest || exit $$?; \
+		fi; \
+		echo "== benchstat $$old $$new"; \
+		"$$bs" $$old $$new || exit $$?; \
+	else \
+		echo "== no previous $$old: benchstat compares from the next make bench on"; \
+	fi; \
+	echo "== load harness: go run ./bench/harness -out $(BENCHOUT) $(HARNESSFLAGS)"; \
+	$(GO) run ./bench/harness -out $(BENCHOUT) $(HARNESSFLAGS)
 
 lint:
 	$(GO) vet ./...
