@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -55,6 +56,14 @@ func (s *System) quiesce(run *Run, d time.Duration) {
 		if time.Now().After(deadline) {
 			s.t.Logf("NOT quiescent after %v: lag %d (%v), %d accepted tickets without a final answer (e.g. %v), %d units held without an order",
 				d, lagN, lagErr, len(pending), head(pending, 5), held)
+			// What were the consumers doing? SIGQUIT makes a Go process
+			// write every goroutine's stack to its log, then exit.
+			for _, p := range s.consumers {
+				if p.running() {
+					p.stopWithin(syscall.SIGQUIT, 5*time.Second)
+					s.t.Logf("%s (not quiescent) was sent SIGQUIT: its goroutines are in %s", p.name, p.logPath)
+				}
+			}
 			return
 		}
 		time.Sleep(300 * time.Millisecond)
