@@ -455,7 +455,7 @@ func testSlowClients(t *testing.T, s *System) {
 		}()
 	}
 	wg.Wait()
-	if len(fails) > 0 || worst > time.Second {
+	if len(fails) > 0 || worst > 2*time.Second {
 		t.Errorf("buyers next to %d slow clients: slowest answer %v, %d not accepted %v", slow, worst, len(fails), head(fails, 3))
 	} else {
 		t.Logf("200 buyers next to %d slow clients: all accepted, slowest answer %v", slow, worst)
