@@ -30,8 +30,11 @@ type Local struct {
 	fault  func(stage string) error
 	reqlog RequestLog // nil: no request log (see reqlog.go)
 	closed atomic.Bool
-	bufs   sync.Pool
-	hotLbl [2]struct {
+	// lastReload is when a catalog miss last reloaded the catalog (unix
+	// nanos).
+	lastReload atomic.Int64
+	bufs       sync.Pool
+	hotLbl     [2]struct {
 		lua    prometheus.Observer
 		errors prometheus.Counter
 	}
@@ -78,7 +81,7 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	if e.closed.Load() {
 		return Ticket{Remaining: -1}, fmt.Errorf("%w: engine is shutting down", ErrBusy)
 	}
-	a, sku, err := e.resolve(r)
+	a, sku, err := e.resolve(ctx, r)
 	if err != nil {
 		return Ticket{Remaining: -1}, err
 	}
@@ -116,20 +119,42 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	return t, nil
 }
 
-func (e *Local) resolve(r *Request) (*sale.Activity, *sale.SKU, error) {
-	cat := e.stock.Catalog()
-	if r.ActivityID != 0 {
-		a, k, ok := cat.Lookup(r.ActivityID, r.SKUID)
-		if !ok {
-			return nil, nil, ErrUnknownSKU
-		}
-		return a, k, nil
+func (e *Local) resolve(ctx context.Context, r *Request) (*sale.Activity, *sale.SKU, error) {
+	a, k, ok := e.lookup(r)
+	if !ok && e.reloadCatalog(ctx) {
+		// The edge knew the SKU (it filters unknown ones), so this catalog
+		// is the stale one: an activity created since the last refresh.
+		a, k, ok = e.lookup(r)
 	}
-	a, k, ok := cat.Current(r.SKUID, e.now())
 	if !ok {
 		return nil, nil, ErrUnknownSKU
 	}
 	return a, k, nil
+}
+
+func (e *Local) lookup(r *Request) (*sale.Activity, *sale.SKU, bool) {
+	cat := e.stock.Catalog()
+	if r.ActivityID != 0 {
+		return cat.Lookup(r.ActivityID, r.SKUID)
+	}
+	return cat.Current(r.SKUID, e.now())
+}
+
+// catalogReloadGap spaces the reloads a miss triggers, so a flood of
+// unknown SKUs costs Redis at most one catalog read per gap.
+const catalogReloadGap = 250 * time.Millisecond
+
+// reloadCatalog reloads the catalog unless one was reloaded within the gap
+// (then the caller's miss stands). It reports whether it reloaded.
+func (e *Local) reloadCatalog(ctx context.Context) bool {
+	now := time.Now().UnixNano()
+	last := e.lastReload.Load()
+	if now-last < int64(catalogReloadGap) || !e.lastReload.CompareAndSwap(last, now) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.OccupyTimeout)
+	defer cancel()
+	return e.stock.Catalog().Load(ctx) == nil
 }
 
 // queue records the QUEUING result, produces the message and waits for the

@@ -219,6 +219,11 @@ func (s *System) forwardEvent(e sale.Event) {
 	if m != nil {
 		m.HandleEvent(e)
 	}
+	if e.Kind == sale.EventActivity && s.jobs != nil && s.jobs.recon != nil {
+		if a, ok := s.Catalog.Activity(e.Activity); ok {
+			s.jobs.recon.KnowActivity(a)
+		}
+	}
 }
 
 // ready is the edge's readiness beyond its own Redis check: the store and,
@@ -291,6 +296,12 @@ func (s *System) Start(l Listeners) {
 	if s.Monitor != nil {
 		run("monitor", func() error { s.Monitor.Run(ctx); return nil })
 	}
+	if s.Edge == nil {
+		// The edge refreshes the shared catalog; a process without one (the
+		// engine sidecar, the consumer) keeps its own copy fresh, so an
+		// activity created after it started sells at once.
+		run("catalog refresh", func() error { s.refreshCatalog(ctx); return nil })
+	}
 	if l.Metrics != nil {
 		srv := &http.Server{Handler: promhttp.HandlerFor(s.Reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 		run("metrics", func() error {
@@ -302,6 +313,25 @@ func (s *System) Start(l Listeners) {
 		go func() { <-ctx.Done(); _ = srv.Close() }()
 	}
 	s.jobs.start()
+}
+
+// refreshCatalog reloads the catalog every edge.refresh_interval until ctx
+// ends.
+func (s *System) refreshCatalog(ctx context.Context) {
+	t := time.NewTicker(s.Cfg.Edge.RefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		lctx, cancel := context.WithTimeout(ctx, s.Cfg.Redis.Timeout)
+		if err := s.Catalog.Load(lctx); err != nil && ctx.Err() == nil {
+			s.Log.Debug("catalog refresh failed; retried next period", zap.Error(err))
+		}
+		cancel()
+	}
 }
 
 // Errors reports parts that stopped on their own.

@@ -174,6 +174,10 @@ func (r *Reconciler) Know(ctx context.Context) error {
 	return nil
 }
 
+// KnowActivity creates the drift series of a's SKUs (an activity created
+// or changed after start).
+func (r *Reconciler) KnowActivity(a *sale.Activity) { r.m.know([]sale.Activity{*a}) }
+
 // consumedThrough asks Kafka; the zero time when it cannot tell.
 func (r *Reconciler) consumedThrough(ctx context.Context) (time.Time, error) {
 	if r.through == nil {
