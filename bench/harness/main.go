@@ -226,7 +226,7 @@ func run(o options) error {
 	if r.accept, err = runWrk(out, "a-accept", std(url, fmt.Sprint(acceptSKU), "1000000000000")); err != nil {
 		return err
 	}
-	r.acceptCPU, r.acceptAllocs = prof()
+	r.acceptProf = prof()
 	sys.accepted[acceptKey] += r.accept.Codes["200"]
 	sys.unseen[acceptKey] += r.accept.unanswered()
 	logf("(a) done; waiting for the consumer to drain the backlog")
@@ -240,7 +240,7 @@ func run(o options) error {
 	if r.reject, err = runWrk(out, "b-reject", std(url, fmt.Sprint(soldOutSKU), "2000000000000")); err != nil {
 		return err
 	}
-	r.rejectCPU, r.rejectAllocs = prof()
+	r.rejectProf = prof()
 	sys.accepted[skuKey{benchActivity, soldOutSKU}] += r.reject.Codes["200"]
 	sys.unseen[skuKey{benchActivity, soldOutSKU}] += r.reject.unanswered()
 
@@ -320,19 +320,17 @@ func run(o options) error {
 }
 
 // startProfile takes profiles in the middle of a run of o.dur; the returned
-// func waits for them and answers their top lists.
-func (r *report) startProfile(sys *system, out, name string, o options) func() (string, string) {
+// func waits for them.
+func (r *report) startProfile(sys *system, out, name string, o options) func() profiled {
 	if o.profile <= 0 || o.profile >= o.dur {
-		return func() (string, string) { return "", "" }
+		return func() profiled { return profiled{} }
 	}
-	type tops struct{ cpu, allocs string }
-	ch := make(chan tops, 1)
+	ch := make(chan profiled, 1)
 	go func() {
 		time.Sleep((o.dur - o.profile) / 2)
-		c, a := sys.profile(out, name, int(o.profile/time.Second))
-		ch <- tops{c, a}
+		ch <- sys.profile(out, name, int(o.profile/time.Second))
 	}()
-	return func() (string, string) { t := <-ch; return t.cpu, t.allocs }
+	return func() profiled { return <-ch }
 }
 
 // machine describes where the run happened.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -273,9 +274,28 @@ func (s *system) check() check {
 	return c
 }
 
+// profiled is what one profile window showed.
+type profiled struct {
+	cpuTop, allocTop string
+	consumerCPU      float64 // CPU seconds in seckill/consumer during the window
+	orders           int64   // orders that landed during the window
+}
+
+// consumerRowsPerCPUSecond is the consumer's cost per order turned into a
+// capacity: orders it could write with one core, at this window's cost.
+func (p profiled) consumerRowsPerCPUSecond() float64 {
+	if p.consumerCPU <= 0 {
+		return 0
+	}
+	return float64(p.orders) / p.consumerCPU
+}
+
+var reShowing = regexp.MustCompile(`Showing nodes accounting for ([\d.]+)(ms|s)`)
+
 // profile fetches a CPU profile of secs seconds and a heap-allocation
-// delta over the same window, and writes `go tool pprof -top` of both.
-func (s *system) profile(out, name string, secs int) (cpuTop, allocTop string) {
+// delta over the same window, writes `go tool pprof -top` of both, and
+// measures the consumer's CPU per order landed in the window.
+func (s *system) profile(out, name string, secs int) (p profiled) {
 	get := func(path, file string) error {
 		resp, err := http.Get("http://" + s.pprof + path)
 		if err != nil {
@@ -292,9 +312,13 @@ func (s *system) profile(out, name string, secs int) (cpuTop, allocTop string) {
 	}
 	base := filepath.Join(out, name)
 	_ = get("/debug/pprof/allocs", base+".allocs0.pb.gz")
+	orders0, _, _ := s.ordered(demoActivity, benchActivity)
 	if err := get("/debug/pprof/profile?seconds="+strconv.Itoa(secs), base+".cpu.pb.gz"); err != nil {
-		return "cpu profile: " + err.Error(), ""
+		p.cpuTop = "cpu profile: " + err.Error()
+		return p
 	}
+	orders1, _, _ := s.ordered(demoActivity, benchActivity)
+	p.orders = orders1 - orders0
 	_ = get("/debug/pprof/allocs", base+".allocs1.pb.gz")
 	top := func(args ...string) string {
 		b, err := exec.Command("go", append([]string{"tool", "pprof", "-top"}, args...)...).CombinedOutput()
@@ -303,9 +327,16 @@ func (s *system) profile(out, name string, secs int) (cpuTop, allocTop string) {
 		}
 		return string(b)
 	}
-	cpuTop = top("-nodecount=35", s.bin, base+".cpu.pb.gz")
-	allocTop = top("-nodecount=30", "-sample_index=alloc_objects", "-base", base+".allocs0.pb.gz", s.bin, base+".allocs1.pb.gz")
-	_ = os.WriteFile(base+".cpu.top.txt", []byte(cpuTop), 0o644)
-	_ = os.WriteFile(base+".allocs.top.txt", []byte(allocTop), 0o644)
-	return cpuTop, allocTop
+	p.cpuTop = top("-nodecount=35", s.bin, base+".cpu.pb.gz")
+	p.allocTop = top("-nodecount=30", "-sample_index=alloc_objects", "-base", base+".allocs0.pb.gz", s.bin, base+".allocs1.pb.gz")
+	_ = os.WriteFile(base+".cpu.top.txt", []byte(p.cpuTop), 0o644)
+	_ = os.WriteFile(base+".allocs.top.txt", []byte(p.allocTop), 0o644)
+	if m := reShowing.FindStringSubmatch(top("-nodecount=1000000", "-nodefraction=0", "-focus=^seckill/consumer\\.", s.bin, base+".cpu.pb.gz")); m != nil {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		if m[2] == "ms" {
+			v /= 1000
+		}
+		p.consumerCPU = v
+	}
+	return p
 }
