@@ -84,7 +84,7 @@ chaos:
 # stops everything it started). HARNESSFLAGS passes flags to the harness,
 # e.g. HARNESSFLAGS='-d 5s -bigc 0'.
 BENCHOUT     ?= bench/out
-BENCHCOUNT   ?= 5
+BENCHCOUNT   ?= 6
 BENCHTIME    ?= 1s
 HARNESSFLAGS ?=
 

@@ -44,17 +44,22 @@ func (r *report) render() string {
 	o := r.opts
 	fmt.Fprintf(&b, "\n## seckill bench — %s\n\n", r.started.UTC().Format(time.RFC1123))
 	b.WriteString(machine())
-	fmt.Fprintf(&b, "- wrk -t%d -c%d -d%v --latency, all on 127.0.0.1; system: seckill dev --config %s\n\n", o.threads, o.conns, o.dur, o.config)
+	fmt.Fprintf(&b, "- wrk -t%d -c%d -d%v --latency, all on 127.0.0.1; system: seckill dev --config %s\n", o.threads, o.conns, o.dur, o.config)
+	b.WriteString("- vs bare: against the mean of the bare runs at the start and at the end\n\n")
 
 	b.WriteString("| run | conns | req/s | p50 | p99 | answers | vs bare | vs EVALSHA | vs sync |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
+	// The bare reference runs first and last; "vs bare" is against the
+	// mean of both, which evens out a machine that drifts during the run.
+	bareRPS := (r.bare.RPS + r.bare2.RPS) / 2
+	bareP99 := (r.bare.P99 + r.bare2.P99) / 2
 	row := func(name string, conns int, w wrkResult) {
 		vsSync := "-"
 		if r.syncRun {
 			vsSync = ratio(w.RPS, r.sync.RPS)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %s |\n", name, conns, w.RPS, ms(w.P50), ms(w.P99),
-			w.codesString(), ratio(w.RPS, r.bare.RPS), ratio(w.RPS, r.evalsha.RPS), vsSync)
+			w.codesString(), ratio(w.RPS, bareRPS), ratio(w.RPS, r.evalsha.RPS), vsSync)
 	}
 	row("ref: bare fasthttp", o.conns, r.bare)
 	row("ref: fasthttp + 1 EVALSHA occupy/req", o.conns, r.evalsha)
@@ -100,12 +105,12 @@ func (r *report) render() string {
 		fmt.Fprintf(&b, "- %s: %s\n", mark, fmt.Sprintf(f, a...))
 	}
 	target(r.accept.RPS >= r.evalsha.RPS, "accept ≥ 1.0× EVALSHA reference — %s", ratio(r.accept.RPS, r.evalsha.RPS))
-	target(r.reject.RPS >= 0.9*r.bare.RPS, "reject ≥ 0.9× bare — %s", ratio(r.reject.RPS, r.bare.RPS))
+	target(r.reject.RPS >= 0.9*bareRPS, "reject ≥ 0.9× bare (mean of first and last run) — %s", ratio(r.reject.RPS, bareRPS))
 	if r.syncRun {
 		target(r.accept.RPS >= 10*r.sync.RPS, "accept ≥ 10× sync baseline — %s", ratio(r.accept.RPS, r.sync.RPS))
 	}
-	target(r.accept.P99 <= 2*r.bare.P99, "p99(accept) ≤ 2× p99(bare) at -c%d — %s vs %s (%s)", o.conns, ms(r.accept.P99), ms(r.bare.P99),
-		ratio(float64(r.accept.P99), float64(r.bare.P99)))
+	target(r.accept.P99 <= 2*bareP99, "p99(accept) ≤ 2× p99(bare) at -c%d — %s vs %s (%s)", o.conns, ms(r.accept.P99), ms(bareP99),
+		ratio(float64(r.accept.P99), float64(bareP99)))
 	if r.bigRun {
 		bad := r.big.Codes["503"] + r.big.Codes["other"] + r.big.sockErrors()
 		target(bad == 0, "-c%d: no answers but 200/409/410/429 and no socket errors — %s; p99 %s", o.bigConns, r.big.codesString(), ms(r.big.P99))
