@@ -37,6 +37,33 @@ func newFlags(name string) (*flag.FlagSet, *string) {
 	return fs, path
 }
 
+// parseAndLoad parses a subcommand's flags and loads the configuration its
+// --config names; the caller applies its own flags over the result.
+func parseAndLoad(fs *flag.FlagSet, path *string, args []string) (config.Config, *zap.Logger, error) {
+	if err := fs.Parse(args); err != nil {
+		return config.Config{}, nil, err
+	}
+	return loadConfig(*path)
+}
+
+// override sets *dst to v when the flag was given.
+func override(dst *string, v string) {
+	if v != "" {
+		*dst = v
+	}
+}
+
+// startServing opens the listeners and serves sys on them until a signal.
+// If a listener cannot be opened, sys is shut down.
+func startServing(sys *app.System, open func() (app.Listeners, error)) error {
+	l, err := open()
+	if err != nil {
+		_ = sys.Shutdown(context.Background())
+		return err
+	}
+	return serveUntilSignal(sys, l, 30*time.Second)
+}
+
 // serveUntilSignal runs sys until SIGINT/SIGTERM or a part fails, then shuts
 // it down within grace.
 func serveUntilSignal(sys *app.System, l app.Listeners, grace time.Duration) error {

@@ -21,10 +21,7 @@ func runDev(args []string) error {
 	adminAddr := fs.String("admin-listen", "", "admin listener (default 127.0.0.1:8081)")
 	dataDir := fs.String("data-dir", "", "data directory (default ./data)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this loopback address (off by default)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, log, err := loadConfig(*path)
+	cfg, log, err := parseAndLoad(fs, path, args)
 	if err != nil {
 		return err
 	}
@@ -32,15 +29,9 @@ func runDev(args []string) error {
 	if err := servePprof(*pprofAddr, log); err != nil {
 		return err
 	}
-	if *listenAddr != "" {
-		cfg.Edge.Listen = *listenAddr
-	}
-	if *adminAddr != "" {
-		cfg.Admin.Listen = *adminAddr
-	}
-	if *dataDir != "" {
-		cfg.Dev.DataDir = *dataDir
-	}
+	override(&cfg.Edge.Listen, *listenAddr)
+	override(&cfg.Admin.Listen, *adminAddr)
+	override(&cfg.Dev.DataDir, *dataDir)
 	dir, err := filepath.Abs(cfg.Dev.DataDir)
 	if err != nil {
 		return err
@@ -91,13 +82,13 @@ func runDev(args []string) error {
 	}
 	edgeLn, err := listen(cfg.Edge.Listen)
 	if err != nil {
-		sys.Shutdown(context.Background())
+		_ = sys.Shutdown(context.Background())
 		return err
 	}
 	adminLn, err := listen(cfg.Admin.Listen)
 	if err != nil {
 		edgeLn.Close()
-		sys.Shutdown(context.Background())
+		_ = sys.Shutdown(context.Background())
 		return err
 	}
 	pub, adm := edgeLn.Addr().String(), adminLn.Addr().String()

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net"
-	"time"
 
 	"seckill/engine"
 	"seckill/internal/app"
@@ -16,23 +15,14 @@ func runEdge(args []string) error {
 	listenAddr := fs.String("listen", "", "public listener (edge.listen)")
 	adminAddr := fs.String("admin-listen", "", "admin listener (admin.listen)")
 	eng := fs.String("engine", "", "sidecar engine address, unix:///path.sock or tcp://host:port (edge.engine)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, log, err := loadConfig(*path)
+	cfg, log, err := parseAndLoad(fs, path, args)
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
-	if *listenAddr != "" {
-		cfg.Edge.Listen = *listenAddr
-	}
-	if *adminAddr != "" {
-		cfg.Admin.Listen = *adminAddr
-	}
-	if *eng != "" {
-		cfg.Edge.Engine = *eng
-	}
+	override(&cfg.Edge.Listen, *listenAddr)
+	override(&cfg.Admin.Listen, *adminAddr)
+	override(&cfg.Edge.Engine, *eng)
 	if cfg.Admin.Token == "" {
 		return fmt.Errorf("admin.token is empty: set SECKILL_ADMIN_TOKEN (the admin API refuses every call without it)")
 	}
@@ -40,32 +30,27 @@ func runEdge(args []string) error {
 	if err != nil {
 		return err
 	}
-	edgeLn, err := listen(cfg.Edge.Listen)
-	if err != nil {
-		return err
-	}
-	adminLn, err := listen(cfg.Admin.Listen)
-	if err != nil {
-		return err
-	}
-	return serveUntilSignal(sys, app.Listeners{Edge: edgeLn, Admin: adminLn}, 30*time.Second)
+	return startServing(sys, func() (l app.Listeners, err error) {
+		if l.Edge, err = listen(cfg.Edge.Listen); err != nil {
+			return l, err
+		}
+		if l.Admin, err = listen(cfg.Admin.Listen); err != nil {
+			l.Edge.Close()
+		}
+		return l, err
+	})
 }
 
 // runEngine is `seckill engine`: the stock engine as a sidecar.
 func runEngine(args []string) error {
 	fs, path := newFlags("engine")
 	listenAddr := fs.String("listen", "", "unix:///path.sock or tcp://host:port (engine.listen)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, log, err := loadConfig(*path)
+	cfg, log, err := parseAndLoad(fs, path, args)
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
-	if *listenAddr != "" {
-		cfg.Engine.Listen = *listenAddr
-	}
+	override(&cfg.Engine.Listen, *listenAddr)
 	if cfg.Engine.Listen == "" {
 		return fmt.Errorf("engine.listen (or --listen) is required")
 	}
@@ -73,24 +58,21 @@ func runEngine(args []string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := engine.Listen(cfg.Engine.Listen)
-	if err != nil {
-		return err
-	}
-	mln, err := metricsListener(cfg.Metrics.Listen)
-	if err != nil {
-		return err
-	}
-	return serveUntilSignal(sys, app.Listeners{Sidecar: ln, Metrics: mln}, 30*time.Second)
+	return startServing(sys, func() (l app.Listeners, err error) {
+		if l.Sidecar, err = engine.Listen(cfg.Engine.Listen); err != nil {
+			return l, err
+		}
+		if l.Metrics, err = metricsListener(cfg.Metrics.Listen); err != nil {
+			l.Sidecar.Close()
+		}
+		return l, err
+	})
 }
 
 // runConsumer is `seckill consumer`.
 func runConsumer(args []string) error {
 	fs, path := newFlags("consumer")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, log, err := loadConfig(*path)
+	cfg, log, err := parseAndLoad(fs, path, args)
 	if err != nil {
 		return err
 	}
@@ -99,11 +81,10 @@ func runConsumer(args []string) error {
 	if err != nil {
 		return err
 	}
-	mln, err := metricsListener(cfg.Metrics.Listen)
-	if err != nil {
-		return err
-	}
-	return serveUntilSignal(sys, app.Listeners{Metrics: mln}, 30*time.Second)
+	return startServing(sys, func() (l app.Listeners, err error) {
+		l.Metrics, err = metricsListener(cfg.Metrics.Listen)
+		return l, err
+	})
 }
 
 // metricsListener opens metrics.listen, if set.

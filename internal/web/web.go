@@ -48,38 +48,35 @@ func serveFile(ctx *fasthttp.RequestCtx, name, cacheControl string) {
 	ctx.SetBody(b)
 }
 
-// Buyer serves the buyer page: GET /sale/ (index) and /sale/{file}. The
-// assets carry no user data, so a CDN may cache them (one minute: a deploy
-// shows up quickly without cache busting).
-func Buyer(ctx *fasthttp.RequestCtx) {
-	name, _ := ctx.UserValue("file").(string)
-	if name == "" || name == "/" {
-		name = "buyer.html"
+// page serves the files of one page from the embedded set: index for the
+// bare path, any other listed file by name, with one cache policy.
+func page(index, cacheControl string, allowed ...string) fasthttp.RequestHandler {
+	ok := map[string]bool{index: true}
+	for _, f := range allowed {
+		ok[f] = true
 	}
-	name = path.Clean("/" + name)[1:]
-	switch name {
-	case "buyer.html", "buyer.js", "style.css":
-		serveFile(ctx, name, "public, max-age=60")
-	default:
-		ctx.SetStatusCode(fasthttp.StatusNotFound)
+	return func(ctx *fasthttp.RequestCtx) {
+		name, _ := ctx.UserValue("file").(string)
+		name = path.Clean("/" + name)[1:]
+		if name == "" {
+			name = index
+		}
+		if !ok[name] {
+			ctx.SetStatusCode(fasthttp.StatusNotFound)
+			return
+		}
+		serveFile(ctx, name, cacheControl)
 	}
 }
 
+// Buyer serves the buyer page: GET /sale (index) and /sale/{file}. The
+// assets carry no user data, so a CDN may cache them (one minute: a deploy
+// shows up quickly without cache busting).
+var Buyer = page("buyer.html", "public, max-age=60", "buyer.js", "style.css")
+
 // OnCall serves the on-call page's static shell (no data in it: every
 // number and every button goes through the admin API with the token).
-func OnCall(ctx *fasthttp.RequestCtx) {
-	name, _ := ctx.UserValue("file").(string)
-	if name == "" || name == "/" {
-		name = "oncall.html"
-	}
-	name = path.Clean("/" + name)[1:]
-	switch name {
-	case "oncall.html", "oncall.js", "style.css":
-		serveFile(ctx, name, "no-store")
-	default:
-		ctx.SetStatusCode(fasthttp.StatusNotFound)
-	}
-}
+var OnCall = page("oncall.html", "no-store", "oncall.js", "style.css")
 
 // ResultEvents streams a ticket's result as server-sent events:
 // GET /api/v1/flash-sale/result/{requestNo}/events. It sends the current
