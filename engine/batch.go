@@ -17,6 +17,12 @@ import (
 // below Lua's stack limit for unpack.
 const maxBatch = 1024
 
+// maxInFlight bounds the script calls of one SKU in flight at once. A second
+// call goes out only for a full batch: under a deep queue one call at a time
+// caps a SKU at max_size per round trip, and buyers then wait out
+// engine.occupy_timeout in the queue (503) while Redis idles between calls.
+const maxInFlight = 4
+
 var occupyBatchScript = rueidis.NewLuaScript(lua.OccupyBatch)
 
 // Buyer is one buyer of a batched occupy.
@@ -89,8 +95,10 @@ func (s *Stock) occupyBatch(ctx context.Context, a *sale.Activity, sku *sale.SKU
 // that SKU is in flight, so an idle SKU adds no wait; occupies that arrive
 // while one is in flight queue up and go out together as soon as it
 // returns, at most MaxSize per call, so batches grow with load and shrink
-// with it. Each buyer gets exactly the answer of a single occupy (the script
-// runs the buyers in arrival order). Safe for concurrent use.
+// with it. Only when a full batch is waiting does another call go out beside
+// the one in flight (at most maxInFlight). Each buyer gets exactly the
+// answer of a single occupy (a script runs its buyers in arrival order and
+// script calls are atomic). Safe for concurrent use.
 type Batcher struct {
 	stock   *Stock
 	max     int
@@ -121,17 +129,22 @@ type occupyCall struct {
 	done  chan struct{} // cap 1: the flusher never blocks on a gone caller
 }
 
-// skuQueue is one SKU's group commit. At most one script call per SKU is in
-// flight; the goroutine that finds none running becomes the flusher.
+// skuQueue is one SKU's group commit. The goroutine that finds no call in
+// flight (or a full batch waiting and fewer than maxInFlight calls out)
+// sends a batch itself and hands what queued meanwhile to a flusher.
 type skuQueue struct {
 	keys []string
 
-	mu      sync.Mutex
-	pending []*occupyCall
-	spare   []*occupyCall
-	running bool
+	mu       sync.Mutex
+	pending  []*occupyCall
+	spare    []*occupyCall
+	inFlight int  // senders: callers sending a batch, flushers
+	bufs     bool // a sender holds buf (the others allocate theirs)
+	buf      sendBuf
+}
 
-	// Owned by the running flusher.
+// sendBuf is what one script call is built in.
+type sendBuf struct {
 	buyers []Buyer
 	args   []string
 	out    []OccupyResult
@@ -155,19 +168,19 @@ func (b *Batcher) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, u
 
 	sq.mu.Lock()
 	sq.pending = append(sq.pending, c)
-	if sq.running {
-		sq.mu.Unlock()
-	} else {
-		// No call in flight: this caller sends at once, then hands any
-		// occupies that queued meanwhile to a flusher goroutine, so its own
-		// answer waits for one script call only.
-		sq.running = true
+	if sq.inFlight == 0 || len(sq.pending) >= b.max && sq.inFlight < maxInFlight {
+		// No call in flight, or a full batch waiting: this caller sends at
+		// once, then hands any occupies that queued meanwhile to a flusher
+		// goroutine, so its own answer waits for one script call only.
+		sq.inFlight++
 		batch := sq.take(b.max)
 		sq.mu.Unlock()
 		b.run(sq, batch)
 		if sq.more() {
 			go b.flush(sq)
 		}
+	} else {
+		sq.mu.Unlock()
 	}
 	select {
 	case <-c.done:
@@ -197,7 +210,7 @@ func (b *Batcher) flush(sq *skuQueue) {
 		sq.mu.Lock()
 		batch := sq.take(b.max)
 		if len(batch) == 0 {
-			sq.running = false
+			sq.inFlight--
 			sq.mu.Unlock()
 			return
 		}
@@ -221,13 +234,13 @@ func (sq *skuQueue) take(limit int) []*occupyCall {
 	return batch
 }
 
-// more reports whether occupies are waiting; if none, the queue stops
-// running. The caller that ran the first batch asks it.
+// more reports whether occupies are waiting, for a sender that finished its
+// batch: if so it stays a sender (as a flusher), else it is done.
 func (sq *skuQueue) more() bool {
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
 	if len(sq.pending) == 0 {
-		sq.running = false
+		sq.inFlight--
 		return false
 	}
 	return true
@@ -255,18 +268,25 @@ func (b *Batcher) run(sq *skuQueue, batch []*occupyCall) {
 		live = append(live, c)
 	}
 	if len(live) > 0 {
-		sq.buyers = sq.buyers[:0]
+		// The usual single sender reuses the queue's buffers; a sender
+		// beside it (a full batch under a deep queue) builds its own.
+		var buf sendBuf
+		sq.mu.Lock()
+		own := !sq.bufs
+		if own {
+			sq.bufs, buf = true, sq.buf
+		}
+		sq.mu.Unlock()
 		for _, c := range live {
-			sq.buyers = append(sq.buyers, c.buyer)
+			buf.buyers = append(buf.buyers, c.buyer)
 		}
 		if b.onBatch != nil {
 			b.onBatch(len(live))
 		}
-		sq.args = appendBatchArgs(sq.args[:0], sq.buyers)
+		buf.args = appendBatchArgs(buf.args, buf.buyers)
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-		out, err := b.stock.occupyBatch(ctx, live[0].a, live[0].sku, sq.keys, sq.buyers, sq.args, sq.out[:0])
+		out, err := b.stock.occupyBatch(ctx, live[0].a, live[0].sku, sq.keys, buf.buyers, buf.args, buf.out)
 		cancel()
-		clear(sq.args)
 		for i, c := range live {
 			if err != nil {
 				c.err = err
@@ -275,8 +295,15 @@ func (b *Batcher) run(sq *skuQueue, batch []*occupyCall) {
 			}
 			c.done <- struct{}{}
 		}
-		clear(sq.buyers)
-		sq.out = out[:0]
+		if own {
+			clear(buf.args)
+			clear(buf.buyers)
+			clear(out)
+			sq.mu.Lock()
+			sq.buf = sendBuf{buyers: buf.buyers[:0], args: buf.args[:0], out: out[:0]}
+			sq.bufs = false
+			sq.mu.Unlock()
+		}
 	}
 	sq.give(batch)
 }
