@@ -30,11 +30,9 @@ type Local struct {
 	fault  func(stage string) error
 	reqlog RequestLog // nil: no request log (see reqlog.go)
 	closed atomic.Bool
-	// lastReload is when a catalog miss last reloaded the catalog (unix
-	// nanos).
-	lastReload atomic.Int64
-	bufs       sync.Pool
-	hotLbl     [2]struct {
+	reload catalogReload // reloads of the catalog after a miss
+	bufs   sync.Pool
+	hotLbl [2]struct {
 		lua    prometheus.Observer
 		errors prometheus.Counter
 	}
@@ -121,9 +119,10 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 
 func (e *Local) resolve(ctx context.Context, r *Request) (*sale.Activity, *sale.SKU, error) {
 	a, k, ok := e.lookup(r)
-	if !ok && e.reloadCatalog(ctx) {
+	if !ok {
 		// The edge knew the SKU (it filters unknown ones), so this catalog
 		// is the stale one: an activity created since the last refresh.
+		e.reloadCatalog(ctx)
 		a, k, ok = e.lookup(r)
 	}
 	if !ok {
@@ -140,21 +139,46 @@ func (e *Local) lookup(r *Request) (*sale.Activity, *sale.SKU, bool) {
 	return cat.Current(r.SKUID, e.now())
 }
 
-// catalogReloadGap spaces the reloads a miss triggers, so a flood of
+// catalogReloadGap spaces the reloads misses trigger, so a flood of
 // unknown SKUs costs Redis at most one catalog read per gap.
 const catalogReloadGap = 250 * time.Millisecond
 
-// reloadCatalog reloads the catalog unless one was reloaded within the gap
-// (then the caller's miss stands). It reports whether it reloaded.
-func (e *Local) reloadCatalog(ctx context.Context) bool {
-	now := time.Now().UnixNano()
-	last := e.lastReload.Load()
-	if now-last < int64(catalogReloadGap) || !e.lastReload.CompareAndSwap(last, now) {
-		return false
+// catalogReload makes the callers that miss at the same moment share one
+// reload: the first starts it, the others wait for it. Only the miss path
+// takes its lock.
+type catalogReload struct {
+	mu   sync.Mutex
+	done chan struct{} // the reload in flight, nil when none
+	last time.Time     // when the last reload ended
+}
+
+// reloadCatalog reloads the catalog, or waits for the reload in flight; a
+// reload that ended within the gap counts as fresh enough.
+func (e *Local) reloadCatalog(ctx context.Context) {
+	rl := &e.reload
+	rl.mu.Lock()
+	if ch := rl.done; ch != nil {
+		rl.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.OccupyTimeout)
-	defer cancel()
-	return e.stock.Catalog().Load(ctx) == nil
+	if time.Since(rl.last) < catalogReloadGap {
+		rl.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	rl.done = ch
+	rl.mu.Unlock()
+	lctx, cancel := context.WithTimeout(context.Background(), e.cfg.OccupyTimeout)
+	_ = e.stock.Catalog().Load(lctx)
+	cancel()
+	rl.mu.Lock()
+	rl.done, rl.last = nil, time.Now()
+	rl.mu.Unlock()
+	close(ch)
 }
 
 // queue records the QUEUING result, produces the message and waits for the
