@@ -36,7 +36,7 @@ func FuzzMessageEncode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rn string, a, sku, u, q, price, at int64, trace string) {
 		m := Message{RequestNo: rn, ActivityID: a, SKUID: sku, UserID: u, Quantity: q, UnitPrice: Cents(price), AcceptedAt: at, TraceID: trace}
 		if price == math.MinInt64 {
-			t.Skip("no price is that negative")
+			return // no price is that negative (its negation overflows)
 		}
 		want, err := json.Marshal(&m)
 		if err != nil {
