@@ -17,19 +17,9 @@ import (
 // Nothing of ctx is kept after it returns: the token and requestId alias
 // the request body and die with it.
 func (s *Server) order(ctx *fasthttp.RequestCtx) {
-	// fasthttp refuses a body over MaxRequestBodySize before reading it;
-	// this covers handlers run under another server.
-	if ctx.Request.Header.ContentLength() > s.cfg.MaxBodyBytes || len(ctx.Request.Body()) > s.cfg.MaxBodyBytes {
-		s.write(ctx, ansTooLarge)
-		return
-	}
-	user, ok := s.admitUser(ctx)
-	if !ok {
-		return
-	}
 	var o order
-	if err := parseOrder(ctx.Request.Body(), &o); err != nil {
-		s.write(ctx, parseAnswer(err))
+	user, ok := s.admitBody(ctx, &o)
+	if !ok {
 		return
 	}
 
@@ -153,4 +143,25 @@ func (s *Server) warnRare(msg string, err error) {
 		return
 	}
 	s.log.Warn(msg, zap.Error(err))
+}
+
+// admitBody runs the checks every body-carrying buyer route starts with: the
+// body size, the user (header, blocklist, per-user limit), and the body's
+// parse into o. On false the answer is written.
+func (s *Server) admitBody(ctx *fasthttp.RequestCtx, o *order) (int64, bool) {
+	// fasthttp refuses a body over MaxRequestBodySize before reading it;
+	// this covers handlers run under another server.
+	if ctx.Request.Header.ContentLength() > s.cfg.MaxBodyBytes || len(ctx.Request.Body()) > s.cfg.MaxBodyBytes {
+		s.write(ctx, ansTooLarge)
+		return 0, false
+	}
+	user, ok := s.admitUser(ctx)
+	if !ok {
+		return 0, false
+	}
+	if err := parseOrder(ctx.Request.Body(), o); err != nil {
+		s.write(ctx, parseAnswer(err))
+		return 0, false
+	}
+	return user, true
 }

@@ -42,17 +42,9 @@ type TokenIssuer interface {
 // {"token":"…","expireAt":"RFC3339"}.
 func (s *Server) issueToken(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	if ctx.Request.Header.ContentLength() > s.cfg.MaxBodyBytes || len(ctx.Request.Body()) > s.cfg.MaxBodyBytes {
-		s.write(ctx, ansTooLarge)
-		return
-	}
-	user, ok := s.admitUser(ctx)
-	if !ok {
-		return
-	}
 	var o order
-	if err := parseOrder(ctx.Request.Body(), &o); err != nil {
-		s.write(ctx, parseAnswer(err))
+	user, ok := s.admitBody(ctx, &o)
+	if !ok {
 		return
 	}
 	now := s.clock.now()
