@@ -111,6 +111,15 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 	s := &System{Cfg: cfg, Log: log, Reg: obs.NewRegistry(), errs: make(chan error, 8)}
 	defer func() {
 		if err != nil {
+			if s.jobs != nil {
+				s.jobs.stop() // its request-log writer runs from New on
+			}
+			if s.Local != nil {
+				s.Local.Close()
+			}
+			if s.Consumer != nil {
+				s.Consumer.Close()
+			}
 			s.close()
 		}
 	}()
