@@ -41,6 +41,13 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 	rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
 	e, err := s.res.Read(rctx, rn)
 	cancel()
+	if errors.Is(err, results.ErrNotFound) && s.resultFallback != nil {
+		// Redis lost the result (a restart without persistence) or it
+		// expired: the database still knows how the ticket ended.
+		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
+		e, err = s.resultFallback(rctx, rn)
+		cancel()
+	}
 	switch {
 	case errors.Is(err, results.ErrNotFound):
 		s.write(ctx, ansNotFound)

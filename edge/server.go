@@ -54,9 +54,11 @@ type Server struct {
 	views *ristretto.Cache[int64, *view]       // SKU -> view of its current activity
 	epoch atomic.Uint64                        // of sold-out flags; see soldOutFlag
 
-	stockCheck StockCheck    // optional: re-validates raised flags (soldout.go)
-	flagged    flaggedSKUs   // the SKUs with a raised flag, for stockCheck
-	gen        atomic.Uint64 // of the catalog; see view
+	stockCheck StockCheck // optional: re-validates raised flags (soldout.go)
+	// resultFallback answers for results Redis lost (soldout.go).
+	resultFallback ResultFallback
+	flagged        flaggedSKUs   // the SKUs with a raised flag, for stockCheck
+	gen            atomic.Uint64 // of the catalog; see view
 
 	subscribed     atomic.Bool
 	subscribedOnce atomic.Bool

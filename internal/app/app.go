@@ -182,6 +182,9 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		if s.Tokens.CanIssue() {
 			eopts = append(eopts, edge.WithTokenIssuer(s.Tokens))
 		}
+		if s.Store != nil {
+			eopts = append(eopts, edge.WithResultFallback(resultFromStore(s.Store)))
+		}
 		res, pay, stock := s.Results, s.Payments, s.Stock
 		eopts = append(eopts, edge.WithStockCheck(func(ctx context.Context, a, k int64) (bool, error) {
 			n, err := stock.Counts(ctx, a, k)
