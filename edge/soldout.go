@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"seckill/internal/results"
 )
 
 // StockCheck reports whether a SKU of an activity is sold out as the stock
@@ -86,16 +84,4 @@ func (s *Server) checkFlags(ctx context.Context) {
 			return true
 		})
 	}
-}
-
-// ResultFallback finds a ticket's final result where Redis has none (the
-// orders database): results.ErrNotFound when it knows nothing either.
-type ResultFallback func(ctx context.Context, requestNo string) (results.Entry, error)
-
-// WithResultFallback makes the result route ask fallback when Redis has no
-// result for a ticket, so a buyer whose result Redis lost (a restart without
-// persistence) still reads how the ticket ended. Only well-formed ticket
-// numbers reach it.
-func WithResultFallback(fallback ResultFallback) Option {
-	return func(s *Server) { s.resultFallback = fallback }
 }
