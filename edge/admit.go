@@ -96,7 +96,8 @@ func (s *Server) exempt(a netip.Addr) bool {
 	return false
 }
 
-// admitUser reads X-User-Id and runs the user checks; ok false means it
+// admitUser reads X-User-Id and runs the user checks (presence, form,
+// blocklist); ok false means it
 // has answered.
 func (s *Server) admitUser(ctx *fasthttp.RequestCtx) (user int64, ok bool) {
 	user, present, valid := userID(ctx.Request.Header.Peek("X-User-Id"))
@@ -111,11 +112,19 @@ func (s *Server) admitUser(ctx *fasthttp.RequestCtx) (user int64, ok bool) {
 		s.write(ctx, ansBlockedUser)
 		return 0, false
 	}
+	return user, true
+}
+
+// admitUserRate runs the per-user limit. It comes after the checks that
+// answer from local state alone (window, sold-out flag): a crowd on a
+// sold-out SKU is turned away without each new buyer taking a limiter
+// entry. ok false means it has answered.
+func (s *Server) admitUserRate(ctx *fasthttp.RequestCtx, user int64) bool {
 	if ok, wait := s.lim.user.Allow(uint64(user)); !ok {
 		s.writeRetry(ctx, ansRateUser, wait)
-		return 0, false
+		return false
 	}
-	return user, true
+	return true
 }
 
 // admitPurchase runs the shared limits of one purchase attempt: the user ×

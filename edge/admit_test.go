@@ -108,13 +108,19 @@ func TestPerIPLimitTripsAndRecovers(t *testing.T) {
 }
 
 func TestPerUserLimitTripsAndRecovers(t *testing.T) {
-	e := newEdge(t, withConfig(func(c *Config) { c.Rate.UserPerSecond, c.Rate.UserBurst = 10, 2 }))
+	e := newEdge(t, withConfig(func(c *Config) { c.Rate.UserPerSecond, c.Rate.UserBurst = 10, 2 }), withActivities(reservedSale))
 	for range 2 {
 		mustStatus(t, e.order("5", `{"skuId":1001}`), 200, "QUEUING")
 	}
 	mustRateLimited(t, e.order("5", `{"skuId":1002}`), reasonRateUser)
-	// Token requests draw on the same budget.
-	mustRateLimited(t, e.do("POST", "/api/v1/flash-sale/token", "5", `{"skuId":2001}`), reasonRateUser)
+	// Token requests (user 5 is reserved for SKU 6001) draw on the same
+	// budget.
+	mustRateLimited(t, e.do("POST", "/api/v1/flash-sale/token", "5", `{"skuId":6001}`), reasonRateUser)
+	// Answers from local state alone come before the limit: a crowd on a
+	// sold-out SKU costs no limiter entry.
+	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1002})
+	e.srv.flags.Wait()
+	mustStatus(t, e.order("5", `{"skuId":1002}`), 410, "SOLD_OUT")
 	mustStatus(t, e.order("6", `{"skuId":1001}`), 200, "QUEUING")
 	if calls := e.eng.calls.Load(); calls != 3 {
 		t.Fatalf("engine calls %d, want 3: a limited request must not reach it", calls)

@@ -39,6 +39,9 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		s.write(ctx, ansSoldOut)
 		return
 	}
+	if !s.admitUserRate(ctx, user) {
+		return
+	}
 	if v.requireToken {
 		if s.verifier == nil || len(o.Token) == 0 {
 			s.write(ctx, ansTokenRequired)
@@ -146,8 +149,9 @@ func (s *Server) warnRare(msg string, err error) {
 }
 
 // admitBody runs the checks every body-carrying buyer route starts with: the
-// body size, the user (header, blocklist, per-user limit), and the body's
-// parse into o. On false the answer is written.
+// body size, the user (header, blocklist), and the body's parse into o. On
+// false the answer is written. The per-user limit comes later
+// (admitUserRate), after the checks that need no state of the user's.
 func (s *Server) admitBody(ctx *fasthttp.RequestCtx, o *order) (int64, bool) {
 	// fasthttp refuses a body over MaxRequestBodySize before reading it;
 	// this covers handlers run under another server.

@@ -68,7 +68,11 @@ func (s *Server) issueToken(ctx *fasthttp.RequestCtx) {
 	case s.soldOut(o.SKUID, v.activity):
 		s.write(ctx, ansSoldOut)
 		return
-	case s.issuer == nil:
+	}
+	if !s.admitUserRate(ctx, user) {
+		return
+	}
+	if s.issuer == nil {
 		s.warnRare("edge cannot issue tokens: no issuer (token.keys)", errNoIssuer)
 		s.write(ctx, ansTokenUnavailable)
 		return
