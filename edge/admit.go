@@ -97,8 +97,7 @@ func (s *Server) exempt(a netip.Addr) bool {
 }
 
 // admitUser reads X-User-Id and runs the user checks (presence, form,
-// blocklist); ok false means it
-// has answered.
+// blocklist); ok false means it has answered.
 func (s *Server) admitUser(ctx *fasthttp.RequestCtx) (user int64, ok bool) {
 	user, present, valid := userID(ctx.Request.Header.Peek("X-User-Id"))
 	switch {
