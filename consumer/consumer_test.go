@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,12 +15,11 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/engine"
-	"seckill/internal/catalog"
 	"seckill/internal/results"
 	"seckill/internal/sale"
-	"seckill/internal/shard"
 	"seckill/internal/store"
 	"seckill/internal/testenv"
+	"seckill/internal/testenv/ledgerenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -50,31 +48,15 @@ const (
 // and broker.
 func runTest(t *testing.T, fn func(t *testing.T, r *rig), opts ...store.Option) {
 	t.Helper()
-	t.Run("sqlite", func(t *testing.T) {
-		cfg := store.DefaultConfig()
-		cfg.DSN = filepath.Join(t.TempDir(), "orders.db")
-		fn(t, newRig(t, cfg, opts...))
-	})
-	t.Run("mysql", func(t *testing.T) {
-		cfg := store.DefaultConfig()
-		cfg.Driver, cfg.DSN = "mysql", testenv.MySQL(t)
-		fn(t, newRig(t, cfg, opts...))
-	})
+	ledgerenv.EachStore(t, func(t *testing.T, cfg store.Config) { fn(t, newRig(t, cfg, opts...)) })
 }
 
 func newRig(t *testing.T, scfg store.Config, opts ...store.Option) *rig {
 	t.Helper()
 	ctx := context.Background()
 	r := &rig{redis: testenv.StartRedis(t), kafka: testenv.StartKafka(t, 2)}
-	rcfg := shard.DefaultConfig()
-	rcfg.Default.Addrs = []string{r.redis.Addr}
-	shards, err := shard.Open(rcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(shards.Close)
-	r.stock = engine.NewStock(shards, catalog.New(shards.Default))
-	r.res = results.New(shards.Default, 0)
+	r.stock, r.res = ledgerenv.Stock(t, r.redis)
+	var err error
 	if r.st, err = store.Open(scfg, opts...); err != nil {
 		t.Fatal(err)
 	}

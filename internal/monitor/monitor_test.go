@@ -11,11 +11,10 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/engine"
-	"seckill/internal/catalog"
 	"seckill/internal/sale"
-	"seckill/internal/shard"
 	"seckill/internal/store"
 	"seckill/internal/testenv"
+	"seckill/internal/testenv/ledgerenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -52,13 +51,6 @@ func value(m *dto.Metric) float64 {
 
 func TestGaugesFollowTheSale(t *testing.T) {
 	r := testenv.StartRedis(t)
-	cfg := shard.DefaultConfig()
-	cfg.Default.Addrs = []string{r.Addr}
-	sh, err := shard.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sh.Close()
 	scfg := store.DefaultConfig()
 	scfg.DSN = filepath.Join(t.TempDir(), "s.db")
 	st, err := store.Open(scfg)
@@ -66,7 +58,7 @@ func TestGaugesFollowTheSale(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	stock := engine.NewStock(sh, catalog.New(sh.Default))
+	stock, _ := ledgerenv.Stock(t, r)
 	ctx := context.Background()
 	now := time.Now()
 	a := sale.Activity{ID: 3, Start: now.Add(-time.Minute), End: now.Add(time.Hour), State: sale.StateOnline,

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,12 +15,12 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/engine"
-	"seckill/internal/catalog"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/store"
 	"seckill/internal/testenv"
+	"seckill/internal/testenv/ledgerenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -41,31 +40,14 @@ const timeout = time.Minute
 
 func runTest(t *testing.T, fn func(t *testing.T, r *rig)) {
 	t.Helper()
-	t.Run("sqlite", func(t *testing.T) {
-		cfg := store.DefaultConfig()
-		cfg.DSN = filepath.Join(t.TempDir(), "orders.db")
-		fn(t, newRig(t, cfg))
-	})
-	t.Run("mysql", func(t *testing.T) {
-		cfg := store.DefaultConfig()
-		cfg.Driver, cfg.DSN = "mysql", testenv.MySQL(t)
-		fn(t, newRig(t, cfg))
-	})
+	ledgerenv.EachStore(t, func(t *testing.T, cfg store.Config) { fn(t, newRig(t, cfg)) })
 }
 
 func newRig(t *testing.T, scfg store.Config) *rig {
 	t.Helper()
 	r := &rig{redis: testenv.StartRedis(t, testenv.WithRedisArgs("--appendonly", "yes", "--appendfsync", "always"))}
-	rcfg := shard.DefaultConfig()
-	rcfg.Default.Addrs = []string{r.redis.Addr}
-	rcfg.Timeout = 500 * time.Millisecond
-	shards, err := shard.Open(rcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(shards.Close)
-	r.stock = engine.NewStock(shards, catalog.New(shards.Default))
-	r.res = results.New(shards.Default, 0)
+	r.stock, r.res = ledgerenv.Stock(t, r.redis, func(c *shard.Config) { c.Timeout = 500 * time.Millisecond })
+	var err error
 	if r.st, err = store.Open(scfg); err != nil {
 		t.Fatal(err)
 	}

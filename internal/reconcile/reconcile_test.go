@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,12 +12,11 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/engine"
-	"seckill/internal/catalog"
 	"seckill/internal/results"
 	"seckill/internal/sale"
-	"seckill/internal/shard"
 	"seckill/internal/store"
 	"seckill/internal/testenv"
+	"seckill/internal/testenv/ledgerenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -44,30 +42,20 @@ func (f *through) ConsumedThrough(context.Context) (time.Time, error) { return f
 
 func runTest(t *testing.T, fn func(t *testing.T, r *rig)) {
 	t.Helper()
-	t.Run("sqlite", func(t *testing.T) {
-		cfg := store.DefaultConfig()
-		cfg.DSN = filepath.Join(t.TempDir(), "orders.db")
-		fn(t, newRig(t, cfg, "sqlite", cfg.DSN+"?_pragma=busy_timeout(5000)"))
-	})
-	t.Run("mysql", func(t *testing.T) {
-		cfg := store.DefaultConfig()
-		cfg.Driver, cfg.DSN = "mysql", testenv.MySQL(t)
-		fn(t, newRig(t, cfg, "mysql", cfg.DSN))
+	ledgerenv.EachStore(t, func(t *testing.T, cfg store.Config) {
+		dsn := cfg.DSN
+		if cfg.Driver == "sqlite" {
+			dsn += "?_pragma=busy_timeout(5000)"
+		}
+		fn(t, newRig(t, cfg, cfg.Driver, dsn))
 	})
 }
 
 func newRig(t *testing.T, scfg store.Config, driver, dsn string) *rig {
 	t.Helper()
 	r := &rig{redis: testenv.StartRedis(t), ids: sale.NewRequestNos(7), later: time.Now().Add(time.Hour)}
-	rcfg := shard.DefaultConfig()
-	rcfg.Default.Addrs = []string{r.redis.Addr}
-	shards, err := shard.Open(rcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(shards.Close)
-	r.stock = engine.NewStock(shards, catalog.New(shards.Default))
-	r.res = results.New(shards.Default, 0)
+	r.stock, r.res = ledgerenv.Stock(t, r.redis)
+	var err error
 	if r.st, err = store.Open(scfg); err != nil {
 		t.Fatal(err)
 	}
