@@ -168,7 +168,10 @@ func parse(s string) (Claims, string, []byte, error) {
 	if dot <= 0 || dot == len(s)-1 {
 		return c, "", nil, ErrMalformed
 	}
-	enc := base64.RawURLEncoding
+	// Strict: a token has one spelling. Without it the unused low bits of
+	// the last character are ignored, so up to 16 strings decode to the
+	// same token.
+	enc := base64.RawURLEncoding.Strict()
 	pb, err := enc.DecodeString(s[:dot])
 	if err != nil {
 		return c, "", nil, ErrMalformed

@@ -63,6 +63,7 @@ func TestVerify(t *testing.T) {
 		{"another user's token is refused", fresh(), 7, 7001, 43, now, ErrMismatch},
 		{"a token for another sku is refused", fresh(), 7, 7002, 42, now, ErrMismatch},
 		{"a token for another activity is refused", fresh(), 8, 7001, 42, now, ErrMismatch},
+		{"another spelling of a good token is malformed", respelled(fresh()), 7, 7001, 42, now, ErrMalformed},
 		{"garbage is malformed", "not-a-token", 7, 7001, 42, now, ErrMalformed},
 		{"an empty token is malformed", "", 7, 7001, 42, now, ErrMalformed},
 	}
@@ -131,4 +132,12 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("config %+v should be refused", c)
 		}
 	}
+}
+
+// respelled sets an unused low bit of the token's last character: lenient
+// base64 would decode it to the same signature.
+func respelled(tok string) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, tok[len(tok)-1])
+	return tok[:len(tok)-1] + string(alphabet[last|1])
 }
