@@ -182,8 +182,10 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		if s.Tokens.CanIssue() {
 			eopts = append(eopts, edge.WithTokenIssuer(s.Tokens))
 		}
+		var fallback edge.ResultFallback
 		if s.Store != nil {
-			eopts = append(eopts, edge.WithResultFallback(resultFromStore(s.Store)))
+			fallback = resultFromStore(s.Store)
+			eopts = append(eopts, edge.WithResultFallback(fallback))
 		}
 		res, pay, stock := s.Results, s.Payments, s.Stock
 		eopts = append(eopts, edge.WithStockCheck(func(ctx context.Context, a, k int64) (bool, error) {
@@ -194,7 +196,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			return stock.SoldOutMarked(ctx, a, k)
 		}))
 		eopts = append(eopts, edge.WithRoutes(func(r *router.Router) {
-			mountBuyerPages(r, res)
+			mountBuyerPages(r, res, fallback)
 			if pay != nil {
 				r.POST(payment.PayPath, payment.Handler(pay, 0))
 			}

@@ -1,6 +1,10 @@
 package app
 
 import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +37,29 @@ func TestResultSurvivesRedisLosingIt(t *testing.T) {
 	if r := c.result(t, a.RequestNo, 78); r.Status != 404 {
 		t.Fatalf("another user reads the fallback: %+v", r)
 	}
+	// The buyer page's result stream falls back the same way.
+	if status, body := stream(t, c.base+"/api/v1/flash-sale/result/"+a.RequestNo+"/events", 77); status != 200 ||
+		!strings.Contains(body, `"code":"SUCCESS"`) || !strings.Contains(body, sale.OrderNo(a.RequestNo)) {
+		t.Fatalf("the stream after Redis lost the result: %d %s", status, body)
+	}
+	if status, _ := stream(t, c.base+"/api/v1/flash-sale/result/"+a.RequestNo+"/events", 78); status != 404 {
+		t.Fatalf("another user's stream of the fallback: %d", status)
+	}
 	if r := c.result(t, "385465232614494208", 77); r.Status != 404 {
 		t.Fatalf("an unknown ticket: %+v", r)
 	}
+}
+
+// stream reads a result stream to its end (it ends after a final state).
+func stream(t *testing.T, url string, user int64) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("X-User-Id", strconv.FormatInt(user, 10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"seckill/edge"
 	"seckill/internal/admin"
 	"seckill/internal/results"
 	"seckill/internal/web"
@@ -23,9 +24,9 @@ func mountPages(a *admin.Server, g prometheus.Gatherer) {
 
 // mountBuyerPages puts the buyer page and the result stream on the public
 // router.
-func mountBuyerPages(r *router.Router, res *results.Store) {
+func mountBuyerPages(r *router.Router, res *results.Store, fallback edge.ResultFallback) {
 	r.GET("/", func(ctx *fasthttp.RequestCtx) { ctx.Redirect("/sale", fasthttp.StatusFound) })
 	r.GET("/sale", web.Buyer) // the page; its assets below
 	r.GET("/sale/{file}", web.Buyer)
-	r.GET("/api/v1/flash-sale/result/{requestNo}/events", web.ResultEvents{Results: res}.Handle)
+	r.GET("/api/v1/flash-sale/result/{requestNo}/events", web.ResultEvents{Results: res, Fallback: fallback}.Handle)
 }

@@ -91,6 +91,25 @@ type ResultEvents struct {
 	// MaxWait ends a stream that stays QUEUING. Default 30s; the page
 	// falls back to polling after it.
 	MaxWait time.Duration
+	// Fallback, if set, is asked when Redis has no result for the ticket
+	// (a restart without persistence lost it): the orders database, as for
+	// the result route. While the answer comes from it, the stream reads
+	// at most once per FallbackPoll (default 1s), to spare the database.
+	Fallback     func(ctx context.Context, requestNo string) (results.Entry, error)
+	FallbackPoll time.Duration
+}
+
+// read reads the ticket's result from Redis, else from the fallback; fromDB
+// tells which answered.
+func (h ResultEvents) read(rn string) (e results.Entry, fromDB bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	e, err = h.Results.Read(ctx, rn)
+	if errors.Is(err, results.ErrNotFound) && h.Fallback != nil {
+		e, err = h.Fallback(ctx, rn)
+		return e, true, err
+	}
+	return e, false, err
 }
 
 type event struct {
@@ -126,9 +145,7 @@ func (h ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 		notFound(ctx)
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	first, err := h.Results.Read(rctx, rn)
-	cancel()
+	first, fromDB, err := h.read(rn)
 	if errors.Is(err, results.ErrNotFound) || err == nil && first.Owner != user {
 		notFound(ctx)
 		return
@@ -139,16 +156,18 @@ func (h ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString(`{"code":"BUSY","message":"system busy, try again"}`)
 		return
 	}
-	poll, maxWait := h.Poll, h.MaxWait
+	poll, maxWait, dbPoll := h.Poll, h.MaxWait, h.FallbackPoll
 	if poll <= 0 {
 		poll = 100 * time.Millisecond
+	}
+	if dbPoll <= 0 {
+		dbPoll = time.Second
 	}
 	if maxWait <= 0 {
 		maxWait = 30 * time.Second
 	}
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no") // proxies must not buffer the stream
-	res := h.Results
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		last := ""
 		deadline := time.Now().Add(maxWait)
@@ -168,12 +187,14 @@ func (h ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 			if ev.Code != sale.ResultQueuing || time.Now().After(deadline) {
 				return
 			}
-			time.Sleep(poll)
-			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			next, err := res.Read(rctx, rn)
-			cancel()
-			if err == nil {
-				cur = next
+			if fromDB {
+				time.Sleep(dbPoll)
+			} else {
+				time.Sleep(poll)
+			}
+			next, db, err := h.read(rn)
+			if err == nil && next.Owner == user {
+				cur, fromDB = next, db
 			}
 		}
 	})

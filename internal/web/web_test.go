@@ -124,3 +124,65 @@ func TestBuyerAssetsAreCacheable(t *testing.T) {
 		t.Fatalf("the on-call script must not be served on the public listener: %d", resp.StatusCode)
 	}
 }
+
+// Redis loses the ticket's result while the buyer listens: the stream goes
+// on from the fallback (the orders database in the app) and ends with it.
+func TestResultStreamFallsBackWhenRedisLosesTheResult(t *testing.T) {
+	r := testenv.StartRedis(t)
+	res := results.New(r.Client(t), time.Hour)
+	ctx := context.Background()
+	q := results.Entry{RequestNo: "42", Activity: 1, SKU: 1001, Owner: 7, State: sale.ResultQueuing}
+	if err := res.Write(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan string, 16)
+	h := ResultEvents{Results: res, Poll: 20 * time.Millisecond, FallbackPoll: 20 * time.Millisecond, MaxWait: 3 * time.Second,
+		Fallback: func(_ context.Context, rn string) (results.Entry, error) {
+			asked <- rn
+			if rn != "42" {
+				return results.Entry{}, results.ErrNotFound
+			}
+			s := q
+			s.State, s.OrderNo = sale.ResultSuccess, "O42"
+			return s, nil
+		}}
+	rt := router.New()
+	rt.GET("/e/{requestNo}", h.Handle)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: rt.Handler}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	base := "http://" + ln.Addr().String()
+
+	resp := get(t, base+"/e/42", "7")
+	sc := bufio.NewScanner(resp.Body)
+	var data []string
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.HasPrefix(l, "data: ") {
+			continue
+		}
+		data = append(data, l[6:])
+		if len(data) == 1 {
+			// QUEUING came from Redis; now Redis forgets the ticket.
+			if err := r.Do(t, "DEL", sale.ResultKey("42")).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(data) != 2 || !strings.Contains(data[0], `"QUEUING"`) || !strings.Contains(data[1], `"SUCCESS"`) || !strings.Contains(data[1], `"O42"`) {
+		t.Fatalf("events %q, want QUEUING from Redis then SUCCESS from the fallback", data)
+	}
+	if resp := get(t, base+"/e/43", "7"); resp.StatusCode != 404 {
+		t.Fatalf("a ticket neither knows: %d", resp.StatusCode)
+	}
+	if resp := get(t, base+"/e/42", "8"); resp.StatusCode != 404 {
+		t.Fatalf("another user: %d", resp.StatusCode)
+	}
+	if len(asked) == 0 {
+		t.Fatal("the fallback was never asked")
+	}
+}
