@@ -22,7 +22,9 @@ import (
 //     (403), the per-user limit (429);
 //  3. purchases that passed every local check (body, window, sold-out flag,
 //     token signature): the user × SKU window in Redis (429; Redis down:
-//     503), then the per-SKU admission gate (429).
+//     503), the per-SKU admission gate (429), then a place among the
+//     SKU's attempts inside the engine (edge.rate.sku_inflight; 429), held
+//     until the engine has answered.
 //
 // Every 429 carries Retry-After in whole seconds, at least 1. Nothing here
 // allocates on the hot path.
@@ -33,7 +35,6 @@ type limits struct {
 	exempt []netip.Prefix
 	user   *ratelimit.Local
 	window *ratelimit.Window
-	gate   *ratelimit.Gate
 }
 
 // newLimits builds the layers; a disabled layer is nil (its Allow passes).
@@ -48,9 +49,6 @@ func newLimits(c RateConfig, rdb rueidis.Client) limits {
 	}
 	if c.UserSKULimit > 0 {
 		l.window = ratelimit.NewWindow(rdb, c.UserSKULimit, c.UserSKUWindow)
-	}
-	if c.GateK > 0 {
-		l.gate = ratelimit.NewGate(c.GateK, c.GateFloor, nil)
 	}
 	return l
 }
@@ -127,9 +125,17 @@ func (s *Server) admitUserRate(ctx *fasthttp.RequestCtx, user int64) bool {
 }
 
 // admitPurchase runs the shared limits of one purchase attempt: the user ×
-// SKU window in Redis, then the admission gate. ok false means it has
-// answered.
+// SKU window in Redis, the admission gate, and the bound on attempts
+// inside the engine. ok false means it has answered; ok true means the
+// attempt holds a place of sku in s.inflight, which the caller must give
+// back (Release) once the engine has answered or the attempt ends.
 func (s *Server) admitPurchase(ctx *fasthttp.RequestCtx, activity, sku, user int64) bool {
+	// A SKU at its bound is refused before the Redis call: under overload
+	// that is most attempts, and they should cost nothing.
+	if s.inflight.Full(sku) {
+		s.writeRetry(ctx, ansInflight, 0)
+		return false
+	}
 	if s.lim.window != nil {
 		wctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
 		ok, wait, err := s.lim.window.Allow(wctx, activity, sku, user)
@@ -145,8 +151,15 @@ func (s *Server) admitPurchase(ctx *fasthttp.RequestCtx, activity, sku, user int
 			return false
 		}
 	}
-	if ok, wait := s.lim.gate.Allow(sku); !ok {
+	if ok, wait := s.gate.Allow(sku); !ok {
 		s.writeRetry(ctx, ansGate, wait)
+		return false
+	}
+	// Taken last, so a place is held only by an attempt on its way to the
+	// engine. Retry-After is the least, one second: a place frees as soon
+	// as any attempt inside is answered.
+	if !s.inflight.Acquire(sku) {
+		s.writeRetry(ctx, ansInflight, 0)
 		return false
 	}
 	return true

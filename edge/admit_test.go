@@ -2,10 +2,12 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,7 +36,7 @@ func mustRateLimited(t *testing.T, r response, reason int) {
 	if msg, _ := r.body["message"].(string); msg == "" {
 		t.Fatalf("429 without a message: %s", r.raw)
 	}
-	want := map[int]string{reasonRateIP: "network", reasonRateUser: "account", reasonRateUserSKU: "item", reasonGate: "demand"}[reason]
+	want := map[int]string{reasonRateIP: "network", reasonRateUser: "account", reasonRateUserSKU: "item", reasonGate: "demand", reasonInflight: "processed"}[reason]
 	if msg, _ := r.body["message"].(string); !contains(msg, want) {
 		t.Fatalf("message %q does not name the layer (%q)", msg, want)
 	}
@@ -169,7 +171,7 @@ func TestAdmissionGateTripsAndRecovers(t *testing.T) {
 	// Remaining unknown: not gated. The answer teaches the gate 2 left:
 	// max(1 × 2, floor 5) = 5/s with a burst of 5.
 	mustStatus(t, buy(), 200, "QUEUING")
-	if got := e.srv.lim.gate.Remaining(1001); got != 2 {
+	if got := e.srv.gate.Remaining(1001); got != 2 {
 		t.Fatalf("gate learnt remaining %d, want 2", got)
 	}
 	for range 5 {
@@ -184,11 +186,11 @@ func TestAdmissionGateTripsAndRecovers(t *testing.T) {
 	// Events: sold out means nothing left; available means unknown (not
 	// gated) until the engine answers again.
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
-	if got := e.srv.lim.gate.Remaining(1001); got != 0 {
+	if got := e.srv.gate.Remaining(1001); got != 0 {
 		t.Fatalf("after soldout: remaining %d, want 0", got)
 	}
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventAvailable, Activity: 7, SKU: 1001})
-	if got := e.srv.lim.gate.Remaining(1001); got != -1 {
+	if got := e.srv.gate.Remaining(1001); got != -1 {
 		t.Fatalf("after available: remaining %d, want -1", got)
 	}
 	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
@@ -198,6 +200,77 @@ func TestAdmissionGateTripsAndRecovers(t *testing.T) {
 		if r := buy(); r.status != 503 {
 			t.Fatalf("ungated after available: %d %s", r.status, r.raw)
 		}
+	}
+}
+
+// TestInflightBoundRefusesBeyondItAndFreesOnAnswer holds attempts inside
+// an engine that answers only when released: the bound is reached exactly,
+// the next attempt is a 429 without an engine call, another SKU has its
+// own bound, and every place comes back — after a ticket, an engine error
+// or a refused token alike.
+func TestInflightBoundRefusesBeyondItAndFreesOnAnswer(t *testing.T) {
+	e := newEdge(t, withConfig(func(c *Config) { c.Rate.SKUInflight = 2 }))
+	release := make(chan struct{})
+	var entered atomic.Int64
+	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
+		if r.SKUID == 1001 {
+			entered.Add(1)
+			<-release
+			if r.UserID == 101 {
+				return engine.Ticket{Remaining: -1}, fmt.Errorf("x: %w", engine.ErrBusy)
+			}
+		}
+		return engine.Ticket{RequestNo: strconv.FormatInt(r.UserID, 10), ActivityID: r.ActivityID, Remaining: 50}, nil
+	})
+	done := make(chan response, 2)
+	for _, u := range []string{"100", "101"} {
+		go func() { done <- e.order(u, `{"skuId":1001}`) }()
+	}
+	waitFor(t, "two attempts inside the engine", func() bool { return entered.Load() == 2 })
+	if n := e.srv.inflight.InFlight(1001); n != 2 {
+		t.Fatalf("in flight %d, want 2", n)
+	}
+	calls := e.eng.calls.Load()
+	r := e.order("102", `{"skuId":1001}`)
+	mustRateLimited(t, r, reasonInflight)
+	if r.header["Retry-After"] != "1" {
+		t.Fatalf("Retry-After %q, want 1 (a place frees as soon as any attempt is answered)", r.header["Retry-After"])
+	}
+	if e.eng.calls.Load() != calls {
+		t.Fatal("the engine was called beyond the bound")
+	}
+	// Another SKU is not held back.
+	mustStatus(t, e.order("103", `{"skuId":1002}`), 200, "QUEUING")
+
+	close(release)
+	got := map[int]int{}
+	for range 2 {
+		got[(<-done).status]++
+	}
+	if got[200] != 1 || got[503] != 1 {
+		t.Fatalf("answers of the held attempts %v, want one 200 and one 503", got)
+	}
+	if n := e.srv.inflight.InFlight(1001); n != 0 {
+		t.Fatalf("in flight %d after every answer, want 0", n)
+	}
+	for i := range 3 {
+		mustStatus(t, e.order(strconv.Itoa(200+i), `{"skuId":1001}`), 200, "QUEUING")
+	}
+	if n := metricValue(t, e.srv.m.rejections[reasonInflight]); n != 1 {
+		t.Errorf("inflight rejections %v, want 1", n)
+	}
+}
+
+// TestInflightPlaceComesBackWhenTheTokenIsRefused: the token is spent after
+// the place is taken; a refused one must give the place back.
+func TestInflightPlaceComesBackWhenTheTokenIsRefused(t *testing.T) {
+	spent := tokenFunc(func([]byte, int64, *sale.Activity, int64, time.Time) error { return errors.New("spent") })
+	e := newEdge(t, withConfig(func(c *Config) { c.Rate.SKUInflight = 1 }), withOptions(WithTokenVerifier(spent)))
+	for i := range 3 {
+		mustStatus(t, e.order(strconv.Itoa(300+i), `{"skuId":2001,"token":"t"}`), 403, "TOKEN_INVALID")
+	}
+	if n := e.srv.inflight.InFlight(2001); n != 0 {
+		t.Fatalf("in flight %d after refused tokens, want 0", n)
 	}
 }
 

@@ -83,7 +83,15 @@ func BenchmarkRejectRateLimited(b *testing.B) {
 // BenchmarkRejectGate is a 429 of the admission gate at its floor.
 func BenchmarkRejectGate(b *testing.B) {
 	e := newEdge(b, admitting(), withConfig(func(c *Config) { c.Rate.GateK, c.Rate.GateFloor = 1, 1 }))
-	e.srv.lim.gate.Observe(1001, 0)
-	e.srv.lim.gate.Allow(1001) // spends the floor's burst of one
+	e.srv.gate.Observe(1001, 0)
+	e.srv.gate.Allow(1001) // spends the floor's burst of one
+	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 429)
+}
+
+// BenchmarkRejectInflight is a 429 of the per-SKU bound on attempts inside
+// the engine, with one attempt held inside.
+func BenchmarkRejectInflight(b *testing.B) {
+	e := newEdge(b, admitting(), withConfig(func(c *Config) { c.Rate.SKUInflight = 1 }))
+	e.srv.inflight.Acquire(1001) // the one place, held
 	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 429)
 }

@@ -55,6 +55,7 @@ const (
 	reasonRateUser               // per-user limit (edge.rate.user_*)
 	reasonRateUserSKU            // per user × SKU window in Redis (edge.rate.user_sku_*)
 	reasonGate                   // per-SKU admission gate (edge.rate.gate_*)
+	reasonInflight               // per-SKU bound on attempts inside the engine (edge.rate.sku_inflight)
 	reasonNotReserved            // token asked for by a user not on the reserved list
 	reasonTokenNotOffered        // token asked for an activity that requires none
 	nReasons
@@ -80,6 +81,7 @@ var reasons = [nReasons]string{
 	reasonRateUser:        "rate_user",
 	reasonRateUserSKU:     "rate_user_sku",
 	reasonGate:            "gate",
+	reasonInflight:        "inflight",
 	reasonNotReserved:     "not_reserved",
 	reasonTokenNotOffered: "token_not_offered",
 }
@@ -109,6 +111,7 @@ var (
 	ansRateUser    = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateUser, "too many requests from your account; retry after the number of seconds in Retry-After")
 	ansRateUserSKU = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateUserSKU, "too many attempts on this item; retry after the number of seconds in Retry-After")
 	ansGate        = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonGate, "very high demand for this item; retry after the number of seconds in Retry-After")
+	ansInflight    = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonInflight, "too many purchases of this item are being processed right now; retry after the number of seconds in Retry-After")
 
 	// Token issuing.
 	ansTokenNotOffered  = newAnswer(fasthttp.StatusForbidden, "TOKEN_NOT_REQUIRED", reasonTokenNotOffered, "this sale needs no qualification token")

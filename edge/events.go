@@ -56,14 +56,14 @@ func (s *Server) HandleEvent(e sale.Event) {
 	switch e.Kind {
 	case sale.EventSoldOut:
 		s.setSoldOut(e.SKU, e.Activity)
-		s.lim.gate.Observe(e.SKU, 0)
+		s.gate.Observe(e.SKU, 0)
 		s.observePropagation(e)
 	case sale.EventAvailable:
 		// Del is immediate (and ordered after any buffered Set of the
 		// same key), so a flag never outlives the stock coming back.
 		s.flagged.drop(e.SKU)
 		s.flags.Del(e.SKU)
-		s.lim.gate.Observe(e.SKU, -1)
+		s.gate.Observe(e.SKU, -1)
 		s.observePropagation(e)
 	case sale.EventBlocklist:
 		s.reloadBlocklist()

@@ -57,6 +57,9 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	if !s.admitPurchase(ctx, v.activity, o.SKUID, user) {
 		return
 	}
+	// The place admitPurchase took is given back when the engine has
+	// answered (or the token is refused): deferred, so a panic cannot leak it.
+	defer s.inflight.Release(o.SKUID)
 	// Spent only now, after the limits: a buyer sent away with 429 keeps
 	// a usable token.
 	if v.requireToken {
@@ -91,7 +94,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, sku, activity int64, t engine.
 	}
 	if t.Remaining >= 0 {
 		// The admission gate follows the stock the engine saw.
-		s.lim.gate.Observe(sku, t.Remaining)
+		s.gate.Observe(sku, t.Remaining)
 	}
 	switch outcome {
 	case outcomeQueued:

@@ -22,6 +22,7 @@ import (
 	"seckill/engine"
 	"seckill/internal/blocklist"
 	"seckill/internal/catalog"
+	"seckill/internal/ratelimit"
 	"seckill/internal/results"
 )
 
@@ -45,6 +46,8 @@ type Server struct {
 
 	trusted     []netip.Prefix // edge.trusted_proxies
 	lim         limits
+	gate        *ratelimit.Gate               // edge.rate.gate_*
+	inflight    *ratelimit.Inflight           // edge.rate.sku_inflight
 	block       atomic.Pointer[blocklist.Set] // in force: staticBlock ∪ Redis
 	staticBlock *blocklist.Set                // edge.blocklist
 	blockStore  *blocklist.Store
@@ -171,6 +174,8 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	s.staticBlock, _ = blocklist.NewSet(cfg.Blocklist.IPs, cfg.Blocklist.Users)
 	s.block.Store(s.staticBlock)
 	s.lim = newLimits(cfg.Rate, rdb)
+	s.gate = ratelimit.NewGate(cfg.Rate.GateK, cfg.Rate.GateFloor, nil)
+	s.inflight = ratelimit.NewInflight(cfg.Rate.SKUInflight)
 
 	// fasthttp logs every broken client connection: at debug only, or a
 	// flood of bad clients becomes a flood of log lines.

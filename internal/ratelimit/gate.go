@@ -10,17 +10,19 @@ import (
 // Gate is the per-SKU admission gate: it lets through at most
 // K × remaining stock requests per second to the engine (but never fewer
 // than Floor per second, so the last units always sell), with a burst of one
-// second's worth. Remaining is learned from the engine's answers and from
-// events; a SKU whose remaining is unknown is not gated. Safe for concurrent
-// use; each SKU has its own small lock, and finding a SKU's state takes no
-// lock and allocates nothing (an immutable map swapped on the rare insert).
+// second's worth (at least one request). Remaining is learned from the
+// engine's answers and from events; a SKU whose remaining is unknown is not
+// gated. K and Floor may be fractional (an edge's share of a gate shared by
+// several) and may be changed while in use (Set). Safe for concurrent use;
+// each SKU has its own small lock, and finding a SKU's state takes no lock
+// and allocates nothing.
 type Gate struct {
-	k     float64
-	floor float64
-	now   func() time.Time
-	mu    sync.Mutex // serialises inserts into skus
-	skus  atomic.Pointer[map[int64]*gateSKU]
+	rate atomic.Pointer[gateRate]
+	now  func() time.Time
+	skus skuMap[gateSKU]
 }
+
+type gateRate struct{ k, floor float64 }
 
 type gateSKU struct {
 	remaining atomic.Int64 // -1 unknown
@@ -29,63 +31,42 @@ type gateSKU struct {
 	last      int64
 }
 
+func initGateSKU(s *gateSKU) { s.remaining.Store(-1) }
+
 // NewGate returns a gate with factor k (k <= 0 disables it) and floor
-// requests per second (at least 1).
+// requests per second (floor <= 0 means 1).
 func NewGate(k, floor float64, now func() time.Time) *Gate {
 	if now == nil {
 		now = time.Now
 	}
-	return &Gate{k: k, floor: math.Max(floor, 1), now: now}
+	g := &Gate{now: now}
+	g.Set(k, floor)
+	return g
 }
 
-// lookup returns the SKU's state, or nil when nothing was observed for it.
-func (g *Gate) lookup(id int64) *gateSKU {
-	if m := g.skus.Load(); m != nil {
-		return (*m)[id]
+// Set changes k and floor (same meaning as NewGate's); the observed stock
+// and each SKU's tokens are kept.
+func (g *Gate) Set(k, floor float64) {
+	if floor <= 0 {
+		floor = 1
 	}
-	return nil
-}
-
-// sku returns the SKU's state, creating it (copy on write: SKUs are few and
-// created once each).
-func (g *Gate) sku(id int64) *gateSKU {
-	if s := g.lookup(id); s != nil {
-		return s
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	old := g.skus.Load()
-	if old != nil {
-		if s := (*old)[id]; s != nil {
-			return s
-		}
-	}
-	next := make(map[int64]*gateSKU, 1)
-	if old != nil {
-		for k, v := range *old {
-			next[k] = v
-		}
-	}
-	s := &gateSKU{}
-	s.remaining.Store(-1)
-	next[id] = s
-	g.skus.Store(&next)
-	return s
+	g.rate.Store(&gateRate{k: k, floor: floor})
 }
 
 // Observe records the SKU's remaining stock (-1: unknown, which lifts the
-// gate until the next observation).
+// gate until the next observation). It records also while the gate is
+// off, so a gate switched on by Set knows the stock at once.
 func (g *Gate) Observe(sku, remaining int64) {
-	if g == nil || g.k <= 0 {
+	if g == nil {
 		return
 	}
 	if remaining < 0 {
-		if s := g.lookup(sku); s != nil {
+		if s := g.skus.lookup(sku); s != nil {
 			s.remaining.Store(-1)
 		}
 		return
 	}
-	g.sku(sku).remaining.Store(remaining)
+	g.skus.get(sku, initGateSKU).remaining.Store(remaining)
 }
 
 // Remaining is the last observed remaining stock of sku, -1 if unknown.
@@ -93,7 +74,7 @@ func (g *Gate) Remaining(sku int64) int64 {
 	if g == nil {
 		return -1
 	}
-	if s := g.lookup(sku); s != nil {
+	if s := g.skus.lookup(sku); s != nil {
 		return s.remaining.Load()
 	}
 	return -1
@@ -102,10 +83,14 @@ func (g *Gate) Remaining(sku int64) int64 {
 // Allow reports whether one more request for sku may go to the engine now;
 // if not, wait says when the next one may. No allocation.
 func (g *Gate) Allow(sku int64) (bool, time.Duration) {
-	if g == nil || g.k <= 0 {
+	if g == nil {
 		return true, 0
 	}
-	s := g.lookup(sku)
+	r := g.rate.Load()
+	if r.k <= 0 {
+		return true, 0
+	}
+	s := g.skus.lookup(sku)
 	if s == nil {
 		return true, 0
 	}
@@ -113,14 +98,17 @@ func (g *Gate) Allow(sku int64) (bool, time.Duration) {
 	if rem < 0 {
 		return true, 0
 	}
-	rate := math.Max(g.k*float64(rem), g.floor)
+	rate := math.Max(r.k*float64(rem), r.floor)
+	// A rate under 1/s (a small share of a shared gate) still lets one
+	// request through once its time has come.
+	burst := math.Max(rate, 1)
 	now := g.now().UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.last == 0 {
-		s.tokens, s.last = rate, now
+		s.tokens, s.last = burst, now
 	}
-	s.tokens = math.Min(rate, s.tokens+rate*float64(now-s.last)/1e9)
+	s.tokens = math.Min(burst, s.tokens+rate*float64(now-s.last)/1e9)
 	s.last = now
 	if s.tokens >= 1 {
 		s.tokens--

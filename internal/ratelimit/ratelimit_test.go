@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,6 +155,151 @@ func TestGateForgetsRemainingWhenToldUnknown(t *testing.T) {
 	g.Observe(2, -1) // unknown for a SKU never seen creates nothing
 	if g.Remaining(2) != -1 {
 		t.Fatal("remaining of an unseen sku")
+	}
+}
+
+func TestGateShareUnderOnePerSecondStillAdmits(t *testing.T) {
+	// One edge's share of a gate shared by 4: k 2/4, floor 1/4 per second.
+	c := &clock{t: time.Unix(1000, 0)}
+	g := NewGate(0.5, 0.25, c.now)
+	g.Observe(1, 0)
+	admitted := 0
+	for step := 0; step < 9000; step++ { // 9 s in 1ms steps
+		if ok, _ := g.Allow(1); ok {
+			admitted++
+		}
+		c.add(time.Millisecond)
+	}
+	// the burst of one at 0 s, then one about every 4 s
+	if admitted != 3 {
+		t.Fatalf("admitted %d in 9 s at 0.25/s, want 3 (burst of one + 2)", admitted)
+	}
+	if ok, wait := g.Allow(1); ok || wait <= 0 || wait > 4*time.Second {
+		t.Fatalf("refusal must say when to retry within 4 s: ok=%v wait=%v", ok, wait)
+	}
+}
+
+func TestGateSetChangesTheRateAndKeepsTheStock(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	g := NewGate(0, 1, c.now) // off: everything passes, the stock is still learned
+	g.Observe(1, 0)
+	for range 10 {
+		if ok, _ := g.Allow(1); !ok {
+			t.Fatal("a gate that is off refused")
+		}
+	}
+	g.Set(1, 1) // on: remaining 0, floor 1/s, burst one
+	if ok, _ := g.Allow(1); !ok {
+		t.Fatal("the first request after switching on must pass (burst of one)")
+	}
+	if ok, _ := g.Allow(1); ok {
+		t.Fatal("the gate switched on live did not apply the stock it observed while off")
+	}
+	g.Set(0, 1)
+	if ok, _ := g.Allow(1); !ok {
+		t.Fatal("a gate switched off live still refused")
+	}
+}
+
+func TestInflightBoundsAndReleases(t *testing.T) {
+	f := NewInflight(2)
+	if !f.Acquire(1) || !f.Acquire(1) {
+		t.Fatal("two places under a bound of 2")
+	}
+	if f.Acquire(1) {
+		t.Fatal("a third attempt inside a bound of 2")
+	}
+	if !f.Acquire(2) {
+		t.Fatal("another SKU has its own bound")
+	}
+	if n := f.InFlight(1); n != 2 {
+		t.Fatalf("in flight %d after a refusal, want 2 (a refusal takes nothing)", n)
+	}
+	f.Release(1)
+	if !f.Acquire(1) {
+		t.Fatal("a released place must be free again")
+	}
+	// Lowered live: those inside stay and count; newcomers wait for room.
+	f.SetLimit(1)
+	f.Release(1)
+	if f.Acquire(1) {
+		t.Fatal("with 1 inside a bound of 1, a newcomer must be refused")
+	}
+	f.Release(1)
+	if !f.Acquire(1) {
+		t.Fatal("room again after the release")
+	}
+	// Off: no bound, but every attempt still counts, so switching the
+	// bound on live sees those already inside.
+	f.SetLimit(0)
+	for range 100 {
+		if !f.Acquire(1) {
+			t.Fatal("a bound of 0 refused")
+		}
+	}
+	f.SetLimit(50)
+	if f.Acquire(1) {
+		t.Fatal("101 inside, bound switched on at 50: a newcomer must be refused")
+	}
+	if n := f.InFlight(1); n != 101 {
+		t.Fatalf("in flight %d, want 101", n)
+	}
+	f.Release(99) // a SKU never acquired: nothing to give back, nothing created
+	if f.InFlight(99) != 0 {
+		t.Fatal("release of an unseen sku changed something")
+	}
+}
+
+func TestInflightConcurrentNeverExceedsTheBound(t *testing.T) {
+	const bound = 8
+	f := NewInflight(bound)
+	var inside, peak atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 2000 {
+				if !f.Acquire(1) {
+					continue
+				}
+				n := inside.Add(1)
+				for {
+					p := peak.Load()
+					if n <= p || peak.CompareAndSwap(p, n) {
+						break
+					}
+				}
+				inside.Add(-1)
+				f.Release(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > bound {
+		t.Fatalf("%d inside at once, bound %d", p, bound)
+	}
+	if n := f.InFlight(1); n != 0 {
+		t.Fatalf("%d left in flight after every release", n)
+	}
+}
+
+func BenchmarkInflightRefuse(b *testing.B) {
+	f := NewInflight(1)
+	f.Acquire(1001)
+	b.ReportAllocs()
+	for b.Loop() {
+		f.Acquire(1001)
+	}
+}
+
+func BenchmarkInflightAcquireRelease(b *testing.B) {
+	f := NewInflight(1 << 20)
+	b.ReportAllocs()
+	for b.Loop() {
+		if f.Acquire(1001) {
+			f.Release(1001)
+		}
 	}
 }
 
