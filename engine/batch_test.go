@@ -105,7 +105,7 @@ func TestBatchScriptAnswersAWholeBatchThatCannotBuy(t *testing.T) {
 		{"a batch before the start is not open", notStarted, CodeNotOpen},
 		{"a batch after the end has ended", ended, CodeEnded},
 		{"a batch on an offline activity is not open", offline, CodeNotOpen},
-		{"a batch on an activity never preheated is not open", never, CodeNotOpen},
+		{"a batch on an activity never preheated (or lost by Redis) is missing", never, CodeMissing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,12 +1,15 @@
 package engine
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Outcomes of Occupy other than success. The edge maps each to one HTTP
 // status in one place.
 var (
-	// ErrNotOpen: the activity is offline, not preheated, or not started
-	// (judged by Redis server time).
+	// ErrNotOpen: the activity is offline or not started (judged by Redis
+	// server time).
 	ErrNotOpen = errors.New("activity not open")
 	// ErrEnded: the activity's window has closed.
 	ErrEnded = errors.New("activity ended")
@@ -23,4 +26,9 @@ var (
 	// taken was released (or will be by the orphan sweeper); never a guess
 	// of success.
 	ErrBusy = errors.New("system busy")
+	// ErrStateLost: Redis holds no state for the SKU (its meta hash is
+	// missing): it restarted empty or was flushed and the watcher has not
+	// rebuilt the SKU from the database yet. It wraps ErrBusy — the buyer is
+	// told busy (fail closed), never "not open" or "unknown".
+	ErrStateLost = fmt.Errorf("%w: sku state missing in redis until rebuilt", ErrBusy)
 )

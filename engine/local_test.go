@@ -205,3 +205,37 @@ func keys(t *testing.T, r *testenv.Redis, pattern string) []string {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestFlushedRedisAnswersBusyUntilRebuilt: Redis loses everything mid-sale
+// (FLUSHALL: the catalog and the SKU). Every engine mode — both occupy
+// paths and the sidecar protocol — answers busy (ErrStateLost), never
+// unknown SKU or not open, until the SKU is rebuilt; then it sells again.
+func TestFlushedRedisAnswersBusyUntilRebuilt(t *testing.T) {
+	eachMode(t, testFlushedRedisAnswersBusyUntilRebuilt)
+}
+
+func testFlushedRedisAnswersBusyUntilRebuilt(t *testing.T, r *rig, _ *testenv.Kafka, e Engine) {
+	ctx := context.Background()
+	a, k := r.preheat(t, activity(1, 1001, 5, false))
+	if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 1, Quantity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r.def.Do(t, "FLUSHALL")
+	if err := r.cat.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []Request{{SKUID: 1001, UserID: 1, Quantity: 1}, {SKUID: 1001, UserID: 2, Quantity: 1},
+		{ActivityID: 1, SKUID: 1001, UserID: 3, Quantity: 1}} {
+		tk, err := e.Occupy(ctx, &req)
+		if !errors.Is(err, ErrBusy) || !errors.Is(err, ErrStateLost) || tk.RequestNo != "" {
+			t.Fatalf("user %d while Redis lost the SKU: %+v %v, want busy (state lost)", req.UserID, tk, err)
+		}
+	}
+	if ok, err := r.stock.Rebuild(ctx, a, k, 5, 0, nil); !ok || err != nil {
+		t.Fatalf("rebuild: %v %v", ok, err)
+	}
+	tk, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 2, Quantity: 1})
+	if err != nil || tk.Remaining != 4 {
+		t.Fatalf("after the rebuild: %+v %v", tk, err)
+	}
+}

@@ -23,8 +23,10 @@ import (
 //	POST /occupy   body "activity,sku,user,quantity,traceId"
 //	200            body "CODE,requestNo,activity,remaining"
 //
-// CODE is OK, NOT_OPEN, ENDED, SOLD_OUT, DUPLICATE, OVER_LIMIT, UNKNOWN_SKU
-// or BUSY. GET /healthz answers 200 while the engine takes requests.
+// CODE is OK, NOT_OPEN, ENDED, SOLD_OUT, DUPLICATE, OVER_LIMIT, UNKNOWN_SKU,
+// MISSING (Redis lost the SKU's state: ErrStateLost, a kind of busy) or
+// BUSY; a code the client does not know is busy too. GET /healthz answers
+// 200 while the engine takes requests.
 
 // Listen opens a listener for an address "unix:///path.sock" or
 // "tcp://host:port" (a bare "host:port" means tcp). A stale unix socket file
@@ -80,7 +82,7 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWith
 
 var wireCodes = map[error]string{
 	ErrNotOpen: CodeNotOpen, ErrEnded: CodeEnded, ErrSoldOut: CodeSoldOut, ErrDuplicate: CodeDuplicate,
-	ErrOverLimit: CodeOverLimit, ErrUnknownSKU: "UNKNOWN_SKU",
+	ErrOverLimit: CodeOverLimit, ErrUnknownSKU: "UNKNOWN_SKU", ErrStateLost: CodeMissing,
 }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
@@ -295,6 +297,8 @@ func decodeTicket(b []byte) (Ticket, error) {
 		return t, ErrOverLimit
 	case "UNKNOWN_SKU":
 		return t, ErrUnknownSKU
+	case CodeMissing:
+		return t, ErrStateLost
 	}
 	return t, fmt.Errorf("%w: engine sidecar answered %s", ErrBusy, parts[0])
 }

@@ -66,6 +66,10 @@ const (
 	CodeSoldOut   = "SOLD_OUT"
 	CodeDuplicate = "DUPLICATE"
 	CodeOverLimit = "OVER_LIMIT"
+	// CodeMissing: the SKU has no meta hash. Redis lost it (a restart
+	// without persistence, a FLUSHALL) and the watcher has not rebuilt it
+	// from the database yet: the engine answers busy, never not-open.
+	CodeMissing = "MISSING"
 )
 
 // OccupyResult is the occupy script's answer.
@@ -90,6 +94,8 @@ func (r OccupyResult) Err() error {
 		return ErrDuplicate
 	case CodeOverLimit:
 		return ErrOverLimit
+	case CodeMissing:
+		return ErrStateLost
 	}
 	return fmt.Errorf("%w: occupy script answered %q", ErrBusy, r.Code)
 }

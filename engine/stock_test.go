@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"seckill/internal/sale"
+	"seckill/internal/testenv"
 )
 
 func TestOccupyCodes(t *testing.T) { eachOccupy(t, testOccupyCodes) }
@@ -71,14 +73,77 @@ func testOccupyCodes(t *testing.T, r *rig) {
 	}
 }
 
-func TestOccupyMissingMetaIsNotOpen(t *testing.T) { eachOccupy(t, testOccupyMissingMetaIsNotOpen) }
+func TestOccupyMissingMetaIsMissing(t *testing.T) { eachOccupy(t, testOccupyMissingMetaIsMissing) }
 
-func testOccupyMissingMetaIsNotOpen(t *testing.T, r *rig) {
+func testOccupyMissingMetaIsMissing(t *testing.T, r *rig) {
 	a := activity(9, 99, 5, false)
-	// Never preheated: the script finds no meta.
+	// Never preheated, or lost by Redis: the script finds no meta, and
+	// says so apart from NOT_OPEN so that the engine answers busy.
 	res, err := r.occupy(context.Background(), &a, &a.SKUs[0], 1, "x", 1)
-	if err != nil || res.Code != CodeNotOpen {
-		t.Fatalf("got %+v, %v; want NOT_OPEN", res, err)
+	if err != nil || res.Code != CodeMissing || res.Remaining != -1 {
+		t.Fatalf("got %+v, %v; want MISSING", res, err)
+	}
+	if err := res.Err(); !errors.Is(err, ErrBusy) || !errors.Is(err, ErrStateLost) || errors.Is(err, ErrNotOpen) {
+		t.Fatalf("MISSING maps to %v, want busy (state lost)", err)
+	}
+}
+
+// TestFlushedRedisIsMissingUntilRebuilt: a sale in progress, then Redis
+// loses everything (FLUSHALL). Until the SKU is rebuilt every buyer — new
+// or holding a ticket — is answered MISSING (busy), none NOT_OPEN, none
+// sold anything; after the rebuild from the database (2 of 10 units
+// ordered) sales go on from initial − ordered and the books add up.
+func TestFlushedRedisIsMissingUntilRebuilt(t *testing.T) {
+	eachOccupy(t, testFlushedRedisIsMissingUntilRebuilt)
+}
+
+func testFlushedRedisIsMissingUntilRebuilt(t *testing.T, r *rig) {
+	ctx := context.Background()
+	a, k := r.preheat(t, activity(1, 11, 10, true))
+	for u := int64(1); u <= 3; u++ {
+		if res, _ := r.occupy(ctx, a, k, u, fmt.Sprint("rn-", u), 1); res.Code != CodeOK {
+			t.Fatalf("occupy before the loss: %+v", res)
+		}
+	}
+	for _, rd := range []*testenv.Redis{r.def, r.hot} {
+		c := rd.Client(t)
+		if err := c.Do(ctx, c.B().Flushall().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.cat.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, k, ok := r.cat.Lookup(1, 11)
+	if !ok {
+		t.Fatal("the catalog forgot the activity Redis lost")
+	}
+	for _, u := range []int64{1, 4, 5} {
+		res, err := r.occupy(ctx, a, k, u, fmt.Sprint("lost-", u), 1)
+		if err != nil || res.Code != CodeMissing {
+			t.Fatalf("user %d while Redis lost the SKU: %+v %v, want MISSING", u, res, err)
+		}
+	}
+	// Users 1 and 2 hold orders in the database; user 3's ticket was lost
+	// with Redis (its message will fail the claim).
+	holds := []Hold{{UserID: 1, RequestNo: "rn-1"}, {UserID: 2, RequestNo: "rn-2"}}
+	if ok, err := r.stock.Rebuild(ctx, a, k, 10, 2, holds); err != nil || !ok {
+		t.Fatalf("rebuild: %v %v", ok, err)
+	}
+	if res, _ := r.occupy(ctx, a, k, 1, "again-1", 1); res.Code != CodeDuplicate || res.Holder != "rn-1" {
+		t.Fatalf("a buyer with an order after the rebuild: %+v, want DUPLICATE rn-1", res)
+	}
+	sold := 0
+	for u := int64(3); u <= 20; u++ {
+		if res, _ := r.occupy(ctx, a, k, u, fmt.Sprint("new-", u), 1); res.Code == CodeOK {
+			sold++
+		}
+	}
+	if sold != 8 {
+		t.Fatalf("%d units sold after the rebuild, want 8 = 10 initial - 2 ordered", sold)
+	}
+	if c := r.counts(t, 1, 11); c.Remaining != 0 || c.Sold != 10 || c.Holders != 10 || c.Initial != 10 {
+		t.Fatalf("books after the rebuild: %+v", c)
 	}
 }
 

@@ -9,7 +9,11 @@
 -- ARGV[3] quantity (positive integer)
 -- Returns {code, remaining, holder}:
 --   "OK"         stock taken; remaining after the decrement; holder = ARGV[2]
---   "NOT_OPEN"   no meta, status not ONLINE, or server time before start_ms
+--   "MISSING"    no meta hash: Redis lost the SKU (restart without
+--                persistence, FLUSHALL) and the watcher has not rebuilt it
+--                from the database yet, or it is not preheated yet. Not a
+--                business answer: the engine answers busy (fail closed)
+--   "NOT_OPEN"   status not ONLINE, or server time before start_ms
 --   "ENDED"      server time at or after end_ms
 --   "DUPLICATE"  the user already holds a ticket; holder = that requestNo
 --   "OVER_LIMIT" quantity above the per-user limit
@@ -18,7 +22,10 @@
 --                is sellable)
 -- remaining is -1 where stock was not read.
 local meta = redis.call('HMGET', KEYS[1], 'status', 'start_ms', 'end_ms', 'limit', 'soldout')
-if not meta[1] or meta[1] ~= 'ONLINE' then
+if not meta[1] then
+  return {'MISSING', -1, ''}
+end
+if meta[1] ~= 'ONLINE' then
   return {'NOT_OPEN', -1, ''}
 end
 local t = redis.call('TIME')

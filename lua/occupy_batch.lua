@@ -14,7 +14,8 @@
 -- Returns a flat array of 3n values, {code, remaining, holder} of buyer i at
 -- 3i-2, 3i-1, 3i, with the codes and meanings of occupy.lua:
 --   "OK"         remaining after this buyer's decrement; holder = its requestNo
---   "NOT_OPEN"   no meta, status not ONLINE, or server time before start_ms
+--   "MISSING"    no meta hash (Redis lost the SKU, or not preheated yet)
+--   "NOT_OPEN"   status not ONLINE, or server time before start_ms
 --   "ENDED"      server time at or after end_ms
 --   "DUPLICATE"  the user holds a ticket (before or earlier in the batch);
 --                holder = that requestNo
@@ -33,7 +34,10 @@ local function all(code)
   return out
 end
 local meta = redis.call('HMGET', KEYS[1], 'status', 'start_ms', 'end_ms', 'limit', 'soldout')
-if not meta[1] or meta[1] ~= 'ONLINE' then
+if not meta[1] then
+  return all('MISSING')
+end
+if meta[1] ~= 'ONLINE' then
   return all('NOT_OPEN')
 end
 local t = redis.call('TIME')

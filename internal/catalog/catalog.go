@@ -85,9 +85,17 @@ func (c *Catalog) Put(ctx context.Context, a sale.Activity) error {
 	return nil
 }
 
-// Load replaces the snapshot with what Redis holds. A Put that lands while
-// Load reads Redis wins: Load then reads again (or leaves the fresher
-// snapshot in place).
+// Load refreshes the snapshot from Redis. A Put that lands while Load reads
+// Redis wins: Load then reads again (or leaves the fresher snapshot in
+// place).
+//
+// Activities are never removed (Put creates or replaces; nothing deletes),
+// so an activity the snapshot holds and Redis does not was lost by Redis —
+// a restart without persistence, a FLUSHALL, an eviction — not taken off
+// sale: Load keeps it. Its buyers then reach the occupy script, which finds
+// no meta and answers busy until the watcher has rebuilt the SKU from the
+// database (and put the catalog entry back), instead of being told the SKU
+// is unknown. An activity Redis holds replaces the snapshot's copy.
 func (c *Catalog) Load(ctx context.Context) error {
 	for try := 0; try < 3; try++ {
 		gen := c.gen.Load()
@@ -97,6 +105,16 @@ func (c *Catalog) Load(ctx context.Context) error {
 		}
 		c.mu.Lock()
 		if c.gen.Load() == gen {
+			old := c.snap.Load()
+			seen := make(map[int64]bool, len(acts))
+			for _, a := range acts {
+				seen[a.ID] = true
+			}
+			for id, a := range old.acts {
+				if !seen[id] {
+					acts = append(acts, a)
+				}
+			}
 			c.snap.Store(build(acts))
 			c.mu.Unlock()
 			return nil

@@ -91,3 +91,55 @@ func TestLoadNeverUndoesAConcurrentPut(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// A Redis that lost the catalog (restart without persistence, FLUSHALL) is
+// not a sale taken down — nothing removes an activity — so the snapshot
+// keeps what Redis lost, and still takes what Redis holds.
+func TestLoadKeepsWhatRedisLost(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := r.Client(t)
+	c := New(rdb)
+	ctx := context.Background()
+	now := time.Now()
+	for _, a := range []sale.Activity{act(1, 11, now, now.Add(time.Hour)), act(2, 22, now, now.Add(time.Hour))} {
+		if err := c.Put(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.Do(ctx, rdb.B().Flushall().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Activities()) != 2 {
+		t.Fatalf("after FLUSHALL the snapshot holds %d activities, want both", len(c.Activities()))
+	}
+	if _, _, ok := c.Current(11, now.Add(time.Minute)); !ok {
+		t.Fatal("sku 11 unknown after FLUSHALL")
+	}
+	// Another process puts activity 2 back with a second SKU, and activity
+	// 3; activity 1's entry is lost while its id stays in the set.
+	other := New(rdb)
+	a2 := act(2, 22, now, now.Add(time.Hour))
+	a2.SKUs = append(a2.SKUs, sale.SKU{ID: 23, Stock: 1, LimitPerUser: 1})
+	for _, a := range []sale.Activity{act(1, 11, now, now.Add(time.Hour)), a2, act(3, 33, now, now.Add(time.Hour))} {
+		if err := other.Put(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.Do(ctx, rdb.B().Del().Key(sale.ActivityKey(1)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []struct{ act, sku int64 }{{1, 11}, {2, 22}, {2, 23}, {3, 33}} {
+		if _, _, ok := c.Lookup(l.act, l.sku); !ok {
+			t.Errorf("activity %d sku %d missing after Load", l.act, l.sku)
+		}
+	}
+	if len(c.Activities()) != 3 {
+		t.Fatalf("%d activities, want 3", len(c.Activities()))
+	}
+}

@@ -18,7 +18,9 @@ import (
 // atomic script per SKU (engine.Stock.Rebuild): remaining = initial −
 // ordered, a claimed record for every live order, then the meta that makes
 // the SKU sellable again. Until then the occupy script finds no meta and
-// answers NOT_OPEN: the SKU is not sold, never sold from config.
+// answers MISSING, which buyers read as 503 BUSY (the catalog keeps the
+// activities Redis lost, so the edge does not call the SKU unknown): the
+// SKU is not sold, never sold from config.
 //
 // Occupancies that were live when Redis lost its data are not rebuilt:
 // they are gone with it, and their messages fail the claim (FAIL RELEASED),
