@@ -469,13 +469,8 @@ func (r *Reconciler) release(ctx context.Context, a *sale.Activity, k *sale.SKU,
 	if err != nil || out != engine.Released {
 		return false, err
 	}
-	res := results.Entry{RequestNo: t.rn, Activity: a.ID, SKU: k.ID, Owner: t.user, State: sale.ResultFail, Code: sale.FailReleased}
-	if t.order != nil {
-		res.OrderNo, res.Code = sale.OrderNo(t.rn), sale.FailClosed
-	}
-	if err := r.res.Write(ctx, res); err != nil {
-		r.log.Warn("released ticket's result not written", zap.String("requestNo", t.rn), zap.Error(err))
-	}
+	// The request log first, the buyer's result last: a buyer (or on-call)
+	// who reads FAIL finds the story that explains it.
 	var werr error
 	if t.order != nil {
 		// The request log row keeps its state (the order was made); the
@@ -496,6 +491,13 @@ func (r *Reconciler) release(ctx context.Context, a *sale.Activity, k *sale.SKU,
 	}
 	if werr != nil {
 		r.log.Warn("released ticket's request log not written", zap.String("requestNo", t.rn), zap.Error(werr))
+	}
+	res := results.Entry{RequestNo: t.rn, Activity: a.ID, SKU: k.ID, Owner: t.user, State: sale.ResultFail, Code: sale.FailReleased}
+	if t.order != nil {
+		res.OrderNo, res.Code = sale.OrderNo(t.rn), sale.FailClosed
+	}
+	if err := r.res.Write(ctx, res); err != nil {
+		r.log.Warn("released ticket's result not written", zap.String("requestNo", t.rn), zap.Error(err))
 	}
 	return true, nil
 }
