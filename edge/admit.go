@@ -53,6 +53,13 @@ func newLimits(c RateConfig, rdb rueidis.Client) limits {
 	return l
 }
 
+// gateShare is this edge's share of the admission gate: gate_k and
+// gate_floor divided among gate_edges edges.
+func (c *RateConfig) gateShare() (k, floor float64) {
+	n := float64(max(c.GateEdges, 1))
+	return c.GateK / n, c.GateFloor / n
+}
+
 var headerRetryAfter = []byte("Retry-After")
 
 // opsPath reports the routes that are never refused by address: health

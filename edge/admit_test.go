@@ -274,6 +274,44 @@ func TestInflightPlaceComesBackWhenTheTokenIsRefused(t *testing.T) {
 	}
 }
 
+// TestGateSharedByEdgesAdmitsOneShare: with gate_edges N each edge admits
+// 1/N of gate_k × remaining. The fake engine answers 50 left; with k 1 one
+// edge alone admits 50/s (burst 50), while one of 1000 edges admits 0.05/s
+// (burst one, the next in 20 s).
+func TestGateSharedByEdgesAdmitsOneShare(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		edges    int
+		admitted int
+	}{
+		{name: "one edge admits the whole burst", edges: 1, admitted: 10},
+		{name: "one of 1000 edges admits its share, one attempt", edges: 1000, admitted: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEdge(t, withConfig(func(c *Config) { c.Rate.GateK, c.Rate.GateFloor, c.Rate.GateEdges = 1, 1, tc.edges }))
+			// The first attempt is ungated (remaining unknown) and teaches
+			// the gate 50 left.
+			var last response
+			admitted := 0
+			for i := range 10 {
+				last = e.order(strconv.Itoa(400+i), `{"skuId":1001}`)
+				if last.status == 200 {
+					admitted++
+				}
+			}
+			if admitted != tc.admitted {
+				t.Fatalf("admitted %d of 10, want %d", admitted, tc.admitted)
+			}
+			if tc.admitted < 10 {
+				mustRateLimited(t, last, reasonGate)
+				if ra, _ := strconv.Atoi(last.header["Retry-After"]); ra < 10 {
+					t.Fatalf("Retry-After %d, want about 20 s (1 / (50 × 1/1000) per s)", ra)
+				}
+			}
+		})
+	}
+}
+
 func TestBlocklistFromConfigAndRedis(t *testing.T) {
 	e := newEdge(t, withConfig(func(c *Config) {
 		c.Blocklist.IPs = []string{"203.0.113.0/24"}

@@ -90,12 +90,18 @@ type RateConfig struct {
 	// counted in Redis and shared by every edge. Defaults 10 per 10s.
 	UserSKULimit  int           `yaml:"user_sku_limit"`
 	UserSKUWindow time.Duration `yaml:"user_sku_window"`
-	// GateK and GateFloor: each edge lets at most max(GateK × remaining,
-	// GateFloor) purchase attempts per second and SKU through to the
-	// engine, remaining stock as the engine last answered. Defaults 10
-	// and 100.
+	// GateK and GateFloor: the edges together let at most
+	// max(GateK × remaining, GateFloor) purchase attempts per second and
+	// SKU through to the engine, remaining stock as the engine last
+	// answered. Defaults 10 and 100.
 	GateK     float64 `yaml:"gate_k"`
 	GateFloor float64 `yaml:"gate_floor"`
+	// GateEdges is the number of edges sharing the gate: each admits its
+	// 1/GateEdges share (GateK / GateEdges × remaining, at least
+	// GateFloor / GateEdges per second, always at least one attempt once
+	// its time has come). Set it to the number of edges behind the
+	// balancer, which must spread buyers evenly. Default 1 (0 means 1).
+	GateEdges int `yaml:"gate_edges"`
 	// SKUInflight bounds, per SKU and edge, the purchase attempts inside
 	// the engine call at once; one more is answered 429 at once instead
 	// of waiting in the engine's queue (where a wait past
@@ -140,7 +146,7 @@ func DefaultConfig() Config {
 			UserPerSecond: 5, UserBurst: 10,
 			MaxKeys:      1 << 18,
 			UserSKULimit: 10, UserSKUWindow: 10 * time.Second,
-			GateK: 10, GateFloor: 100,
+			GateK: 10, GateFloor: 100, GateEdges: 1,
 			SKUInflight: 1024,
 		},
 		Blocklist: BlocklistConfig{RefreshInterval: 10 * time.Second},
@@ -208,6 +214,8 @@ func (r *RateConfig) validate() error {
 		return errors.New("edge.rate.gate_k must not be negative (0 disables)")
 	case r.GateK > 0 && r.GateFloor < 1:
 		return errors.New("edge.rate.gate_floor must be at least 1")
+	case r.GateEdges < 0:
+		return errors.New("edge.rate.gate_edges must be at least 1 (the number of edges sharing the gate)")
 	case r.SKUInflight < 0:
 		return errors.New("edge.rate.sku_inflight must not be negative (0 disables)")
 	}

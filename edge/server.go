@@ -174,7 +174,8 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	s.staticBlock, _ = blocklist.NewSet(cfg.Blocklist.IPs, cfg.Blocklist.Users)
 	s.block.Store(s.staticBlock)
 	s.lim = newLimits(cfg.Rate, rdb)
-	s.gate = ratelimit.NewGate(cfg.Rate.GateK, cfg.Rate.GateFloor, nil)
+	gk, gf := cfg.Rate.gateShare()
+	s.gate = ratelimit.NewGate(gk, gf, nil)
 	s.inflight = ratelimit.NewInflight(cfg.Rate.SKUInflight)
 
 	// fasthttp logs every broken client connection: at debug only, or a

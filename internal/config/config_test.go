@@ -118,13 +118,16 @@ func TestRateAndBlocklistKeysFromTheEnvironment(t *testing.T) {
 		"SECKILL_EDGE_BLOCKLIST_USERS":      "1,2",
 		"SECKILL_EDGE_TRUSTED_PROXIES":      "172.16.0.0/12",
 		"SECKILL_EDGE_MAX_CONNS_PER_IP":     "64",
+		"SECKILL_EDGE_RATE_SKU_INFLIGHT":    "512",
+		"SECKILL_EDGE_RATE_GATE_EDGES":      "4",
 	}
 	if err := ApplyEnv(&c, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
 		t.Fatal(err)
 	}
 	r := c.Edge.Rate
 	if r.IPPerSecond != 7.5 || len(r.IPExempt) != 2 || r.IPExempt[1] != "192.0.2.1" || r.UserSKUWindow != 30*time.Second ||
-		len(c.Edge.Blocklist.Users) != 2 || c.Edge.Blocklist.Users[1] != 2 || c.Edge.TrustedProxies[0] != "172.16.0.0/12" || c.Edge.MaxConnsPerIP != 64 {
+		len(c.Edge.Blocklist.Users) != 2 || c.Edge.Blocklist.Users[1] != 2 || c.Edge.TrustedProxies[0] != "172.16.0.0/12" || c.Edge.MaxConnsPerIP != 64 ||
+		r.SKUInflight != 512 || r.GateEdges != 4 {
 		t.Fatalf("overrides not applied: %+v", c.Edge)
 	}
 	if err := c.Validate(); err != nil {
