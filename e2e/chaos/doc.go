@@ -10,7 +10,7 @@
 //
 // Everything lives in the _test.go files: the harness (harness_test.go,
 // proc_test.go, dbproxy_test.go), the buyers (load_test.go), the invariant
-// checker (check_test.go), the scenarios (scenarios_test.go) and the
+// checker (check_test.go), the scenarios (scenarios_test.go, hotshard_test.go) and the
 // security tests (security_test.go).
 //
 // The fast scenarios run in every `go test ./...`; the long ones need
