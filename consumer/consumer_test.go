@@ -561,12 +561,12 @@ type flakyStore struct {
 
 var errDown = errors.New("database unreachable")
 
-func (f *flakyStore) SaveBatch(ctx context.Context, msgs []sale.Message) ([]store.Outcome, error) {
+func (f *flakyStore) SaveBatch(ctx context.Context, msgs []sale.Message, opts ...store.SaveOption) ([]store.Outcome, error) {
 	f.attempts.Add(1)
 	if f.down.Load() {
 		return nil, errDown
 	}
-	return f.Store.SaveBatch(ctx, msgs)
+	return f.Store.SaveBatch(ctx, msgs, opts...)
 }
 
 func (f *flakyStore) Ping(ctx context.Context) error {

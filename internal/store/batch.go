@@ -12,8 +12,8 @@ import (
 )
 
 // chunk bounds the rows of one multi-row statement, far below both
-// databases' placeholder limits.
-const chunk = 500
+// databases' placeholder limits. A power of two (see stmts.go).
+const chunk = 512
 
 type skuKey struct{ activity, sku int64 }
 
@@ -47,12 +47,26 @@ type existingOrder struct {
 //  5. The request log gets ORDER_CREATED or FAILED for every ticket but
 //     the Existing ones, whose entry was written with their order, and
 //     the ticket's history gets STOCK_OCCUPIED (at the ticket's time),
-//     MQ_QUEUED (when the engine built the message) and that state.
-func (s *sqlStore) SaveBatch(ctx context.Context, msgs []sale.Message) ([]Outcome, error) {
+//     MQ_QUEUED (when the engine built the message) and that state. With
+//     Delivered, a created order's entry goes on to SUCCESS in the same
+//     statement and its history gets that step after ORDER_CREATED.
+//
+// Every multi-row statement runs at power-of-two sizes, prepared once per
+// connection (stmts.go).
+func (s *sqlStore) SaveBatch(ctx context.Context, msgs []sale.Message, opts ...SaveOption) ([]Outcome, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
 	b := newBatch(msgs)
+	for _, o := range opts {
+		o(&b.opt)
+	}
+	s.prepare(ctx, &lockSnapshotSQL, 1)
+	s.prepare(ctx, &takeStockSQL, 1)
+	s.prepare(ctx, &ordersOfUsersSQL, len(msgs))
+	s.prepare(ctx, &orderInsertSQL, len(msgs))
+	s.prepare(ctx, &logUpsertSQL, len(msgs))
+	s.prepare(ctx, &eventInsertSQL, (3+boolInt(b.opt.deliver))*len(msgs))
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		b.reset()
 		if err := s.lockSnapshots(ctx, tx, b); err != nil {
@@ -83,8 +97,27 @@ func (s *sqlStore) SaveBatch(ctx context.Context, msgs []sale.Message) ([]Outcom
 	return b.out, nil
 }
 
+// SaveOption changes what SaveBatch records besides the orders.
+type SaveOption func(*saveOptions)
+
+type saveOptions struct {
+	deliver bool
+	remark  string
+}
+
+// Delivered makes SaveBatch record, in its transaction, the step after a
+// created order: the request log entry goes on to SUCCESS with remark and
+// the ticket's history gets SUCCESS after ORDER_CREATED. For a caller that
+// writes every created order's result before it acknowledges the batch
+// (the consumer commits offsets only after the result write; a result lost
+// in between is written again by the redelivery, which finds the order).
+func Delivered(remark string) SaveOption {
+	return func(o *saveOptions) { o.deliver, o.remark = true, remark }
+}
+
 // batch is one SaveBatch's working state.
 type batch struct {
+	opt  saveOptions
 	msgs []sale.Message
 	out  []Outcome
 	// lead[i] is the index of the message whose outcome i follows: i itself
@@ -99,6 +132,7 @@ type batch struct {
 	byReq    map[string]existingOrder  // orders (closed too) of the batch's tickets
 	taken    map[skuKey]int64
 	created  []int
+	boxes    []boxed // see box
 }
 
 func newBatch(msgs []sale.Message) *batch {
@@ -144,13 +178,43 @@ func (b *batch) reset() {
 	b.byReq = map[string]existingOrder{}
 	b.taken = map[skuKey]int64{}
 	b.created = b.created[:0]
+	for i := range b.boxes {
+		b.boxes[i].orderNo = nil // the outcomes may change
+	}
 }
 
+var (
+	lockSnapshotSQL = shape{per: 2, sql: func(d *dialect, _ int) string {
+		return `SELECT available FROM seckill_stock_snapshot WHERE activity_id = ? AND sku_id = ?` + d.forUpdate
+	}}
+	takeStockSQL = shape{per: 5, sql: func(*dialect, int) string {
+		return `UPDATE seckill_stock_snapshot SET available = available - ?, sold = sold + ?, version = version + 1
+			WHERE activity_id = ? AND sku_id = ? AND available >= ?`
+	}}
+	// ordersOfUsersSQL has 2 placeholders (activity, SKU) before its n
+	// users.
+	ordersOfUsersSQL = shape{per: 1, sql: func(_ *dialect, n int) string {
+		return `SELECT user_id, order_no, request_no, status FROM seckill_order
+			WHERE activity_id = ? AND sku_id = ? AND user_id IN (` + marks(n, 1) + `)`
+	}}
+	orderInsertSQL = shape{per: orderInsertCols, sql: func(d *dialect, n int) string {
+		return d.insertIgnore + ` seckill_order (order_no, request_no, activity_id, sku_id, user_id, quantity,
+			unit_price_cents, amount_cents, status, trace_id, created_ms, updated_ms, live)
+			VALUES ` + marks(n, orderInsertCols)
+	}}
+	logUpsertSQL = shape{per: logInsertCols, sql: func(d *dialect, n int) string {
+		return `INSERT INTO seckill_request_log (` + logColumns + `) VALUES ` + marks(n, logInsertCols) + d.logUpsert
+	}}
+)
+
 func (s *sqlStore) lockSnapshots(ctx context.Context, tx *sql.Tx, b *batch) error {
+	st, err := s.txStmt(ctx, tx, &lockSnapshotSQL, 1)
+	if err != nil {
+		return fmt.Errorf("lock snapshots: %w", err)
+	}
 	for _, k := range b.skus {
 		var avail int64
-		err := tx.QueryRowContext(ctx, `SELECT available FROM seckill_stock_snapshot
-			WHERE activity_id = ? AND sku_id = ?`+s.d.forUpdate, k.activity, k.sku).Scan(&avail)
+		err := st.QueryRowContext(ctx, k.activity, k.sku).Scan(&avail)
 		if err == sql.ErrNoRows {
 			return fmt.Errorf("activity %d sku %d: %w", k.activity, k.sku, ErrNoSnapshot)
 		}
@@ -163,17 +227,20 @@ func (s *sqlStore) lockSnapshots(ctx context.Context, tx *sql.Tx, b *batch) erro
 }
 
 func (s *sqlStore) findExisting(ctx context.Context, tx *sql.Tx, b *batch) error {
+	var args []any
 	for _, k := range b.skus {
 		users := b.users[k]
 		for len(users) > 0 {
-			n := min(len(users), chunk)
-			args := make([]any, 0, n+2)
-			args = append(args, k.activity, k.sku)
+			n := rowsOf(len(users))
+			args = append(args[:0], k.activity, k.sku)
 			for _, u := range users[:n] {
 				args = append(args, u)
 			}
-			rows, err := tx.QueryContext(ctx, `SELECT user_id, order_no, request_no, status FROM seckill_order
-				WHERE activity_id = ? AND sku_id = ? AND user_id IN (`+marks(n, 1)+`)`, args...)
+			st, err := s.txStmt(ctx, tx, &ordersOfUsersSQL, n)
+			if err != nil {
+				return fmt.Errorf("find orders activity %d sku %d: %w", k.activity, k.sku, err)
+			}
+			rows, err := st.QueryContext(ctx, args...)
 			if err != nil {
 				return fmt.Errorf("find orders activity %d sku %d: %w", k.activity, k.sku, err)
 			}
@@ -245,9 +312,11 @@ func (s *sqlStore) takeStock(ctx context.Context, tx *sql.Tx, b *batch) error {
 		if n == 0 {
 			continue
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE seckill_stock_snapshot
-			SET available = available - ?, sold = sold + ?, version = version + 1
-			WHERE activity_id = ? AND sku_id = ? AND available >= ?`, n, n, k.activity, k.sku, n)
+		st, err := s.txStmt(ctx, tx, &takeStockSQL, 1)
+		if err != nil {
+			return fmt.Errorf("take %d from snapshot activity %d sku %d: %w", n, k.activity, k.sku, err)
+		}
+		res, err := st.ExecContext(ctx, n, n, k.activity, k.sku, n)
 		if err != nil {
 			return fmt.Errorf("take %d from snapshot activity %d sku %d: %w", n, k.activity, k.sku, err)
 		}
@@ -260,77 +329,107 @@ func (s *sqlStore) takeStock(ctx context.Context, tx *sql.Tx, b *batch) error {
 
 const orderInsertCols = 13
 
+// insertOrders writes the created orders in one multi-row statement.
 func (s *sqlStore) insertOrders(ctx context.Context, tx *sql.Tx, b *batch, now int64) error {
-	for rest := b.created; len(rest) > 0; {
-		n := min(len(rest), chunk)
-		args := make([]any, 0, n*orderInsertCols)
-		for _, i := range rest[:n] {
-			m := &b.msgs[i]
-			args = append(args, b.out[i].OrderNo, m.RequestNo, m.ActivityID, m.SKUID, m.UserID, m.Quantity,
-				int64(m.UnitPrice), int64(m.UnitPrice)*m.Quantity, OrderPendingPayment, cut(m.TraceID, maxTrace),
-				now, now, 1)
-		}
-		res, err := tx.ExecContext(ctx, s.d.insertIgnore+` seckill_order (order_no, request_no, activity_id,
-			sku_id, user_id, quantity, unit_price_cents, amount_cents, status, trace_id, created_ms, updated_ms, live)
-			VALUES `+marks(n, orderInsertCols), args...)
-		if err != nil {
-			return fmt.Errorf("insert %d orders: %w", n, err)
-		}
-		c, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("insert %d orders: %w", n, err)
-		}
-		if c != int64(n) {
-			return fmt.Errorf("inserted %d of %d orders: %w", c, n, ErrConflict)
-		}
-		rest = rest[n:]
+	if len(b.created) == 0 {
+		return nil
+	}
+	nowA := any(now)
+	args := make([]any, 0, len(b.created)*orderInsertCols)
+	for _, i := range b.created {
+		m, x := &b.msgs[i], b.box(i)
+		args = append(args, x.orderNo, x.rn, x.activity, x.sku, x.user, m.Quantity,
+			int64(m.UnitPrice), int64(m.UnitPrice)*m.Quantity, OrderPendingPayment, x.trace,
+			nowA, nowA, 1)
+	}
+	c, err := s.execRows(ctx, tx, &orderInsertSQL, args)
+	if err != nil {
+		return fmt.Errorf("insert %d orders: %w", len(b.created), err)
+	}
+	if c != int64(len(b.created)) {
+		return fmt.Errorf("inserted %d of %d orders: %w", c, len(b.created), ErrConflict)
 	}
 	return nil
 }
 
 const logInsertCols = 11
 
+// logBatch writes the request log entries and history steps of the batch
+// (step 5 of SaveBatch): one multi-row upsert, one multi-row insert.
 func (s *sqlStore) logBatch(ctx context.Context, tx *sql.Tx, b *batch, now int64) error {
-	idx := make([]int, 0, len(b.msgs))
+	n := 0
 	for i := range b.msgs {
 		// A redelivered ticket's log row was written with its order;
 		// rewriting it could move a later state back.
 		if !b.same[i] && b.out[i].Kind != Existing {
-			idx = append(idx, i)
+			n++
 		}
 	}
-	for len(idx) > 0 {
-		n := min(len(idx), chunk)
-		args := make([]any, 0, n*logInsertCols)
-		for _, i := range idx[:n] {
-			m, o := &b.msgs[i], &b.out[i]
-			status, remark := logFor(o)
-			args = append(args, m.RequestNo, m.ActivityID, m.SKUID, m.UserID, m.Quantity, status, o.OrderNo,
-				cut(m.TraceID, maxTrace), cut(remark, maxRemark), now, now)
+	if n == 0 {
+		return nil
+	}
+	nowA := any(now)
+	perTicket := 3
+	if b.opt.deliver {
+		perTicket = 4
+	}
+	args := make([]any, 0, n*logInsertCols)
+	evs := make([]any, 0, n*perTicket*eventCols)
+	for i := range b.msgs {
+		if b.same[i] || b.out[i].Kind == Existing {
+			continue
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_request_log (`+logColumns+`) VALUES `+
-			marks(n, logInsertCols)+s.d.logUpsert, args...); err != nil {
-			return fmt.Errorf("log %d requests: %w", n, err)
+		m, o, x := &b.msgs[i], &b.out[i], b.box(i)
+		status, remark := logFor(o)
+		delivered := b.opt.deliver && o.Kind == Created
+		if delivered {
+			status, remark = StatusSuccess, b.opt.remark
 		}
-		evs := make([]Event, 0, 3*n)
-		for _, i := range idx[:n] {
-			m, o := &b.msgs[i], &b.out[i]
-			status, remark := logFor(o)
-			occupied, ok := sale.RequestNoTime(m.RequestNo)
-			if !ok {
-				occupied = time.UnixMilli(m.AcceptedAt)
-			}
-			evs = append(evs,
-				Event{RequestNo: m.RequestNo, Status: StatusStockOccupied, At: occupied},
-				Event{RequestNo: m.RequestNo, Status: StatusMQQueued, At: time.UnixMilli(m.AcceptedAt)},
-				Event{RequestNo: m.RequestNo, Status: status, Remark: remark, At: time.UnixMilli(now)})
+		remark = cut(remark, maxRemark)
+		args = append(args, x.rn, x.activity, x.sku, x.user, m.Quantity, status, x.orderNo,
+			x.trace, remark, nowA, nowA)
+		occupied, ok := sale.RequestNoTime(m.RequestNo)
+		if !ok {
+			occupied = time.UnixMilli(m.AcceptedAt)
 		}
-		if err := insertEvents(ctx, tx, evs); err != nil {
-			return err
+		evs = append(evs,
+			x.rn, StatusStockOccupied, "", occupied.UnixMilli(),
+			x.rn, StatusMQQueued, "", m.AcceptedAt)
+		if delivered {
+			evs = append(evs, x.rn, StatusOrderCreated, "", nowA)
 		}
-		idx = idx[n:]
+		evs = append(evs, x.rn, status, remark, nowA)
+	}
+	if _, err := s.execRows(ctx, tx, &logUpsertSQL, args); err != nil {
+		return fmt.Errorf("log %d requests: %w", n, err)
+	}
+	if _, err := s.execRows(ctx, tx, &eventInsertSQL, evs); err != nil {
+		return fmt.Errorf("append %d request events: %w", len(evs)/eventCols, err)
 	}
 	return nil
+}
+
+// boxed are a ticket's values that go into several rows, boxed once:
+// boxing each use would allocate each time.
+type boxed struct {
+	rn, trace, orderNo, activity, sku, user any
+}
+
+// box returns ticket i's boxed values.
+func (b *batch) box(i int) *boxed {
+	if b.boxes == nil {
+		b.boxes = make([]boxed, len(b.msgs))
+	}
+	x := &b.boxes[i]
+	if x.rn == nil {
+		m := &b.msgs[i]
+		x.rn, x.trace = m.RequestNo, cut(m.TraceID, maxTrace)
+		x.activity, x.sku, x.user = m.ActivityID, m.SKUID, m.UserID
+	}
+	if x.orderNo == nil {
+		x.orderNo = b.out[i].OrderNo
+	}
+	return x
 }
 
 // logFor is the request-log status and remark of an outcome.

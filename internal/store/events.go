@@ -26,55 +26,62 @@ const (
 
 const eventCols = 4
 
-// insertEvents appends evs to the history in chunks; a zero At is now.
-func insertEvents(ctx context.Context, tx *sql.Tx, evs []Event) error {
+var eventInsertSQL = shape{per: eventCols, sql: func(_ *dialect, n int) string {
+	return `INSERT INTO seckill_request_event (request_no, status, remark, created_ms) VALUES ` + marks(n, eventCols)
+}}
+
+// insertEvents appends evs to the history; a zero At is now.
+func (s *sqlStore) insertEvents(ctx context.Context, tx *sql.Tx, evs []Event) error {
 	now := time.Now()
-	for len(evs) > 0 {
-		n := min(len(evs), chunk)
-		args := make([]any, 0, n*eventCols)
-		for _, e := range evs[:n] {
-			at := e.At
-			if at.IsZero() {
-				at = now
-			}
-			args = append(args, e.RequestNo, e.Status, cut(e.Remark, maxRemark), at.UnixMilli())
+	args := make([]any, 0, len(evs)*eventCols)
+	for _, e := range evs {
+		at := e.At
+		if at.IsZero() {
+			at = now
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_request_event (request_no, status, remark, created_ms)
-			VALUES `+marks(n, eventCols), args...); err != nil {
-			return fmt.Errorf("append %d request events: %w", n, err)
-		}
-		evs = evs[n:]
+		args = append(args, e.RequestNo, e.Status, cut(e.Remark, maxRemark), at.UnixMilli())
+	}
+	if _, err := s.execRows(ctx, tx, &eventInsertSQL, args); err != nil {
+		return fmt.Errorf("append %d request events: %w", len(evs), err)
 	}
 	return nil
 }
 
 // LogRequests upserts the entries and appends one history event per entry
-// (at e.At, or now), in one transaction and in order.
+// (at e.At, or now), in one transaction and in order: multi-row
+// statements, whose rows both databases apply in order (a later step of
+// one ticket updates the row its earlier step inserted).
 func (s *sqlStore) LogRequests(ctx context.Context, es []LogEntry) error {
 	if len(es) == 0 {
 		return nil
 	}
+	s.prepare(ctx, &logUpsertSQL, len(es))
+	s.prepare(ctx, &eventInsertSQL, len(es))
 	now := s.nowMs()
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		evs := make([]Event, 0, len(es))
-		for _, e := range es {
-			created := now
-			if !e.Created.IsZero() {
-				created = e.Created.UnixMilli()
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_request_log (`+logColumns+`)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`+s.d.logUpsert,
-				e.RequestNo, e.ActivityID, e.SKUID, e.UserID, e.Quantity, e.Status, e.OrderNo,
-				cut(e.TraceID, maxTrace), cut(e.Remark, maxRemark), created, now); err != nil {
-				return err
-			}
-			at := e.At
-			if at.IsZero() {
-				at = time.UnixMilli(now)
-			}
-			evs = append(evs, Event{RequestNo: e.RequestNo, Status: e.Status, Remark: e.Remark, At: at})
+	nowA := any(now)
+	rows := make([]any, 0, len(es)*logInsertCols)
+	evs := make([]any, 0, len(es)*eventCols)
+	for i := range es {
+		e := &es[i]
+		created := nowA
+		if !e.Created.IsZero() {
+			created = e.Created.UnixMilli()
 		}
-		return insertEvents(ctx, tx, evs)
+		at := nowA
+		if !e.At.IsZero() {
+			at = e.At.UnixMilli()
+		}
+		rn, remark := any(e.RequestNo), any(cut(e.Remark, maxRemark))
+		rows = append(rows, rn, e.ActivityID, e.SKUID, e.UserID, e.Quantity, e.Status, e.OrderNo,
+			cut(e.TraceID, maxTrace), remark, created, nowA)
+		evs = append(evs, rn, e.Status, remark, at)
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := s.execRows(ctx, tx, &logUpsertSQL, rows); err != nil {
+			return err
+		}
+		_, err := s.execRows(ctx, tx, &eventInsertSQL, evs)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("log %d requests (%s…): %w", len(es), es[0].RequestNo, err)
@@ -86,7 +93,7 @@ func (s *sqlStore) AppendEvents(ctx context.Context, evs []Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	if err := s.inTx(ctx, func(tx *sql.Tx) error { return insertEvents(ctx, tx, evs) }); err != nil {
+	if err := s.inTx(ctx, func(tx *sql.Tx) error { return s.insertEvents(ctx, tx, evs) }); err != nil {
 		return fmt.Errorf("append request events: %w", err)
 	}
 	return nil

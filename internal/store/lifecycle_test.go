@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -202,6 +203,131 @@ func TestRequestHistoryTellsTheStory(t *testing.T) {
 		}
 		if evs, err := s.RequestEvents(ctx, "none"); err != nil || len(evs) != 0 {
 			t.Errorf("history of an unknown ticket: %+v, %v", evs, err)
+		}
+	})
+}
+
+// TestDeliveredTellsTheSameStory: SaveBatch with Delivered leaves the
+// request log and the history of every ticket as SaveBatch followed by a
+// LogRequests of the SUCCESS steps did: the same states, remarks and order
+// numbers, for created, duplicate, sold-out, repeated and redelivered
+// tickets, in a batch larger than one statement.
+func TestDeliveredTellsTheSameStory(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		ctx := context.Background()
+		s := r.open(t)
+		const n, stock = 1300, 1000
+		put(t, s, activity(1, sale.SKU{ID: 10, Stock: stock}))
+		put(t, s, activity(2, sale.SKU{ID: 10, Stock: stock}))
+		batch := func(act int64, prefix string) []sale.Message {
+			var msgs []sale.Message
+			for i := range n {
+				// Every tenth buyer sends a second ticket: a duplicate.
+				u := int64(100 + i - i%10/9)
+				msgs = append(msgs, msg(fmt.Sprintf("%s%d", prefix, i), act, 10, u))
+			}
+			return append(msgs, msgs[3], msgs[7]) // repeated tickets
+		}
+		old, nu := batch(1, "a"), batch(2, "b")
+		out := save(t, s, old...)
+		var es []LogEntry
+		for i, o := range out {
+			if o.Kind == Created && i < n {
+				m := old[i]
+				es = append(es, LogEntry{RequestNo: m.RequestNo, ActivityID: m.ActivityID, SKUID: m.SKUID,
+					UserID: m.UserID, Quantity: m.Quantity, Status: StatusSuccess, OrderNo: o.OrderNo,
+					TraceID: m.TraceID, Remark: "result written"})
+			}
+		}
+		if err := s.LogRequests(ctx, es); err != nil {
+			t.Fatal(err)
+		}
+		save(t, s, old...) // a redelivery: only its duplicates log again
+		// The second time is a redelivery: nothing changes.
+		for range 2 {
+			outB, err := s.SaveBatch(ctx, nu, Delivered("result written"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range outB {
+				if outB[i].Kind != out[i].Kind && outB[i].Kind != Existing {
+					t.Fatalf("ticket %d: %v, old way %v", i, outB[i].Kind, out[i].Kind)
+				}
+			}
+		}
+		// The two runs differ only in these letters.
+		norm := strings.NewReplacer("Oa", "O", "Ob", "O", "t-a", "t-", "t-b", "t-")
+		created := 0
+		for i := range n {
+			a, b := old[i].RequestNo, nu[i].RequestNo
+			la, err := s.RequestLog(ctx, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lb, err := s.RequestLog(ctx, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if la.Status != lb.Status || norm.Replace(la.OrderNo) != norm.Replace(lb.OrderNo) ||
+				norm.Replace(la.TraceID) != norm.Replace(lb.TraceID) || norm.Replace(la.Remark) != norm.Replace(lb.Remark) {
+				t.Fatalf("ticket %d: request log %+v, the old way %+v", i, lb, la)
+			}
+			if la.Status == StatusSuccess {
+				created++
+			}
+			ha, err := s.RequestEvents(ctx, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hb, err := s.RequestEvents(ctx, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			story := func(h []Event) string {
+				var b strings.Builder
+				for _, e := range h {
+					fmt.Fprintf(&b, "%s(%s) ", e.Status, norm.Replace(e.Remark))
+				}
+				return b.String()
+			}
+			if story(ha) != story(hb) {
+				t.Fatalf("ticket %d: history %s, the old way %s", i, story(hb), story(ha))
+			}
+		}
+		if created != stock {
+			t.Errorf("%d tickets reached SUCCESS, want %d", created, stock)
+		}
+	})
+}
+
+// TestLogRequestsAppliesStepsInOrder: several steps of one ticket in one
+// call end at the last, and the history keeps them all, in order.
+func TestLogRequestsAppliesStepsInOrder(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		ctx := context.Background()
+		s := r.open(t)
+		var es []LogEntry
+		for i := range 700 {
+			es = append(es, LogEntry{RequestNo: fmt.Sprint("r", i), ActivityID: 1, SKUID: 10, UserID: int64(i), Quantity: 1,
+				Status: StatusCompensating, Remark: "send failed"})
+		}
+		es = append(es, LogEntry{RequestNo: "r5", ActivityID: 1, SKUID: 10, UserID: 5, Quantity: 1,
+			Status: StatusFailed, Remark: "released"})
+		if err := s.LogRequests(ctx, es); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			rn, status string
+			steps      int
+		}{{"r5", StatusFailed, 2}, {"r0", StatusCompensating, 1}, {"r699", StatusCompensating, 1}} {
+			e, err := s.RequestLog(ctx, c.rn)
+			if err != nil || e.Status != c.status {
+				t.Errorf("%s: request log %+v, %v; want %s", c.rn, e, err, c.status)
+			}
+			h, err := s.RequestEvents(ctx, c.rn)
+			if err != nil || len(h) != c.steps || h[len(h)-1].Status != c.status {
+				t.Errorf("%s: history %+v, %v", c.rn, h, err)
+			}
 		}
 	})
 }

@@ -36,7 +36,7 @@ func (s *sqlStore) PayOrder(ctx context.Context, orderNo string, user int64, cre
 			return fmt.Errorf("order %s of user %d: %w", orderNo, user, ErrNotFound)
 		}
 		if n == 1 {
-			return insertEvents(ctx, tx, []Event{{RequestNo: o.RequestNo, Status: EventOrderPaid, At: time.UnixMilli(now)}})
+			return s.insertEvents(ctx, tx, []Event{{RequestNo: o.RequestNo, Status: EventOrderPaid, At: time.UnixMilli(now)}})
 		}
 		return nil
 	})
@@ -108,7 +108,7 @@ func (s *sqlStore) CloseOrder(ctx context.Context, orderNo string, createdBefore
 			o.RequestNo, o.OrderNo, o.ActivityID, o.SKUID, o.UserID, o.Quantity, now); err != nil {
 			return err
 		}
-		if err := insertEvents(ctx, tx, []Event{{RequestNo: o.RequestNo, Status: EventOrderClosed,
+		if err := s.insertEvents(ctx, tx, []Event{{RequestNo: o.RequestNo, Status: EventOrderClosed,
 			Remark: "unpaid at the deadline; units back in the database snapshot", At: time.UnixMilli(now)}}); err != nil {
 			return err
 		}
@@ -160,7 +160,7 @@ func (s *sqlStore) ReleaseDone(ctx context.Context, requestNo string) error {
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
 			return err // done before: nothing to add to the history
 		}
-		return insertEvents(ctx, tx, []Event{{RequestNo: requestNo, Status: EventStockReleased,
+		return s.insertEvents(ctx, tx, []Event{{RequestNo: requestNo, Status: EventStockReleased,
 			Remark: "closed order's units back in Redis", At: time.UnixMilli(now)}})
 	})
 	if err != nil {

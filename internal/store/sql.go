@@ -14,10 +14,11 @@ import (
 // sqlStore is both implementations: the shared SQL over a dialect. w takes
 // every write and transaction, r every plain read (the same pool for MySQL).
 type sqlStore struct {
-	d   *dialect
-	w   *sql.DB
-	r   *sql.DB
-	opt options
+	d     *dialect
+	w     *sql.DB
+	r     *sql.DB
+	opt   options
+	stmts stmtCache // the batch statements, prepared on w
 }
 
 func (s *sqlStore) migrate(ctx context.Context) error {
@@ -203,6 +204,7 @@ func (s *sqlStore) Ping(ctx context.Context) error {
 }
 
 func (s *sqlStore) Close() error {
+	s.stmts.closeAll()
 	err := s.w.Close()
 	if s.r != s.w {
 		if e := s.r.Close(); err == nil {

@@ -23,8 +23,9 @@ type Store interface {
 	// SaveBatch turns order messages into orders in one transaction (see
 	// batch.go) and reports one Outcome per message, in order. An error
 	// means the whole transaction rolled back and nothing changed; the
-	// caller retries.
-	SaveBatch(ctx context.Context, msgs []sale.Message) ([]Outcome, error)
+	// caller retries. Delivered adds the next request-log step of every
+	// created order to the transaction.
+	SaveBatch(ctx context.Context, msgs []sale.Message, opts ...SaveOption) ([]Outcome, error)
 	// Snapshot returns the stock snapshot of (activity, sku) or ErrNotFound.
 	Snapshot(ctx context.Context, activity, sku int64) (Snapshot, error)
 	// CountOrders counts the orders of (activity, sku) that are not CLOSED
