@@ -117,12 +117,10 @@ func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession
 		return errors.Join(withheld, fmt.Errorf("%w: dead-letter %d failed messages: %v", ErrUncommitted, len(failed), err))
 	}
 
-	// 6. Give back the stock of tickets that got no order, note in the
-	// request log which buyers can read their order, then commit.
+	// 6. Give back the stock of tickets that got no order, then commit.
 	if err := c.releaseAll(ctx, tickets); err != nil {
 		return err
 	}
-	c.logDelivered(ctx, tickets)
 	for _, t := range tickets {
 		c.m.messages.WithLabelValues(t.outcome).Inc()
 	}
@@ -305,9 +303,16 @@ func (c *Consumer) save(ctx context.Context, held []*ticket) error {
 	return nil
 }
 
+// delivered is the request-log remark of a created order's SUCCESS step.
+const delivered = "result written"
+
+// saveBatch writes msgs in one transaction. The SUCCESS step of each new
+// order goes into the same transaction (store.Delivered): this batch
+// writes its result before its offsets are committed, and a redelivery
+// after a failed result write finds the order and writes the result.
 func (c *Consumer) saveBatch(ctx context.Context, msgs []sale.Message) ([]store.Outcome, error) {
 	start := time.Now()
-	outs, err := c.st.SaveBatch(ctx, msgs)
+	outs, err := c.st.SaveBatch(ctx, msgs, store.Delivered(delivered))
 	c.m.tx.Observe(time.Since(start).Seconds())
 	return outs, err
 }
@@ -397,28 +402,6 @@ func (c *Consumer) logRequest(ctx context.Context, t *ticket, status, orderNo, r
 		TraceID: t.m.TraceID, Remark: remark})
 	if err != nil {
 		c.log.Warn("request log write failed", append(t.fields(), zap.Error(err))...)
-	}
-}
-
-// logDelivered moves the request log of every new order on to SUCCESS:
-// its result is written, the buyer's polling reads the order. Best effort,
-// like logRequest; one statement per batch.
-func (c *Consumer) logDelivered(ctx context.Context, tickets []*ticket) {
-	var es []store.LogEntry
-	for _, t := range tickets {
-		if t.outcome == outCreated {
-			es = append(es, store.LogEntry{RequestNo: t.m.RequestNo, ActivityID: t.m.ActivityID, SKUID: t.m.SKUID,
-				UserID: t.m.UserID, Quantity: t.m.Quantity, Status: store.StatusSuccess, OrderNo: t.res.OrderNo,
-				TraceID: t.m.TraceID, Remark: "result written"})
-		}
-	}
-	if len(es) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	if err := c.st.LogRequests(ctx, es); err != nil {
-		c.log.Warn("request log write failed", zap.Int("tickets", len(es)), zap.Error(err))
 	}
 }
 
