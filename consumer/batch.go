@@ -152,33 +152,26 @@ func (c *Consumer) knowSKUs(ctx context.Context, tickets []*ticket) {
 	}
 }
 
-// claim claims every ticket, concurrently (rueidis pipelines the calls),
-// retrying the calls that failed.
+// claim claims every ticket with one script call per SKU (Stock.ClaimBatch:
+// the same answers as a Claim per ticket), retrying while Redis fails.
+// Claims are idempotent, so a retry asks again for every ticket.
 func (c *Consumer) claim(ctx context.Context, tickets []*ticket) error {
-	asked := make([]bool, len(tickets))
+	if len(tickets) == 0 {
+		return nil
+	}
+	msgs := make([]*sale.Message, len(tickets))
+	for i, t := range tickets {
+		msgs[i] = &t.m
+	}
 	return c.retry(ctx, "claim tickets", func(ctx context.Context) error {
-		var (
-			mu   sync.Mutex
-			errs []error
-			wg   sync.WaitGroup
-		)
-		for i, t := range tickets {
-			if asked[i] {
-				continue
-			}
-			wg.Go(func() {
-				ok, err := c.stock.Claim(ctx, &t.m)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, err)
-					return
-				}
-				t.held, asked[i] = ok, true
-			})
+		held, err := c.stock.ClaimBatch(ctx, msgs)
+		if err != nil {
+			return err
 		}
-		wg.Wait()
-		return errors.Join(errs...)
+		for i, t := range tickets {
+			t.held = held[i]
+		}
+		return nil
 	})
 }
 
