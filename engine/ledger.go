@@ -167,11 +167,13 @@ func (s *Stock) Settle(ctx context.Context, activity int64, sku *sale.SKU, seenS
 
 // Rebuild writes SKU sku of activity a back into Redis after Redis lost it
 // (its meta key is missing), in one atomic script: remaining = initial −
-// ordered, sold = ordered, a claimed record for every live order, then the
-// meta that makes it sellable. initial and ordered are units; holds are the
-// live orders. It reports false when the meta key exists (another process
-// was first): nothing changed then. The catalog is not touched.
-func (s *Stock) Rebuild(ctx context.Context, a *sale.Activity, sku *sale.SKU, initial, ordered int64, holds []Hold) (bool, error) {
+// ordered, sold = ordered, a claimed record for every live order, the close
+// of every order closed unpaid (closed hash), then the meta that makes it
+// sellable (with a's rebuy switch). initial and ordered are units; holds are
+// the live orders, closed the closed ones. It reports false when the meta
+// key exists (another process was first): nothing changed then. The
+// catalog is not touched.
+func (s *Stock) Rebuild(ctx context.Context, a *sale.Activity, sku *sale.SKU, initial, ordered int64, holds, closed []Hold) (bool, error) {
 	k := sale.KeysFor(a.ID, sku.ID)
 	meta := []string{
 		"status", a.State,
@@ -180,13 +182,16 @@ func (s *Stock) Rebuild(ctx context.Context, a *sale.Activity, sku *sale.SKU, in
 		"limit", strconv.FormatInt(max(sku.LimitPerUser, 1), 10),
 		"price", strconv.FormatInt(int64(sku.Price), 10),
 		"activity", strconv.FormatInt(a.ID, 10),
+		"rebuy", rebuyField(a),
 	}
-	args := make([]string, 0, 3+len(meta)+2*len(holds))
-	args = append(args, strconv.FormatInt(initial, 10), strconv.FormatInt(ordered, 10), strconv.Itoa(len(meta)/2))
+	args := make([]string, 0, 4+len(meta)+2*len(holds)+2*len(closed))
+	args = append(args, strconv.FormatInt(initial, 10), strconv.FormatInt(ordered, 10),
+		strconv.Itoa(len(meta)/2), strconv.Itoa(len(holds)))
 	args = append(args, meta...)
 	args = holdArgs(args, holds)
+	args = holdArgs(args, closed)
 	code, err := rebuildScript.Exec(ctx, s.shards.For(sku.Hot),
-		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim}, args).ToString()
+		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Closed}, args).ToString()
 	if err != nil {
 		return false, fmt.Errorf("rebuild activity %d sku %d: %w", a.ID, sku.ID, err)
 	}

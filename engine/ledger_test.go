@@ -61,14 +61,14 @@ func TestLedgerRestoreSettleAndRebuild(t *testing.T) {
 	}
 
 	// Rebuild refuses while the meta exists, then writes everything at once.
-	if ok, err := r.stock.Rebuild(ctx, a, sku, 10, 2, nil); err != nil || ok {
+	if ok, err := r.stock.Rebuild(ctx, a, sku, 10, 2, nil, nil); err != nil || ok {
 		t.Fatalf("rebuild over a live sku: %v %v", ok, err)
 	}
 	r.hot.Do(t, "FLUSHALL")
 	if l, _ := r.stock.Ledger(ctx, 1, sku); l.Present {
 		t.Fatal("ledger sees the flushed sku")
 	}
-	ok, err := r.stock.Rebuild(ctx, a, sku, 10, 2, []Hold{{UserID: 1, RequestNo: "rn1"}, {UserID: 4, RequestNo: "rn4"}})
+	ok, err := r.stock.Rebuild(ctx, a, sku, 10, 2, []Hold{{UserID: 1, RequestNo: "rn1"}, {UserID: 4, RequestNo: "rn4"}}, nil)
 	if err != nil || !ok {
 		t.Fatalf("rebuild: %v %v", ok, err)
 	}

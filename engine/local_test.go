@@ -231,7 +231,7 @@ func testFlushedRedisAnswersBusyUntilRebuilt(t *testing.T, r *rig, _ *testenv.Ka
 			t.Fatalf("user %d while Redis lost the SKU: %+v %v, want busy (state lost)", req.UserID, tk, err)
 		}
 	}
-	if ok, err := r.stock.Rebuild(ctx, a, k, 5, 0, nil); !ok || err != nil {
+	if ok, err := r.stock.Rebuild(ctx, a, k, 5, 0, nil, nil); !ok || err != nil {
 		t.Fatalf("rebuild: %v %v", ok, err)
 	}
 	tk, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 2, Quantity: 1})

@@ -21,7 +21,7 @@ func WithOrdered(fn OrderedFunc) StockOption { return func(s *Stock) { s.ordered
 
 // Preheat writes activity a into Redis: the catalog entry on the default
 // Redis and, on each SKU's shard, its meta (status, window, limit, price,
-// initial) and — only where absent — its stock and sold counters. An
+// initial, rebuy) and — only where absent — its stock and sold counters. An
 // existing stock key is kept, so preheating a live activity again never
 // resets a sale in progress (restock is a separate, explicit operation).
 // It publishes an activity event.
@@ -56,7 +56,8 @@ func (s *Stock) Preheat(ctx context.Context, a sale.Activity) error {
 				FieldValue("limit", strconv.FormatInt(sku.LimitPerUser, 10)).
 				FieldValue("price", strconv.FormatInt(int64(sku.Price), 10)).
 				FieldValue("initial", strconv.FormatInt(sku.Stock, 10)).
-				FieldValue("activity", strconv.FormatInt(a.ID, 10)).Build(),
+				FieldValue("activity", strconv.FormatInt(a.ID, 10)).
+				FieldValue("rebuy", rebuyField(&a)).Build(),
 			c.B().Set().Key(k.Stock).Value(strconv.FormatInt(stock, 10)).Nx().Build(),
 			c.B().Set().Key(k.Sold).Value(strconv.FormatInt(ordered, 10)).Nx().Build(),
 		}
@@ -107,4 +108,13 @@ func (s *Stock) SetState(ctx context.Context, id int64, state string) error {
 	}
 	s.publish(ctx, sale.Event{Kind: sale.EventActivity, Activity: id})
 	return nil
+}
+
+// rebuyField is meta's "rebuy": "0" where a buyer whose order was closed
+// unpaid may not buy the SKU again (occupy reads it), else "1".
+func rebuyField(a *sale.Activity) string {
+	if a.Rebuy() {
+		return "1"
+	}
+	return "0"
 }

@@ -19,14 +19,14 @@ import (
 // one place that changes stock in Redis; the engine, the consumer and the
 // admin tools all go through it. Safe for concurrent use.
 type Stock struct {
-	shards  *shard.Set
-	cat     *catalog.Catalog
-	occupy  *rueidis.Lua
-	release *rueidis.Lua
-	claim   *rueidis.Lua
-	onEvent func(sale.Event)
-	ordered OrderedFunc
-	now     func() time.Time
+	shards        *shard.Set
+	cat           *catalog.Catalog
+	occupy        *rueidis.Lua
+	releaseScript *rueidis.Lua
+	claim         *rueidis.Lua
+	onEvent       func(sale.Event)
+	ordered       OrderedFunc
+	now           func() time.Time
 }
 
 // StockOption is a test seam or wiring hook.
@@ -39,12 +39,12 @@ func WithEventHook(fn func(sale.Event)) StockOption { return func(s *Stock) { s.
 // NewStock returns a Stock over shards; cat routes SKUs (hot or not).
 func NewStock(shards *shard.Set, cat *catalog.Catalog, opts ...StockOption) *Stock {
 	s := &Stock{
-		shards:  shards,
-		cat:     cat,
-		occupy:  rueidis.NewLuaScript(lua.Occupy),
-		release: rueidis.NewLuaScript(lua.Release),
-		claim:   rueidis.NewLuaScript(lua.Claim),
-		now:     time.Now,
+		shards:        shards,
+		cat:           cat,
+		occupy:        rueidis.NewLuaScript(lua.Occupy),
+		releaseScript: rueidis.NewLuaScript(lua.Release),
+		claim:         rueidis.NewLuaScript(lua.Claim),
+		now:           time.Now,
 	}
 	for _, o := range opts {
 		o(s)
@@ -110,7 +110,7 @@ func (s *Stock) client(activity, sku int64) rueidis.Client {
 func (s *Stock) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (OccupyResult, error) {
 	k := sale.KeysFor(a.ID, sku.ID)
 	vals, err := s.occupy.Exec(ctx, s.shards.For(sku.Hot),
-		[]string{k.Meta, k.Stock, k.Users, k.Sold},
+		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed},
 		[]string{strconv.FormatInt(user, 10), requestNo, strconv.FormatInt(q, 10)}).ToArray()
 	if err != nil {
 		return OccupyResult{}, fmt.Errorf("occupy sku %d: %w", sku.ID, err)
@@ -162,14 +162,31 @@ func (o ReleaseOutcome) String() string {
 // failed for good, or was closed unpaid). Running it twice changes nothing
 // the second time. A release that restores stock publishes "available".
 func (s *Stock) Release(ctx context.Context, m *sale.Message, force bool) (ReleaseOutcome, error) {
+	return s.release(ctx, m, force, false)
+}
+
+// ReleaseClosed is the forced Release of a ticket whose order was closed
+// unpaid. In the same script it records the close (the SKU's closed hash:
+// userId -> requestNo), whatever the outcome, so a retried release leaves
+// the same fact: where the activity forbids buying again after a close
+// (meta rebuy "0"), occupy refuses that buyer as a duplicate naming the
+// closed ticket, while the unit goes back on sale for everyone else.
+func (s *Stock) ReleaseClosed(ctx context.Context, m *sale.Message) (ReleaseOutcome, error) {
+	return s.release(ctx, m, true, true)
+}
+
+func (s *Stock) release(ctx context.Context, m *sale.Message, force, closed bool) (ReleaseOutcome, error) {
 	k := sale.KeysFor(m.ActivityID, m.SKUID)
-	f := "0"
+	f, c := "0", "0"
 	if force {
 		f = "1"
 	}
-	vals, err := s.release.Exec(ctx, s.client(m.ActivityID, m.SKUID),
-		[]string{k.Stock, k.Users, k.Sold, k.Claim},
-		[]string{strconv.FormatInt(m.UserID, 10), m.RequestNo, strconv.FormatInt(m.Quantity, 10), f}).ToArray()
+	if closed {
+		c = "1"
+	}
+	vals, err := s.releaseScript.Exec(ctx, s.client(m.ActivityID, m.SKUID),
+		[]string{k.Stock, k.Users, k.Sold, k.Claim, k.Closed},
+		[]string{strconv.FormatInt(m.UserID, 10), m.RequestNo, strconv.FormatInt(m.Quantity, 10), f, c}).ToArray()
 	if err != nil {
 		return 0, fmt.Errorf("release %s sku %d: %w", m.RequestNo, m.SKUID, err)
 	}

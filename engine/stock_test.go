@@ -127,7 +127,7 @@ func testFlushedRedisIsMissingUntilRebuilt(t *testing.T, r *rig) {
 	// Users 1 and 2 hold orders in the database; user 3's ticket was lost
 	// with Redis (its message will fail the claim).
 	holds := []Hold{{UserID: 1, RequestNo: "rn-1"}, {UserID: 2, RequestNo: "rn-2"}}
-	if ok, err := r.stock.Rebuild(ctx, a, k, 10, 2, holds); err != nil || !ok {
+	if ok, err := r.stock.Rebuild(ctx, a, k, 10, 2, holds, nil); err != nil || !ok {
 		t.Fatalf("rebuild: %v %v", ok, err)
 	}
 	if res, _ := r.occupy(ctx, a, k, 1, "again-1", 1); res.Code != CodeDuplicate || res.Holder != "rn-1" {
@@ -424,5 +424,72 @@ func testRestockUnderConcurrentOccupyKeepsTheBooks(t *testing.T, r *rig) {
 	c := r.counts(t, 1, 11)
 	if c.Initial != 200 || c.Remaining+c.Sold != c.Initial || c.Sold != c.Holders {
 		t.Fatalf("books do not add up after concurrent restock: %+v", c)
+	}
+}
+
+// TestClosedBuyerIsBarredWhereRebuyIsOff: a ticket whose order was closed
+// unpaid is released with ReleaseClosed. Its unit goes back on sale for
+// everyone; its buyer may buy again only where the activity allows it
+// (rebuyAfterClose, default true) — elsewhere the buyer is a duplicate
+// naming the closed ticket, also in a batch, also after a rebuild.
+func TestClosedBuyerIsBarredWhereRebuyIsOff(t *testing.T) {
+	eachOccupy(t, testClosedBuyerIsBarredWhereRebuyIsOff)
+}
+
+func testClosedBuyerIsBarredWhereRebuyIsOff(t *testing.T, r *rig) {
+	ctx := context.Background()
+	no := false
+	barring := activity(1, 11, 1, false)
+	barring.RebuyAfterClose = &no
+	a1, k1 := r.preheat(t, barring)
+	a2, k2 := r.preheat(t, activity(2, 22, 1, false))
+	for _, c := range []struct {
+		a *sale.Activity
+		k *sale.SKU
+	}{{a1, k1}, {a2, k2}} {
+		if res, _ := r.occupy(ctx, c.a, c.k, 7, "closed-7", 1); res.Code != CodeOK {
+			t.Fatalf("occupy: %+v", res)
+		}
+		m := &sale.Message{RequestNo: "closed-7", ActivityID: c.a.ID, SKUID: c.k.ID, UserID: 7, Quantity: 1}
+		if ok, _ := r.stock.Claim(ctx, m); !ok {
+			t.Fatal("claim")
+		}
+		if out, err := r.stock.ReleaseClosed(ctx, m); err != nil || out != Released {
+			t.Fatalf("release of the closed order: %v %v", out, err)
+		}
+		// A retried close (its marker was left pending) changes nothing.
+		if out, err := r.stock.ReleaseClosed(ctx, m); err != nil || out != NotHeld {
+			t.Fatalf("retried release: %v %v", out, err)
+		}
+		if n := r.counts(t, c.a.ID, c.k.ID); n.Remaining != 1 || n.Sold != 0 || n.Holders != 0 || n.Claimed != 0 {
+			t.Fatalf("activity %d after the close: %+v, want the unit back once", c.a.ID, n)
+		}
+	}
+	if res, _ := r.occupy(ctx, a1, k1, 7, "again-7", 1); res.Code != CodeDuplicate || res.Holder != "closed-7" {
+		t.Fatalf("the closed buyer where re-buy is off: %+v, want DUPLICATE naming closed-7", res)
+	}
+	batch, err := r.stock.OccupyBatch(ctx, a1, k1, []Buyer{{7, "b-7", 1}, {8, "b-8", 1}}, nil)
+	if err != nil || batch[0].Code != CodeDuplicate || batch[0].Holder != "closed-7" || batch[1].Code != CodeOK {
+		t.Fatalf("a batch with the closed buyer: %+v %v", batch, err)
+	}
+	if res, _ := r.occupy(ctx, a2, k2, 7, "again-7", 1); res.Code != CodeOK {
+		t.Fatalf("the closed buyer where re-buy is on (default): %+v, want OK", res)
+	}
+
+	// Redis loses activity 1's SKU; the rebuild brings the close back.
+	r.def.Do(t, "FLUSHALL")
+	closed := []Hold{{UserID: 7, RequestNo: "closed-7"}}
+	live := []Hold{{UserID: 8, RequestNo: "b-8"}}
+	if ok, err := r.stock.Rebuild(ctx, a1, k1, 1, 1, live, closed); err != nil || !ok {
+		t.Fatalf("rebuild: %v %v", ok, err)
+	}
+	if res, _ := r.occupy(ctx, a1, k1, 7, "after-7", 1); res.Code != CodeDuplicate || res.Holder != "closed-7" {
+		t.Fatalf("the closed buyer after the rebuild: %+v", res)
+	}
+	if res, _ := r.occupy(ctx, a1, k1, 8, "after-8", 1); res.Code != CodeDuplicate || res.Holder != "b-8" {
+		t.Fatalf("the order holder after the rebuild: %+v", res)
+	}
+	if n := r.counts(t, 1, 11); n.Remaining != 0 || n.Sold != 1 || n.Holders != 1 || n.Claimed != 1 {
+		t.Fatalf("books after the rebuild: %+v", n)
 	}
 }

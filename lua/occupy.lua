@@ -1,9 +1,11 @@
 -- occupy: take stock for one buyer, atomically (DESIGN §5).
 -- KEYS[1] meta   hash: status, start_ms, end_ms, limit, soldout ("1": on-call
---                marked the SKU sold out whatever its stock)
+--                marked the SKU sold out whatever its stock), rebuy ("0": a
+--                buyer whose order was closed unpaid may not buy again)
 -- KEYS[2] stock  integer: remaining units
 -- KEYS[3] users  hash: userId -> requestNo
 -- KEYS[4] sold   integer: units occupied or ordered
+-- KEYS[5] closed hash: userId -> requestNo of the buyer's order closed unpaid
 -- ARGV[1] userId
 -- ARGV[2] requestNo
 -- ARGV[3] quantity (positive integer)
@@ -15,13 +17,15 @@
 --                business answer: the engine answers busy (fail closed)
 --   "NOT_OPEN"   status not ONLINE, or server time before start_ms
 --   "ENDED"      server time at or after end_ms
---   "DUPLICATE"  the user already holds a ticket; holder = that requestNo
+--   "DUPLICATE"  the user already holds a ticket; holder = that requestNo.
+--                Also where meta rebuy is "0" and the user's order was
+--                closed unpaid: holder = the closed order's requestNo
 --   "OVER_LIMIT" quantity above the per-user limit
 --   "SOLD_OUT"   remaining stock below quantity (remaining may be above 0),
 --                or the on-call sold-out mark is set (remaining 0: nothing
 --                is sellable)
 -- remaining is -1 where stock was not read.
-local meta = redis.call('HMGET', KEYS[1], 'status', 'start_ms', 'end_ms', 'limit', 'soldout')
+local meta = redis.call('HMGET', KEYS[1], 'status', 'start_ms', 'end_ms', 'limit', 'soldout', 'rebuy')
 if not meta[1] then
   return {'MISSING', -1, ''}
 end
@@ -37,6 +41,9 @@ if now >= tonumber(meta[3]) then
   return {'ENDED', -1, ''}
 end
 local holder = redis.call('HGET', KEYS[3], ARGV[1])
+if not holder and meta[6] == '0' then
+  holder = redis.call('HGET', KEYS[5], ARGV[1])
+end
 if holder then
   return {'DUPLICATE', -1, holder}
 end

@@ -3,10 +3,11 @@
 -- once per buyer in ARGV order: a buyer repeated in the batch is DUPLICATE
 -- naming the requestNo the earlier one took, a buyer whose quantity no longer
 -- fits is SOLD_OUT while a smaller one after it may still be OK.
--- KEYS[1] meta   hash: status, start_ms, end_ms, limit, soldout
+-- KEYS[1] meta   hash: status, start_ms, end_ms, limit, soldout, rebuy
 -- KEYS[2] stock  integer: remaining units
 -- KEYS[3] users  hash: userId -> requestNo
 -- KEYS[4] sold   integer: units occupied or ordered
+-- KEYS[5] closed hash: userId -> requestNo of the buyer's order closed unpaid
 -- ARGV    n triples, buyer i = 1..n:
 --   ARGV[3i-2] userId
 --   ARGV[3i-1] requestNo
@@ -18,13 +19,15 @@
 --   "NOT_OPEN"   status not ONLINE, or server time before start_ms
 --   "ENDED"      server time at or after end_ms
 --   "DUPLICATE"  the user holds a ticket (before or earlier in the batch);
---                holder = that requestNo
+--                holder = that requestNo. Also where meta rebuy is "0" and
+--                the user's order was closed unpaid: holder = its requestNo
 --   "OVER_LIMIT" quantity above the per-user limit
 --   "SOLD_OUT"   remaining below quantity, or the on-call sold-out mark is set
 --                (remaining 0)
 -- remaining is -1 where stock was not read. Redis work per call: one HMGET of
--- meta, one TIME, one HMGET of users, one GET, one DECRBY, one INCRBY and one
--- HSET of all new records, whatever n is.
+-- meta, one TIME, one HMGET of users (and one of closed where rebuy is "0"),
+-- one GET, one DECRBY, one INCRBY and one HSET of all new records, whatever
+-- n is.
 local n = #ARGV / 3
 local out = {}
 local function all(code)
@@ -33,7 +36,7 @@ local function all(code)
   end
   return out
 end
-local meta = redis.call('HMGET', KEYS[1], 'status', 'start_ms', 'end_ms', 'limit', 'soldout')
+local meta = redis.call('HMGET', KEYS[1], 'status', 'start_ms', 'end_ms', 'limit', 'soldout', 'rebuy')
 if not meta[1] then
   return all('MISSING')
 end
@@ -53,6 +56,13 @@ for i = 1, n do
   uids[i] = ARGV[3 * i - 2]
 end
 local held = redis.call('HMGET', KEYS[3], unpack(uids))
+if meta[6] == '0' then
+  -- A buyer whose order was closed unpaid holds that ticket for good.
+  local closed = redis.call('HMGET', KEYS[5], unpack(uids))
+  for i = 1, n do
+    held[i] = held[i] or closed[i]
+  end
+end
 local limit = tonumber(meta[4] or '1')
 local marked = meta[5] == '1'
 local stock -- read on first need, like occupy.lua

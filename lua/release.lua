@@ -3,11 +3,16 @@
 -- KEYS[2] users   hash: userId -> requestNo
 -- KEYS[3] sold    integer: units occupied or ordered
 -- KEYS[4] claimed set: requestNos the consumer claimed for an order
+-- KEYS[5] closed  hash: userId -> requestNo of the buyer's order closed unpaid
 -- ARGV[1] userId
 -- ARGV[2] requestNo
 -- ARGV[3] quantity
 -- ARGV[4] "1" to release a claimed ticket too (the order failed for good or
 --         was closed unpaid); anything else leaves a claimed ticket alone
+-- ARGV[5] "1" when the ticket's order was closed unpaid: closed[userId] =
+--         requestNo is written whatever the outcome (idempotent, so a
+--         retried close leaves the same fact), for occupy to refuse the
+--         buyer where the activity forbids buying again after a close
 -- Returns {code, remaining}:
 --   "RELEASED"  stock restored by quantity, user record removed
 --   "NOT_HELD"  the user's record does not name this requestNo (released
@@ -15,6 +20,9 @@
 --   "CLAIMED"   the ticket was claimed for an order and ARGV[4] is not "1":
 --               nothing changed
 -- Stock is restored only through the user's record, never by a bare INCR.
+if ARGV[5] == '1' then
+  redis.call('HSET', KEYS[5], ARGV[1], ARGV[2])
+end
 local holder = redis.call('HGET', KEYS[2], ARGV[1])
 if holder ~= ARGV[2] then
   return {'NOT_HELD', tonumber(redis.call('GET', KEYS[1]) or '0')}

@@ -20,12 +20,15 @@ import (
 //     units back, a release marker is written;
 //  2. the Redis release, forced (the ticket is claimed) and bound to the
 //     order's requestNo, which restores the stock, clears the buyer's
-//     record so the unit can be bought again, and tells the edges;
+//     record so the unit can be bought again, records the close (where the
+//     activity sets rebuyAfterClose false, occupy then refuses that buyer
+//     as a duplicate naming the closed ticket), and tells the edges;
 //  3. the buyer's result becomes FAIL CLOSED and the marker is marked done.
 //
 // A crash or a Redis failure after step 1 leaves the marker pending; every
 // scan retries pending markers first. A retried release finds the record
-// gone (NOT_HELD) and changes nothing, so stock comes back exactly once.
+// gone (NOT_HELD) and changes nothing but writing the same close again, so
+// stock comes back exactly once.
 // Several closers (one per process) may run: the database decides which
 // one closes an order. Safe for concurrent use.
 type Closer struct {
@@ -158,7 +161,7 @@ func (c *Closer) release(ctx context.Context, r store.Release) bool {
 		}
 	}
 	m := r.Message()
-	out, err := c.stock.Release(ctx, &m, true)
+	out, err := c.stock.ReleaseClosed(ctx, &m)
 	if err != nil {
 		c.releases.WithLabelValues("error").Inc()
 		c.log.Warn("closed order's release failed; retried next scan", append(fields, zap.Error(err))...)

@@ -345,3 +345,68 @@ func (s *Service) PayNow(ctx context.Context, o store.Order) error {
 	_, err := s.Pay(ctx, o.OrderNo, o.UserID)
 	return err
 }
+
+// TestClosedBuyerMayNotBuyAgainWhereTheActivitySaysSo: an activity with
+// rebuyAfterClose false. The close is still exactly once — database first,
+// marker, Redis second, retried while Redis is down — the unit comes back
+// once and sells to another buyer, and the closed order's buyer is refused
+// as a duplicate naming the closed ticket.
+func TestClosedBuyerMayNotBuyAgainWhereTheActivitySaysSo(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		no := false
+		r.act.RebuyAfterClose = &no
+		if err := r.stock.Preheat(ctx, r.act); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := r.order(t, 1)
+		r.order(t, 2)
+		c := r.closer(t, time.Now().Add(timeout+time.Second))
+		r.redis.Stop()
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		n, err := c.Scan(sctx)
+		cancel()
+		if err != nil || n != 2 {
+			t.Fatalf("scan with redis down: %d %v", n, err)
+		}
+		if err := r.redis.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := c.Scan(ctx); err == nil {
+				if rel, _ := r.st.PendingReleases(ctx, 10); len(rel) == 0 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("releases still pending after redis came back")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c.Scan(ctx)
+		if rem, ordered := r.books(t); rem != 2 || ordered != 0 {
+			t.Fatalf("after the retried releases: %d remaining, %d ordered", rem, ordered)
+		}
+		res, err := r.stock.Occupy(ctx, &r.act, &r.act.SKUs[0], 1, "again", 1)
+		for i := 0; err != nil && i < 50; i++ { // a connection from before the restart
+			time.Sleep(100 * time.Millisecond)
+			res, err = r.stock.Occupy(ctx, &r.act, &r.act.SKUs[0], 1, "again", 1)
+		}
+		if err != nil || res.Code != engine.CodeDuplicate || res.Holder != a.RequestNo {
+			t.Fatalf("the closed buyer again: %+v %v, want DUPLICATE naming %s", res, err, a.RequestNo)
+		}
+		if _, ok := r.order(t, 1); ok {
+			t.Fatal("the closed buyer bought again")
+		}
+		if _, ok := r.order(t, 3); !ok {
+			t.Fatal("another buyer could not buy the freed unit")
+		}
+		if _, ok := r.order(t, 4); !ok {
+			t.Fatal("another buyer could not buy the second freed unit")
+		}
+		if rem, ordered := r.books(t); rem != 0 || ordered != 2 {
+			t.Fatalf("at the end: %d remaining, %d ordered", rem, ordered)
+		}
+	})
+}

@@ -465,7 +465,14 @@ func (r *Reconciler) release(ctx context.Context, a *sale.Activity, k *sale.SKU,
 		return false, nil
 	}
 	m := sale.Message{RequestNo: t.rn, ActivityID: a.ID, SKUID: k.ID, UserID: t.user, Quantity: t.qty}
-	out, err := r.stock.Release(ctx, &m, t.force)
+	release := r.stock.Release
+	if t.order != nil {
+		// A closed order's record: its release records the close too.
+		release = func(ctx context.Context, m *sale.Message, _ bool) (engine.ReleaseOutcome, error) {
+			return r.stock.ReleaseClosed(ctx, m)
+		}
+	}
+	out, err := release(ctx, &m, t.force)
 	if err != nil || out != engine.Released {
 		return false, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -419,6 +420,52 @@ func TestSweepReleasesOnlyProvenOrphans(t *testing.T) {
 		evs, _ := r.st.RequestEvents(ctx, orphan.RequestNo)
 		if len(evs) != 2 || evs[0].Status != store.StatusStockOccupied || evs[1].Status != store.StatusFailed {
 			t.Errorf("orphan's history %+v", evs)
+		}
+	})
+}
+
+// TestWatchRebuildKeepsTheClosedBuyerBarred: an activity that forbids
+// buying again after a close loses its SKU in Redis. The database does not
+// hold the switch; the catalog's snapshot does, and the rebuild writes the
+// switch and the closes back: the closed order's buyer is still a
+// duplicate naming the closed ticket, while the unit sells to others.
+func TestWatchRebuildKeepsTheClosedBuyerBarred(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		no := false
+		r.act.RebuyAfterClose = &no
+		if err := r.stock.Preheat(ctx, r.act); err != nil {
+			t.Fatal(err)
+		}
+		m := r.order(t, 505, 1)
+		r.order(t, 505, 2)
+		if _, closed, err := r.st.CloseOrder(ctx, sale.OrderNo(m.RequestNo), time.Now().Add(time.Hour)); err != nil || !closed {
+			t.Fatalf("close: %v %v", closed, err)
+		}
+		if out, err := r.stock.ReleaseClosed(ctx, &m); err != nil || out != engine.Released {
+			t.Fatalf("release: %v %v", out, err)
+		}
+		if err := r.st.ReleaseDone(ctx, m.RequestNo); err != nil {
+			t.Fatal(err)
+		}
+		r.redis.Do(t, "FLUSHALL")
+		rc, _ := r.reconciler(t, time.Now())
+		for range 2 {
+			if _, err := rc.Watch(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		k := r.act.SKU(505)
+		res, err := r.stock.Occupy(ctx, &r.act, k, 1, "again-1", 1)
+		if err != nil || res.Code != engine.CodeDuplicate || res.Holder != m.RequestNo {
+			t.Fatalf("the closed buyer after the rebuild: %+v %v, want DUPLICATE naming %s", res, err, m.RequestNo)
+		}
+		if res, err := r.stock.Occupy(ctx, &r.act, k, 3, "new-3", 1); err != nil || res.Code != engine.CodeOK || res.Remaining != 3 {
+			t.Fatalf("another buyer after the rebuild: %+v %v, want OK with 3 left", res, err)
+		}
+		raw := r.redis.Do(t, "GET", sale.ActivityKey(r.act.ID))
+		if s, _ := raw.ToString(); !strings.Contains(s, `"rebuyAfterClose":false`) {
+			t.Errorf("catalog entry put back without the switch: %s", s)
 		}
 	})
 }

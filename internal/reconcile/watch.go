@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"go.uber.org/zap"
 
@@ -17,7 +18,8 @@ import (
 // empty replica, an eviction — and writes them back from the database, one
 // atomic script per SKU (engine.Stock.Rebuild): remaining = initial −
 // ordered, a claimed record for every live order, then the meta that makes
-// the SKU sellable again. Until then the occupy script finds no meta and
+// the SKU sellable again, and the close of every order closed unpaid (for
+// activities that forbid buying again after a close). Until then the occupy script finds no meta and
 // answers MISSING, which buyers read as 503 BUSY (the catalog keeps the
 // activities Redis lost, so the edge does not call the SKU unknown): the
 // SKU is not sold, never sold from config.
@@ -53,6 +55,11 @@ func (r *Reconciler) Watch(ctx context.Context) (int, error) {
 		if !a.End.After(now) {
 			continue
 		}
+		// The database does not keep the re-buy switch; the catalog's
+		// snapshot (kept across a Redis loss) does.
+		if c, ok := r.stock.Catalog().Activity(a.ID); ok {
+			a.RebuyAfterClose = c.RebuyAfterClose
+		}
 		for j := range a.SKUs {
 			k := &a.SKUs[j]
 			led, err := r.stock.Ledger(ctx, a.ID, k)
@@ -78,16 +85,20 @@ func (r *Reconciler) Watch(ctx context.Context) (int, error) {
 				return n, fmt.Errorf("watch: %w", err)
 			}
 			var (
-				ordered int64
-				holds   []engine.Hold
+				ordered       int64
+				holds, closed []engine.Hold
 			)
 			for _, o := range refs {
+				h := engine.Hold{UserID: o.UserID, RequestNo: o.RequestNo}
 				if o.Live() {
 					ordered += o.Quantity
-					holds = append(holds, engine.Hold{UserID: o.UserID, RequestNo: o.RequestNo})
+					holds = append(holds, h)
+				} else {
+					closed = append(closed, h)
 				}
 			}
-			ok, err := r.stock.Rebuild(ctx, a, k, sn.Initial, ordered, holds)
+			sortByCreated(refs, closed)
+			ok, err := r.stock.Rebuild(ctx, a, k, sn.Initial, ordered, holds, closed)
 			if err != nil {
 				return n, fmt.Errorf("watch: %w", err)
 			}
@@ -112,4 +123,14 @@ func (r *Reconciler) Watch(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// sortByCreated orders closed (built from refs in refs' order) oldest order
+// first, so that a buyer closed twice keeps the latest close.
+func sortByCreated(refs []store.OrderRef, closed []engine.Hold) {
+	at := make(map[string]int64, len(closed))
+	for _, o := range refs {
+		at[o.RequestNo] = o.Created.UnixNano()
+	}
+	sort.SliceStable(closed, func(i, j int) bool { return at[closed[i].RequestNo] < at[closed[j].RequestNo] })
 }

@@ -7,17 +7,22 @@ import "strconv"
 
 // SKUKeys are the keys of one SKU of one activity, all in one slot.
 type SKUKeys struct {
-	Meta  string // hash: status, start_ms, end_ms, limit, price, initial, activity
+	Meta  string // hash: status, start_ms, end_ms, limit, price, initial, activity, rebuy, soldout
 	Stock string // integer: remaining stock
 	Users string // hash: userId -> requestNo (proof of occupancy)
 	Sold  string // integer: units occupied or ordered
 	Claim string // set: requestNos the consumer has claimed for an order
+	// Closed is a hash userId -> requestNo of the buyer's order closed
+	// unpaid (the latest). Written by every close; read by occupy only
+	// where meta "rebuy" is "0" (the activity forbids buying again after a
+	// close).
+	Closed string
 }
 
 // KeysFor builds the keys of (activity, sku).
 func KeysFor(activity, sku int64) SKUKeys {
 	p := "sk:{a" + strconv.FormatInt(activity, 10) + ":s" + strconv.FormatInt(sku, 10) + "}:"
-	return SKUKeys{Meta: p + "meta", Stock: p + "stock", Users: p + "users", Sold: p + "sold", Claim: p + "claimed"}
+	return SKUKeys{Meta: p + "meta", Stock: p + "stock", Users: p + "users", Sold: p + "sold", Claim: p + "claimed", Closed: p + "closed"}
 }
 
 // ResultKey is the key of a ticket's result hash on the default Redis.

@@ -26,8 +26,17 @@ type Activity struct {
 	State         string    `json:"state,omitempty" yaml:"state"`
 	RequireToken  bool      `json:"requireToken" yaml:"require_token"`
 	ReservedUsers []int64   `json:"reservedUsers,omitempty" yaml:"reserved_users"`
-	SKUs          []SKU     `json:"skus" yaml:"skus"`
+	// RebuyAfterClose says whether a buyer whose order was closed unpaid
+	// may buy the SKU again. Absent (nil) means true: the closed order's
+	// unit goes back on sale for everyone, its buyer included. false: the
+	// unit goes back on sale, but that buyer's next attempt is refused as a
+	// duplicate naming the closed ticket.
+	RebuyAfterClose *bool `json:"rebuyAfterClose,omitempty" yaml:"rebuy_after_close"`
+	SKUs            []SKU `json:"skus" yaml:"skus"`
 }
+
+// Rebuy reports RebuyAfterClose with its default (true).
+func (a *Activity) Rebuy() bool { return a.RebuyAfterClose == nil || *a.RebuyAfterClose }
 
 // SKU is one item of an activity. Price is in cents; Stock is the initial
 // stock of this sale.

@@ -1,0 +1,104 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"seckill/internal/config"
+	"seckill/internal/sale"
+	"seckill/internal/store"
+)
+
+// TestRebuyAfterCloseSwitch: two activities created through the admin API,
+// one with "rebuyAfterClose": false, one without the field (default true).
+// A buyer's unpaid order is closed in both. Where re-buy is off, the unit
+// sells to someone else and the buyer is answered 409 DUPLICATE naming the
+// closed ticket; where it is on, the buyer buys again. The books add up.
+func TestRebuyAfterCloseSwitch(t *testing.T) {
+	eachStore(t, func(t *testing.T, driver string) {
+		l := startLedgerSys(t, driver, func(c *config.Config) { c.Order.PayTimeout = time.Second })
+		ctx := context.Background()
+		now := time.Now()
+		window := fmt.Sprintf(`"start":%q,"end":%q`, now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+		for _, body := range []string{
+			`{"id":1,` + window + `,"rebuyAfterClose":false,"skus":[{"id":1001,"stock":1,"price":"1.00","limitPerUser":1}]}`,
+			`{"id":2,` + window + `,"skus":[{"id":2001,"stock":1,"price":"1.00","limitPerUser":1}]}`,
+		} {
+			var got map[string]any
+			if st := l.call(t, "POST", l.admin+"/admin/v1/activities", 0, body, &got); st != 200 {
+				t.Fatalf("create %s: %d %v", body, st, got)
+			}
+			if want := strings.Contains(body, "rebuyAfterClose"); (got["rebuyAfterClose"] != nil) != want {
+				t.Fatalf("created activity %v: rebuyAfterClose shown %v, want %v", got, got["rebuyAfterClose"] != nil, want)
+			}
+		}
+		first := map[int64]ledgerAnswer{}
+		for _, sku := range []int64{1001, 2001} {
+			a := l.buy(t, sku, 1)
+			if a.Status != 200 {
+				t.Fatalf("buyer 1 of sku %d: %+v", sku, a)
+			}
+			if f := l.final(t, a.RequestNo, 1, 15*time.Second); f.Code != sale.ResultSuccess {
+				t.Fatalf("buyer 1 of sku %d: %+v", sku, f)
+			}
+			first[sku] = a
+		}
+		for sku, a := range first {
+			deadline := time.Now().Add(15 * time.Second)
+			for {
+				var r ledgerAnswer
+				l.call(t, "GET", l.base+"/api/v1/flash-sale/result/"+a.RequestNo, 1, "", &r)
+				if r.Code == sale.ResultFail && r.Reason == sale.FailClosed {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("sku %d: unpaid order not closed: %+v", sku, r)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		// buyUnit buys until the edge's sold-out flag, set while the order
+		// held the unit, is cleared by the close's "available" event.
+		buyUnit := func(sku, user int64) ledgerAnswer {
+			t.Helper()
+			for range 100 {
+				if a := l.buy(t, sku, user); a.Status != 410 {
+					return a
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Fatalf("sku %d stayed sold out after the close", sku)
+			return ledgerAnswer{}
+		}
+		if a := buyUnit(1001, 1); a.Status != 409 || a.Code != "DUPLICATE" || a.RequestNo != first[1001].RequestNo {
+			t.Fatalf("the closed buyer where re-buy is off: %+v, want 409 DUPLICATE naming %s", a, first[1001].RequestNo)
+		}
+		for _, b := range []struct{ sku, user int64 }{{1001, 2}, {2001, 1}} {
+			a := buyUnit(b.sku, b.user)
+			if a.Status != 200 {
+				t.Fatalf("buyer %d of sku %d after the close: %+v", b.user, b.sku, a)
+			}
+			f := l.final(t, a.RequestNo, b.user, 15*time.Second)
+			if f.Code != sale.ResultSuccess {
+				t.Fatalf("buyer %d of sku %d after the close: %+v", b.user, b.sku, f)
+			}
+			if o, err := l.sys.Payments.Pay(ctx, f.OrderNo, b.user); err != nil || o.Status != store.OrderPaid {
+				t.Fatalf("pay: %+v %v", o, err)
+			}
+		}
+		for _, sku := range []int64{1001, 2001} {
+			act := sku / 1000
+			n, _ := l.sys.Stock.Counts(ctx, act, sku)
+			_, units, _ := l.sys.Store.CountOrders(ctx, act, sku)
+			if n.Remaining != 0 || n.Sold != 1 || n.Holders != 1 || units != 1 {
+				t.Errorf("sku %d: redis %+v, %d units ordered; want the one unit sold once", sku, n, units)
+			}
+		}
+		if rep := l.reconcile(t, false); rep.Drifts != 0 {
+			t.Errorf("drift: %v", driftList(rep))
+		}
+	})
+}
