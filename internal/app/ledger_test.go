@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -207,13 +208,28 @@ func TestOrphanReleasedAfterEngineCrash(t *testing.T) {
 		if a.Code != sale.ResultFail || a.Reason != sale.FailReleased {
 			t.Fatalf("orphan's result %+v, want FAIL RELEASED", a)
 		}
-		var st admin.Story
-		if code := l.call(t, "GET", l.admin+"/admin/v1/requests/"+orphan, 0, "", &st); code != 200 {
-			t.Fatalf("story: %d", code)
-		}
-		var steps []string
-		for _, e := range st.History {
-			steps = append(steps, e.Status)
+		// The sweeper answers the buyer (the result in Redis) before it
+		// writes the request log row and its history (one transaction in
+		// the database), and the story reads the row and the history one
+		// after the other: it is complete once both show the FAILED step,
+		// a moment after the result.
+		var (
+			st    admin.Story
+			steps []string
+		)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			st = admin.Story{}
+			if code := l.call(t, "GET", l.admin+"/admin/v1/requests/"+orphan, 0, "", &st); code != 200 {
+				t.Fatalf("story: %d", code)
+			}
+			steps = steps[:0]
+			for _, e := range st.History {
+				steps = append(steps, e.Status)
+			}
+			logged := st.Log != nil && st.Log.Status == store.StatusFailed
+			if logged && slices.Contains(steps, store.StatusFailed) || time.Now().After(deadline) {
+				break
+			}
 		}
 		if fmt.Sprint(steps) != fmt.Sprint([]string{store.StatusStockOccupied, store.StatusFailed}) ||
 			st.Occupancy == nil || st.Occupancy.Held || !strings.Contains(st.Answer, "orphan") {
