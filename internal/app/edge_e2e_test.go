@@ -155,6 +155,7 @@ func TestTokensThroughTheEdge(t *testing.T) {
 // load near the stock, and still every unit sells.
 func TestAdmissionGateNeverStarvesTheLastUnits(t *testing.T) {
 	c := startClusterWith(t, sqliteOnly(), func(cfg *config.Config) {
+		crowdBudgets(cfg)
 		cfg.Edge.Rate.GateK, cfg.Edge.Rate.GateFloor = 0.1, 20
 		cfg.Edge.Rate.UserPerSecond, cfg.Edge.Rate.UserSKULimit = 0, 0 // buyers retry fast here
 	})
