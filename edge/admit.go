@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
@@ -29,8 +30,13 @@ import (
 // Every 429 carries Retry-After in whole seconds, at least 1. Nothing here
 // allocates on the hot path.
 
-// limits are the rate-limit layers built from edge.rate.
+// limits are the rate-limit layers built from edge.rate, immutable once
+// published: a reload (SetRate) builds new ones and swaps the pointer, so a
+// request reads its limits with one atomic load and no lock. The gate and
+// the in-flight bound are not here: they keep their state across reloads
+// and take their new settings in place (Server.gate, Server.inflight).
 type limits struct {
+	cfg    RateConfig // what they were built from
 	ip     *ratelimit.Local
 	exempt []netip.Prefix
 	user   *ratelimit.Local
@@ -38,16 +44,29 @@ type limits struct {
 }
 
 // newLimits builds the layers; a disabled layer is nil (its Allow passes).
-func newLimits(c RateConfig, rdb rueidis.Client) limits {
-	var l limits
+// An in-process layer whose settings are those of old is carried over with
+// its state (old may be nil): a reload that changes only the gate does not
+// hand every client a fresh burst.
+func newLimits(c RateConfig, rdb rueidis.Client, old *limits) *limits {
+	l := &limits{cfg: c}
+	l.cfg.IPExempt = slices.Clone(c.IPExempt)
 	if c.IPPerSecond > 0 {
-		l.ip = ratelimit.NewLocal(c.IPPerSecond, c.IPBurst, c.MaxKeys, nil)
+		if old != nil && old.ip != nil && old.cfg.IPPerSecond == c.IPPerSecond && old.cfg.IPBurst == c.IPBurst && old.cfg.MaxKeys == c.MaxKeys {
+			l.ip = old.ip
+		} else {
+			l.ip = ratelimit.NewLocal(c.IPPerSecond, c.IPBurst, c.MaxKeys, nil)
+		}
 		l.exempt, _ = parsePrefixes("edge.rate.ip_exempt", c.IPExempt)
 	}
 	if c.UserPerSecond > 0 {
-		l.user = ratelimit.NewLocal(c.UserPerSecond, c.UserBurst, c.MaxKeys, nil)
+		if old != nil && old.user != nil && old.cfg.UserPerSecond == c.UserPerSecond && old.cfg.UserBurst == c.UserBurst && old.cfg.MaxKeys == c.MaxKeys {
+			l.user = old.user
+		} else {
+			l.user = ratelimit.NewLocal(c.UserPerSecond, c.UserBurst, c.MaxKeys, nil)
+		}
 	}
 	if c.UserSKULimit > 0 {
+		// Its state is in Redis: nothing to carry over.
 		l.window = ratelimit.NewWindow(rdb, c.UserSKULimit, c.UserSKUWindow)
 	}
 	return l
@@ -82,18 +101,19 @@ func (s *Server) admitAddr(ctx *fasthttp.RequestCtx) bool {
 		s.write(ctx, ansBlockedIP)
 		return false
 	}
-	if s.lim.ip == nil || s.exempt(a) {
+	lim := s.lim.Load()
+	if lim.ip == nil || lim.exempted(a) {
 		return true
 	}
-	if ok, wait := s.lim.ip.Allow(ipKey(a)); !ok {
+	if ok, wait := lim.ip.Allow(ipKey(a)); !ok {
 		s.writeRetry(ctx, ansRateIP, wait)
 		return false
 	}
 	return true
 }
 
-func (s *Server) exempt(a netip.Addr) bool {
-	for _, p := range s.lim.exempt {
+func (l *limits) exempted(a netip.Addr) bool {
+	for _, p := range l.exempt {
 		if p.Contains(a) {
 			return true
 		}
@@ -124,7 +144,7 @@ func (s *Server) admitUser(ctx *fasthttp.RequestCtx) (user int64, ok bool) {
 // sold-out SKU is turned away without each new buyer taking a limiter
 // entry. ok false means it has answered.
 func (s *Server) admitUserRate(ctx *fasthttp.RequestCtx, user int64) bool {
-	if ok, wait := s.lim.user.Allow(uint64(user)); !ok {
+	if ok, wait := s.lim.Load().user.Allow(uint64(user)); !ok {
 		s.writeRetry(ctx, ansRateUser, wait)
 		return false
 	}
@@ -143,9 +163,9 @@ func (s *Server) admitPurchase(ctx *fasthttp.RequestCtx, activity, sku, user int
 		s.writeRetry(ctx, ansInflight, 0)
 		return false
 	}
-	if s.lim.window != nil {
+	if w := s.lim.Load().window; w != nil {
 		wctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
-		ok, wait, err := s.lim.window.Allow(wctx, activity, sku, user)
+		ok, wait, err := w.Allow(wctx, activity, sku, user)
 		cancel()
 		if err != nil {
 			// Fail closed: without the shared count we cannot know.

@@ -76,7 +76,7 @@ func BenchmarkOrderQueued(b *testing.B) {
 // included.
 func BenchmarkRejectRateLimited(b *testing.B) {
 	e := newEdge(b, withConfig(func(c *Config) { c.Rate.UserPerSecond, c.Rate.UserBurst = 1e-6, 1 }))
-	e.srv.lim.user.Allow(123456) // spends the one-request burst
+	e.srv.lim.Load().user.Allow(123456) // spends the one-request burst
 	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 429)
 }
 

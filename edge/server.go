@@ -44,10 +44,11 @@ type Server struct {
 	gather   prometheus.Gatherer
 	mounts   []func(*router.Router)
 
-	trusted     []netip.Prefix // edge.trusted_proxies
-	lim         limits
+	trusted     []netip.Prefix                // edge.trusted_proxies
+	lim         atomic.Pointer[limits]        // edge.rate, swapped by SetRate
 	gate        *ratelimit.Gate               // edge.rate.gate_*
 	inflight    *ratelimit.Inflight           // edge.rate.sku_inflight
+	rateMu      sync.Mutex                    // serialises SetRate; never taken by a request
 	block       atomic.Pointer[blocklist.Set] // in force: staticBlock ∪ Redis
 	staticBlock *blocklist.Set                // edge.blocklist
 	blockStore  *blocklist.Store
@@ -173,7 +174,7 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	s.trusted, _ = parsePrefixes("edge.trusted_proxies", cfg.TrustedProxies)
 	s.staticBlock, _ = blocklist.NewSet(cfg.Blocklist.IPs, cfg.Blocklist.Users)
 	s.block.Store(s.staticBlock)
-	s.lim = newLimits(cfg.Rate, rdb)
+	s.lim.Store(newLimits(cfg.Rate, rdb, nil))
 	gk, gf := cfg.Rate.gateShare()
 	s.gate = ratelimit.NewGate(gk, gf, nil)
 	s.inflight = ratelimit.NewInflight(cfg.Rate.SKUInflight)

@@ -54,29 +54,44 @@ func override(dst *string, v string) {
 }
 
 // startServing opens the listeners and serves sys on them until a signal.
-// If a listener cannot be opened, sys is shut down.
-func startServing(sys *app.System, open func() (app.Listeners, error)) error {
+// If a listener cannot be opened, sys is shut down. reload, if not nil,
+// runs on SIGHUP.
+func startServing(sys *app.System, open func() (app.Listeners, error), reload func() error) error {
 	l, err := open()
 	if err != nil {
 		_ = sys.Shutdown(context.Background())
 		return err
 	}
-	return serveUntilSignal(sys, l, 30*time.Second)
+	return serveUntilSignal(sys, l, 30*time.Second, reload)
 }
 
 // serveUntilSignal runs sys until SIGINT/SIGTERM or a part fails, then shuts
-// it down within grace.
-func serveUntilSignal(sys *app.System, l app.Listeners, grace time.Duration) error {
+// it down within grace. With reload, SIGHUP runs it (a failure is logged and
+// changes nothing); without, SIGHUP keeps its default (the process ends).
+func serveUntilSignal(sys *app.System, l app.Listeners, grace time.Duration, reload func() error) error {
 	sys.Start(l)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	if reload != nil {
+		signal.Notify(sig, syscall.SIGHUP)
+	}
 	defer signal.Stop(sig)
 	var runErr error
-	select {
-	case s := <-sig:
-		sys.Log.Info("shutting down", zap.String("signal", s.String()))
-	case runErr = <-sys.Errors():
-		sys.Log.Error("a part stopped", zap.Error(runErr))
+wait:
+	for {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				if err := reload(); err != nil {
+					sys.Log.Error("SIGHUP: reload refused; the settings in force stay", zap.Error(err))
+				}
+				continue
+			}
+			sys.Log.Info("shutting down", zap.String("signal", s.String()))
+		case runErr = <-sys.Errors():
+			sys.Log.Error("a part stopped", zap.Error(runErr))
+		}
+		break wait
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()

@@ -107,7 +107,7 @@ seckill dev is up (data in %s)
 Ctrl-C drains in-flight tickets into orders and stops.
 `, dir, pub, pub, pub, adm, cfg.Admin.Token, redisDef.Addr, redisHot.Addr, kafka.Addrs[0], pub, pub, adm, cfg.Admin.Token)
 	log.Info("seckill dev started", zap.String("listen", pub), zap.String("admin", adm))
-	return serveUntilSignal(sys, app.Listeners{Edge: edgeLn, Admin: adminLn}, 30*time.Second)
+	return serveUntilSignal(sys, app.Listeners{Edge: edgeLn, Admin: adminLn}, 30*time.Second, rateReloader(sys, *path))
 }
 
 // DemoActivity is the preloaded sale of `seckill dev`: activity 1, open from

@@ -38,7 +38,7 @@ func runEdge(args []string) error {
 			l.Edge.Close()
 		}
 		return l, err
-	})
+	}, rateReloader(sys, *path))
 }
 
 // runEngine is `seckill engine`: the stock engine as a sidecar.
@@ -66,7 +66,7 @@ func runEngine(args []string) error {
 			l.Sidecar.Close()
 		}
 		return l, err
-	})
+	}, nil)
 }
 
 // runConsumer is `seckill consumer`.
@@ -84,7 +84,7 @@ func runConsumer(args []string) error {
 	return startServing(sys, func() (l app.Listeners, err error) {
 		l.Metrics, err = metricsListener(cfg.Metrics.Listen)
 		return l, err
-	})
+	}, nil)
 }
 
 // metricsListener opens metrics.listen, if set.

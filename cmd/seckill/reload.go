@@ -1,0 +1,28 @@
+package main
+
+import (
+	"fmt"
+
+	"seckill/internal/app"
+	"seckill/internal/config"
+)
+
+// rateReloader is SIGHUP for `seckill edge` and `seckill dev`: it re-reads
+// the configuration file and the environment and applies the edge.rate
+// section to the running edge (edge.Server.SetRate logs what changed). A
+// file that does not load or validate is refused whole, and the limits in
+// force stay. Nothing else of the file is applied: other changes need a
+// restart.
+func rateReloader(sys *app.System, path string) func() error {
+	return func() error {
+		cfg, err := config.Load(path)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err != nil {
+			return fmt.Errorf("reload %q: %w", path, err)
+		}
+		_, err = sys.Edge.SetRate(cfg.Edge.Rate)
+		return err
+	}
+}
