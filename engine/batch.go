@@ -40,7 +40,7 @@ type Buyer struct {
 func (s *Stock) OccupyBatch(ctx context.Context, a *sale.Activity, sku *sale.SKU, buyers []Buyer, out []OccupyResult) ([]OccupyResult, error) {
 	k := sale.KeysFor(a.ID, sku.ID)
 	args := appendBatchArgs(make([]string, 0, 3*len(buyers)), buyers)
-	return s.occupyBatch(ctx, a, sku, []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed}, buyers, args, out)
+	return s.occupyBatch(ctx, a, sku, []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty}, buyers, args, out)
 }
 
 // appendBatchArgs appends the script's ARGV triples of buyers to args.
@@ -160,7 +160,7 @@ func (b *Batcher) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, u
 	v, ok := b.queues.Load(key)
 	if !ok {
 		k := sale.KeysFor(a.ID, sku.ID)
-		v, _ = b.queues.LoadOrStore(key, &skuQueue{keys: []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed}})
+		v, _ = b.queues.LoadOrStore(key, &skuQueue{keys: []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty}})
 	}
 	sq := v.(*skuQueue)
 	c := b.calls.Get().(*occupyCall)

@@ -41,10 +41,26 @@ func (s *Stock) Ledger(ctx context.Context, activity int64, sku *sale.SKU) (Ledg
 	return Ledger{Present: v[0] == 1, Counts: Counts{Initial: v[1], Remaining: v[2], Sold: v[3], Holders: v[4], Claimed: v[5]}}, nil
 }
 
-// Records are a SKU's user records and claimed requestNos.
+// Records are a SKU's user records, claimed requestNos and the units of
+// its tickets (SKUs of several units per ticket).
 type Records struct {
 	Users   map[int64]string // userId -> requestNo
 	Claimed map[string]bool
+	Units   map[string]int64 // requestNo -> units (the qty hash)
+}
+
+// UnitsOf returns the units ticket requestNo holds: the recorded units,
+// else 1 on a SKU of one unit per ticket (limit ≤ 1). false: not known — a
+// ticket of a SKU that sells several units per ticket without a recorded
+// quantity (taken before quantities were recorded).
+func (r Records) UnitsOf(requestNo string, limit int64) (int64, bool) {
+	if q, ok := r.Units[requestNo]; ok {
+		return q, true
+	}
+	if limit <= 1 {
+		return 1, true
+	}
+	return 0, false
 }
 
 // Records scans the user records and the claimed set of (activity, sku)
@@ -53,7 +69,7 @@ type Records struct {
 func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Records, error) {
 	k := sale.KeysFor(activity, sku.ID)
 	c := s.shards.For(sku.Hot)
-	out := Records{Users: map[int64]string{}, Claimed: map[string]bool{}}
+	out := Records{Users: map[int64]string{}, Claimed: map[string]bool{}, Units: map[string]int64{}}
 	var cursor uint64
 	for {
 		e, err := c.Do(ctx, c.B().Hscan().Key(k.Users).Cursor(cursor).Count(1000).Build()).AsScanEntry()
@@ -83,6 +99,22 @@ func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Rec
 			break
 		}
 	}
+	for {
+		e, err := c.Do(ctx, c.B().Hscan().Key(k.Qty).Cursor(cursor).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return out, fmt.Errorf("units activity %d sku %d: %w", activity, sku.ID, err)
+		}
+		for i := 0; i+1 < len(e.Elements); i += 2 {
+			q, err := strconv.ParseInt(e.Elements[i+1], 10, 64)
+			if err != nil {
+				return out, fmt.Errorf("units activity %d sku %d: %q: %w", activity, sku.ID, e.Elements[i+1], err)
+			}
+			out.Units[e.Elements[i]] = q
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			break
+		}
+	}
 	return out, nil
 }
 
@@ -106,15 +138,30 @@ func (s *Stock) Holder(ctx context.Context, activity, sku, user int64) (requestN
 }
 
 // Hold is a live order's claim on its SKU: the record a rebuild or a
-// restore writes back.
+// restore writes back (or a closed order's, for the closed hash).
 type Hold struct {
 	UserID    int64
 	RequestNo string
+	Quantity  int64 // units; recorded in the qty hash on SKUs of limit > 1
 }
 
+// holdArgs appends userId, requestNo pairs.
 func holdArgs(dst []string, hs []Hold) []string {
 	for _, h := range hs {
 		dst = append(dst, strconv.FormatInt(h.UserID, 10), h.RequestNo)
+	}
+	return dst
+}
+
+// recordArgs appends userId, requestNo, units triples; units is 0 (not
+// recorded) on a SKU of one unit per ticket, like occupy does.
+func recordArgs(dst []string, sku *sale.SKU, hs []Hold) []string {
+	for _, h := range hs {
+		q := int64(0)
+		if sku.LimitPerUser > 1 {
+			q = max(h.Quantity, 1)
+		}
+		dst = append(dst, strconv.FormatInt(h.UserID, 10), h.RequestNo, strconv.FormatInt(q, 10))
 	}
 	return dst
 }
@@ -128,8 +175,8 @@ func (s *Stock) RestoreRecords(ctx context.Context, activity int64, sku *sale.SK
 	for len(hs) > 0 {
 		part := hs[:min(len(hs), 1000)]
 		hs = hs[len(part):]
-		v, err := restoreScript.Exec(ctx, s.shards.For(sku.Hot), []string{k.Users, k.Claim},
-			holdArgs(make([]string, 0, 2*len(part)), part)).AsInt64()
+		v, err := restoreScript.Exec(ctx, s.shards.For(sku.Hot), []string{k.Users, k.Claim, k.Qty},
+			recordArgs(make([]string, 0, 3*len(part)), sku, part)).AsInt64()
 		if err != nil {
 			return n, fmt.Errorf("restore records activity %d sku %d: %w", activity, sku.ID, err)
 		}
@@ -167,7 +214,8 @@ func (s *Stock) Settle(ctx context.Context, activity int64, sku *sale.SKU, seenS
 
 // Rebuild writes SKU sku of activity a back into Redis after Redis lost it
 // (its meta key is missing), in one atomic script: remaining = initial −
-// ordered, sold = ordered, a claimed record for every live order, the close
+// ordered, sold = ordered, a claimed record (and its units, on a SKU of
+// several units per ticket) for every live order, the close
 // of every order closed unpaid (closed hash), then the meta that makes it
 // sellable (with a's rebuy switch). initial and ordered are units; holds are
 // the live orders, closed the closed ones. It reports false when the meta
@@ -184,14 +232,14 @@ func (s *Stock) Rebuild(ctx context.Context, a *sale.Activity, sku *sale.SKU, in
 		"activity", strconv.FormatInt(a.ID, 10),
 		"rebuy", rebuyField(a),
 	}
-	args := make([]string, 0, 4+len(meta)+2*len(holds)+2*len(closed))
+	args := make([]string, 0, 4+len(meta)+3*len(holds)+2*len(closed))
 	args = append(args, strconv.FormatInt(initial, 10), strconv.FormatInt(ordered, 10),
 		strconv.Itoa(len(meta)/2), strconv.Itoa(len(holds)))
 	args = append(args, meta...)
-	args = holdArgs(args, holds)
+	args = recordArgs(args, sku, holds)
 	args = holdArgs(args, closed)
 	code, err := rebuildScript.Exec(ctx, s.shards.For(sku.Hot),
-		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Closed}, args).ToString()
+		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty}, args).ToString()
 	if err != nil {
 		return false, fmt.Errorf("rebuild activity %d sku %d: %w", a.ID, sku.ID, err)
 	}

@@ -110,7 +110,7 @@ func (s *Stock) client(activity, sku int64) rueidis.Client {
 func (s *Stock) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (OccupyResult, error) {
 	k := sale.KeysFor(a.ID, sku.ID)
 	vals, err := s.occupy.Exec(ctx, s.shards.For(sku.Hot),
-		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed},
+		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty},
 		[]string{strconv.FormatInt(user, 10), requestNo, strconv.FormatInt(q, 10)}).ToArray()
 	if err != nil {
 		return OccupyResult{}, fmt.Errorf("occupy sku %d: %w", sku.ID, err)
@@ -158,7 +158,8 @@ func (o ReleaseOutcome) String() string {
 }
 
 // Release gives m's stock back if the user's record still names
-// m.RequestNo. force also releases a ticket the consumer claimed (its order
+// m.RequestNo: the units the ticket took (recorded for SKUs of several units
+// per ticket), else m.Quantity. force also releases a ticket the consumer claimed (its order
 // failed for good, or was closed unpaid). Running it twice changes nothing
 // the second time. A release that restores stock publishes "available".
 func (s *Stock) Release(ctx context.Context, m *sale.Message, force bool) (ReleaseOutcome, error) {
@@ -185,7 +186,7 @@ func (s *Stock) release(ctx context.Context, m *sale.Message, force, closed bool
 		c = "1"
 	}
 	vals, err := s.releaseScript.Exec(ctx, s.client(m.ActivityID, m.SKUID),
-		[]string{k.Stock, k.Users, k.Sold, k.Claim, k.Closed},
+		[]string{k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty},
 		[]string{strconv.FormatInt(m.UserID, 10), m.RequestNo, strconv.FormatInt(m.Quantity, 10), f, c}).ToArray()
 	if err != nil {
 		return 0, fmt.Errorf("release %s sku %d: %w", m.RequestNo, m.SKUID, err)

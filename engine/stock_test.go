@@ -493,3 +493,81 @@ func testClosedBuyerIsBarredWhereRebuyIsOff(t *testing.T, r *rig) {
 		t.Fatalf("books after the rebuild: %+v", n)
 	}
 }
+
+// TestMultiUnitTicketsRecordTheirUnits: on a SKU of several units per
+// ticket every record's units are kept in the qty hash (single and batched
+// occupy, restore, rebuild), so a release gives back exactly what the
+// ticket took even when its caller does not know (a quantity of 1 asked);
+// a SKU of one unit per ticket records nothing.
+func TestMultiUnitTicketsRecordTheirUnits(t *testing.T) {
+	eachOccupy(t, testMultiUnitTicketsRecordTheirUnits)
+}
+
+func testMultiUnitTicketsRecordTheirUnits(t *testing.T, r *rig) {
+	ctx := context.Background()
+	multi := activity(1, 11, 20, false)
+	multi.SKUs[0].LimitPerUser = 3
+	a, k := r.preheat(t, multi)
+	if res, _ := r.occupy(ctx, a, k, 1, "rn-1", 3); res.Code != CodeOK || res.Remaining != 17 {
+		t.Fatalf("occupy 3: %+v", res)
+	}
+	got, err := r.stock.OccupyBatch(ctx, a, k, []Buyer{{2, "rn-2", 2}, {3, "rn-3", 1}, {2, "rn-2b", 1}}, nil)
+	if err != nil || got[0].Code != CodeOK || got[1].Code != CodeOK || got[2].Code != CodeDuplicate {
+		t.Fatalf("batch: %+v %v", got, err)
+	}
+	recs, err := r.stock.Records(ctx, 1, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(recs.Units) != fmt.Sprint(map[string]int64{"rn-1": 3, "rn-2": 2, "rn-3": 1}) {
+		t.Fatalf("units recorded: %v", recs.Units)
+	}
+	for rn, want := range map[string]int64{"rn-1": 3, "rn-3": 1} {
+		if q, ok := recs.UnitsOf(rn, k.LimitPerUser); !ok || q != want {
+			t.Fatalf("units of %s: %d %v, want %d", rn, q, ok, want)
+		}
+	}
+	if _, ok := recs.UnitsOf("unrecorded", k.LimitPerUser); ok {
+		t.Fatal("a ticket without recorded units on a several-units SKU is known")
+	}
+	m := &sale.Message{RequestNo: "rn-1", ActivityID: 1, SKUID: 11, UserID: 1, Quantity: 1}
+	if out, err := r.stock.Release(ctx, m, false); err != nil || out != Released {
+		t.Fatalf("release: %v %v", out, err)
+	}
+	if c := r.counts(t, 1, 11); c.Remaining != 17 || c.Sold != 3 || c.Holders != 2 {
+		t.Fatalf("after releasing the 3-unit ticket: %+v, want its 3 units back", c)
+	}
+	if recs, _ := r.stock.Records(ctx, 1, k); len(recs.Units) != 2 {
+		t.Fatalf("a released ticket's units stay recorded: %v", recs.Units)
+	}
+
+	// Restore and rebuild record the units of live orders.
+	r.def.Do(t, "HDEL", sale.KeysFor(1, 11).Users, "2")
+	if n, err := r.stock.RestoreRecords(ctx, 1, k, []Hold{{UserID: 2, RequestNo: "rn-2", Quantity: 2}}); err != nil || n != 1 {
+		t.Fatalf("restore: %d %v", n, err)
+	}
+	r.def.Do(t, "FLUSHALL")
+	holds := []Hold{{UserID: 2, RequestNo: "rn-2", Quantity: 2}, {UserID: 4, RequestNo: "rn-4", Quantity: 3}}
+	if ok, err := r.stock.Rebuild(ctx, a, k, 20, 5, holds, nil); err != nil || !ok {
+		t.Fatalf("rebuild: %v %v", ok, err)
+	}
+	if recs, _ := r.stock.Records(ctx, 1, k); fmt.Sprint(recs.Units) != fmt.Sprint(map[string]int64{"rn-2": 2, "rn-4": 3}) {
+		t.Fatalf("units after the rebuild: %v", recs.Units)
+	}
+	m = &sale.Message{RequestNo: "rn-4", ActivityID: 1, SKUID: 11, UserID: 4, Quantity: 1}
+	if out, err := r.stock.ReleaseClosed(ctx, m); err != nil || out != Released {
+		t.Fatalf("release after the rebuild: %v %v", out, err)
+	}
+	if c := r.counts(t, 1, 11); c.Remaining != 18 || c.Sold != 2 || c.Holders != 1 {
+		t.Fatalf("after the rebuild and a release: %+v", c)
+	}
+
+	// One unit per ticket: nothing recorded.
+	b, kb := r.preheat(t, activity(2, 22, 5, false))
+	if res, _ := r.occupy(ctx, b, kb, 1, "one", 1); res.Code != CodeOK {
+		t.Fatalf("occupy: %+v", res)
+	}
+	if n, _ := r.def.Do(t, "EXISTS", sale.KeysFor(2, 22).Qty).AsInt64(); n != 0 {
+		t.Fatal("a one-unit SKU recorded units")
+	}
+}

@@ -6,6 +6,8 @@
 -- KEYS[3] users  hash: userId -> requestNo
 -- KEYS[4] sold   integer: units occupied or ordered
 -- KEYS[5] closed hash: userId -> requestNo of the buyer's order closed unpaid
+-- KEYS[6] qty    hash: requestNo -> units, for every record of a SKU that
+--                sells more than one unit per ticket (meta limit > 1)
 -- ARGV[1] userId
 -- ARGV[2] requestNo
 -- ARGV[3] quantity (positive integer)
@@ -61,4 +63,7 @@ end
 stock = redis.call('DECRBY', KEYS[2], q)
 redis.call('INCRBY', KEYS[4], q)
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+if tonumber(meta[4] or '1') > 1 then
+  redis.call('HSET', KEYS[6], ARGV[2], q)
+end
 return {'OK', stock, ARGV[2]}

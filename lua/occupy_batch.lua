@@ -8,6 +8,8 @@
 -- KEYS[3] users  hash: userId -> requestNo
 -- KEYS[4] sold   integer: units occupied or ordered
 -- KEYS[5] closed hash: userId -> requestNo of the buyer's order closed unpaid
+-- KEYS[6] qty    hash: requestNo -> units, for every record of a SKU that
+--                sells more than one unit per ticket (meta limit > 1)
 -- ARGV    n triples, buyer i = 1..n:
 --   ARGV[3i-2] userId
 --   ARGV[3i-1] requestNo
@@ -26,8 +28,8 @@
 --                (remaining 0)
 -- remaining is -1 where stock was not read. Redis work per call: one HMGET of
 -- meta, one TIME, one HMGET of users (and one of closed where rebuy is "0"),
--- one GET, one DECRBY, one INCRBY and one HSET of all new records, whatever
--- n is.
+-- one GET, one DECRBY, one INCRBY and one HSET of all new records (and one
+-- of their units where limit > 1), whatever n is.
 local n = #ARGV / 3
 local out = {}
 local function all(code)
@@ -69,6 +71,7 @@ local stock -- read on first need, like occupy.lua
 local taken = 0
 local seen = {} -- userId -> requestNo taken earlier in this batch
 local set = {}  -- field, value pairs for one HSET
+local units = {} -- requestNo, quantity pairs for the qty HSET (limit > 1)
 for i = 1, n do
   local uid, rn, q = uids[i], ARGV[3 * i - 1], tonumber(ARGV[3 * i])
   local h = seen[uid] or held[i]
@@ -91,6 +94,10 @@ for i = 1, n do
       seen[uid] = rn
       set[#set + 1] = uid
       set[#set + 1] = rn
+      if limit > 1 then
+        units[#units + 1] = rn
+        units[#units + 1] = q
+      end
       out[j], out[j + 1], out[j + 2] = 'OK', stock, rn
     end
   end
@@ -99,5 +106,8 @@ if #set > 0 then
   redis.call('DECRBY', KEYS[2], taken)
   redis.call('INCRBY', KEYS[4], taken)
   redis.call('HSET', KEYS[3], unpack(set))
+  if #units > 0 then
+    redis.call('HSET', KEYS[6], unpack(units))
+  end
 end
 return out

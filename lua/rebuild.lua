@@ -4,15 +4,16 @@
 -- its data are gone with it (their messages fail the claim and are answered
 -- FAIL), so only the database's orders still hold stock.
 -- KEYS[1] meta, KEYS[2] stock, KEYS[3] users, KEYS[4] sold, KEYS[5] claimed,
--- KEYS[6] closed
+-- KEYS[6] closed, KEYS[7] qty
 -- ARGV[1] initial units
 -- ARGV[2] units of the live orders
 -- ARGV[3] n: the number of meta field/value pairs that follow
--- ARGV[4] m: the number of live-order pairs after the meta pairs
+-- ARGV[4] m: the number of live-order triples after the meta pairs
 -- ARGV[5 .. 4+2n]          meta fields and values (status, start_ms, end_ms,
 --                          limit, price, activity, rebuy)
--- ARGV[5+2n .. 4+2n+2m]    pairs userId, requestNo of the live orders (claimed)
--- ARGV[5+2n+2m ..]         pairs userId, requestNo of orders closed unpaid
+-- ARGV[5+2n .. 4+2n+3m]    triples userId, requestNo, units of the live
+--                          orders (claimed; units recorded in qty where > 0)
+-- ARGV[5+2n+3m ..]         pairs userId, requestNo of orders closed unpaid
 --                          (closed; a user's later pair wins)
 -- Returns "REBUILT", or "EXISTS" when the meta key is present (another
 -- process rebuilt or preheated the SKU first): nothing changed.
@@ -25,15 +26,18 @@ local rem = initial - ordered
 if rem < 0 then
   rem = 0
 end
-redis.call('DEL', KEYS[3], KEYS[5])
+redis.call('DEL', KEYS[3], KEYS[5], KEYS[7])
 redis.call('SET', KEYS[2], rem)
 redis.call('SET', KEYS[4], ordered)
 local n = tonumber(ARGV[3])
 local first = 5 + 2 * n
-local closedFrom = first + 2 * tonumber(ARGV[4])
-for i = first, closedFrom - 1, 2 do
+local closedFrom = first + 3 * tonumber(ARGV[4])
+for i = first, closedFrom - 1, 3 do
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
   redis.call('SADD', KEYS[5], ARGV[i + 1])
+  if tonumber(ARGV[i + 2]) > 0 then
+    redis.call('HSET', KEYS[7], ARGV[i + 1], ARGV[i + 2])
+  end
 end
 for i = closedFrom, #ARGV, 2 do
   redis.call('HSET', KEYS[6], ARGV[i], ARGV[i + 1])

@@ -4,9 +4,10 @@
 -- KEYS[3] sold    integer: units occupied or ordered
 -- KEYS[4] claimed set: requestNos the consumer claimed for an order
 -- KEYS[5] closed  hash: userId -> requestNo of the buyer's order closed unpaid
+-- KEYS[6] qty     hash: requestNo -> units (SKUs of several units per ticket)
 -- ARGV[1] userId
 -- ARGV[2] requestNo
--- ARGV[3] quantity
+-- ARGV[3] quantity, used where qty does not record the ticket's units
 -- ARGV[4] "1" to release a claimed ticket too (the order failed for good or
 --         was closed unpaid); anything else leaves a claimed ticket alone
 -- ARGV[5] "1" when the ticket's order was closed unpaid: closed[userId] =
@@ -14,7 +15,8 @@
 --         retried close leaves the same fact), for occupy to refuse the
 --         buyer where the activity forbids buying again after a close
 -- Returns {code, remaining}:
---   "RELEASED"  stock restored by quantity, user record removed
+--   "RELEASED"  stock restored by the ticket's units (qty's, else ARGV[3]),
+--               user record and units entry removed
 --   "NOT_HELD"  the user's record does not name this requestNo (released
 --               already, or never occupied): nothing changed
 --   "CLAIMED"   the ticket was claimed for an order and ARGV[4] is not "1":
@@ -33,7 +35,8 @@ if redis.call('SISMEMBER', KEYS[4], ARGV[2]) == 1 then
   end
   redis.call('SREM', KEYS[4], ARGV[2])
 end
-local q = tonumber(ARGV[3])
+local q = tonumber(redis.call('HGET', KEYS[6], ARGV[2]) or ARGV[3])
+redis.call('HDEL', KEYS[6], ARGV[2])
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('DECRBY', KEYS[3], q)
 return {'RELEASED', redis.call('INCRBY', KEYS[1], q)}

@@ -272,12 +272,13 @@ const orderCutoff = 2 * time.Second
 
 // ticket is a user record the reconciler may release.
 type ticket struct {
-	user   int64
-	rn     string
-	qty    int64
-	order  *store.OrderRef // a closed order of the ticket, if any
-	force  bool
-	reason string
+	user    int64
+	rn      string
+	qty     int64
+	unknown bool            // qty is not known (engine.Records.UnitsOf): report, never release
+	order   *store.OrderRef // a closed order of the ticket, if any
+	force   bool
+	reason  string
 }
 
 func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU, through time.Time,
@@ -373,7 +374,7 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 		if recs.Users[o.UserID] == rn {
 			withRec += o.Quantity
 		} else {
-			lost = append(lost, engine.Hold{UserID: o.UserID, RequestNo: rn})
+			lost = append(lost, engine.Hold{UserID: o.UserID, RequestNo: rn, Quantity: o.Quantity})
 		}
 	}
 	for u, rn := range recs.Users {
@@ -391,11 +392,13 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 		case !r.stale(rn, now, through):
 		case recs.Claimed[rn]:
 			stuck++
-			release = append(release, ticket{user: u, rn: rn, qty: 1, force: true,
+			q, known := recs.UnitsOf(rn, k.LimitPerUser)
+			release = append(release, ticket{user: u, rn: rn, qty: q, unknown: !known, force: true,
 				reason: "claimed, no order, message consumed"})
 		default:
 			orphans++
-			release = append(release, ticket{user: u, rn: rn, qty: 1,
+			q, known := recs.UnitsOf(rn, k.LimitPerUser)
+			release = append(release, ticket{user: u, rn: rn, qty: q, unknown: !known,
 				reason: "orphan: no order, message never came"})
 		}
 	}
@@ -420,7 +423,7 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 		}
 	}
 	for _, t := range release {
-		if !oneUnit && t.order == nil {
+		if t.unknown {
 			continue // the ticket's quantity is known only to its lost message
 		}
 		ok, err := r.release(ctx, a, k, t)

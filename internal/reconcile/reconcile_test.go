@@ -469,3 +469,107 @@ func TestWatchRebuildKeepsTheClosedBuyerBarred(t *testing.T) {
 		}
 	})
 }
+
+// TestMultiUnitOrphansReleasedExactly: on a SKU of up to 3 units per
+// ticket, the sweeper releases an orphan's 3 units and the reconciler's
+// repair a stale claim's 2 units — exactly what each ticket took, read
+// from the qty hash. A record whose units were never recorded (taken
+// before quantities were) is reported and left alone.
+func TestMultiUnitOrphansReleasedExactly(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		now := time.Now()
+		act := sale.Activity{ID: 6, Start: now.Add(-time.Hour), End: now.Add(2 * time.Hour), State: sale.StateOnline,
+			SKUs: []sale.SKU{{ID: 601, Stock: 10, Price: 100, LimitPerUser: 3}}}
+		if err := r.st.PutActivity(ctx, act); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.stock.Preheat(ctx, act); err != nil {
+			t.Fatal(err)
+		}
+		k := &act.SKUs[0]
+		take := func(user, q int64) sale.Message {
+			t.Helper()
+			rn := r.ids.Next()
+			if res, err := r.stock.Occupy(ctx, &act, k, user, rn, q); err != nil || res.Code != engine.CodeOK {
+				t.Fatalf("occupy %d units for user %d: %+v %v", q, user, res, err)
+			}
+			return sale.Message{RequestNo: rn, ActivityID: act.ID, SKUID: k.ID, UserID: user, Quantity: q, UnitPrice: 100,
+				AcceptedAt: now.UnixMilli()}
+		}
+		order := take(1, 2)
+		if ok, _ := r.stock.Claim(ctx, &order); !ok {
+			t.Fatal("claim")
+		}
+		if out, err := r.st.SaveBatch(ctx, []sale.Message{order}); err != nil || out[0].Kind != store.Created {
+			t.Fatalf("save: %+v %v", out, err)
+		}
+		orphan := take(2, 3)
+		stale := take(3, 2)
+		if ok, _ := r.stock.Claim(ctx, &stale); !ok {
+			t.Fatal("claim")
+		}
+		legacy := take(4, 2)
+		r.redis.Do(t, "HDEL", sale.KeysFor(act.ID, k.ID).Qty, legacy.RequestNo)
+
+		rc, _ := r.reconciler(t, r.later)
+		if n, err := rc.Sweep(ctx); err != nil || n != 1 {
+			t.Fatalf("sweep: %d %v, want the one orphan of known units", n, err)
+		}
+		if n := counts6(t, r); n.Remaining != 1+3 || n.Sold != 6 || n.Holders != 3 {
+			t.Fatalf("after the sweep: %+v, want the orphan's 3 units back", n)
+		}
+		e, err := r.res.Read(ctx, orphan.RequestNo)
+		if err != nil || e.State != sale.ResultFail || e.Code != sale.FailReleased {
+			t.Errorf("orphan's result %+v %v", e, err)
+		}
+		rep, err := rc.Run(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var line SKUReport
+		for _, s := range rep.SKUs {
+			if s.SKUID == 601 {
+				line = s
+			}
+		}
+		var released []string
+		for _, rp := range line.Repairs {
+			released = append(released, fmt.Sprintf("%s %d", rp.Kind, rp.Amount))
+		}
+		if fmt.Sprint(released) != fmt.Sprint([]string{KindClaimedWithoutOrder + " 2"}) {
+			t.Fatalf("repairs %v, want the stale claim's 2 units released", released)
+		}
+		if n := counts6(t, r); n.Remaining != 6 || n.Sold != 4 || n.Holders != 2 || n.Claimed != 1 {
+			t.Fatalf("after the repair: %+v, want the legacy ticket's 2 units still held", n)
+		}
+		if rn, _, _ := r.stock.Holder(ctx, act.ID, k.ID, 4); rn != legacy.RequestNo {
+			t.Fatal("the ticket of unknown units was released")
+		}
+		after, err := rc.Run(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range after.SKUs {
+			if s.SKUID != 601 {
+				continue
+			}
+			got := map[string]int64{}
+			for _, d := range s.Drifts {
+				got[d.Kind] = d.Amount
+			}
+			if fmt.Sprint(got) != fmt.Sprint(map[string]int64{KindOrphan: 1}) {
+				t.Fatalf("drift left %v, want only the unknown ticket reported as an orphan", got)
+			}
+		}
+	})
+}
+
+func counts6(t *testing.T, r *rig) engine.Counts {
+	t.Helper()
+	n, err := r.stock.Counts(context.Background(), 6, 601)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -19,9 +19,10 @@ import (
 // script decides, atomically). The buyer's result becomes FAIL RELEASED
 // and the request log records STOCK_OCCUPIED and FAILED.
 //
-// Only SKUs of one unit per ticket are swept: a record does not say how
-// many units its ticket holds, and the message that did is lost; the
-// reconciler reports orphans of other SKUs for an operator.
+// Each orphan gives back the units its ticket took: 1 on a SKU of one unit
+// per ticket, else what the SKU's qty hash recorded at occupy. A ticket of
+// a several-units SKU without a recorded quantity (taken before quantities
+// were recorded) is left for an operator: the reconciler reports it.
 //
 // It returns how many occupancies it released.
 func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
@@ -45,9 +46,6 @@ func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
 		a := &acts[i]
 		for j := range a.SKUs {
 			k := &a.SKUs[j]
-			if k.LimitPerUser > 1 {
-				continue
-			}
 			led, err := r.stock.Ledger(ctx, a.ID, k)
 			if err != nil {
 				return n, fmt.Errorf("sweep: %w", err)
@@ -77,7 +75,11 @@ func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
 					}
 					loaded = true
 				}
-				ok, err := r.release(ctx, a, k, ticket{user: u, rn: rn, qty: 1,
+				q, known := recs.UnitsOf(rn, k.LimitPerUser)
+				if !known {
+					continue
+				}
+				ok, err := r.release(ctx, a, k, ticket{user: u, rn: rn, qty: q,
 					reason: "orphan: no order, and its message never reached the consumer"})
 				if err != nil {
 					return n, fmt.Errorf("sweep: %w", err)

@@ -89,7 +89,7 @@ func (r *Reconciler) Watch(ctx context.Context) (int, error) {
 				holds, closed []engine.Hold
 			)
 			for _, o := range refs {
-				h := engine.Hold{UserID: o.UserID, RequestNo: o.RequestNo}
+				h := engine.Hold{UserID: o.UserID, RequestNo: o.RequestNo, Quantity: o.Quantity}
 				if o.Live() {
 					ordered += o.Quantity
 					holds = append(holds, h)

@@ -17,12 +17,17 @@ type SKUKeys struct {
 	// where meta "rebuy" is "0" (the activity forbids buying again after a
 	// close).
 	Closed string
+	// Qty is a hash requestNo -> units of every record (Users) of a SKU
+	// that sells more than one unit per ticket (meta limit > 1), so that a
+	// release, the orphan sweeper and the reconciler give back exactly what
+	// a ticket took even when its message is lost.
+	Qty string
 }
 
 // KeysFor builds the keys of (activity, sku).
 func KeysFor(activity, sku int64) SKUKeys {
 	p := "sk:{a" + strconv.FormatInt(activity, 10) + ":s" + strconv.FormatInt(sku, 10) + "}:"
-	return SKUKeys{Meta: p + "meta", Stock: p + "stock", Users: p + "users", Sold: p + "sold", Claim: p + "claimed", Closed: p + "closed"}
+	return SKUKeys{Meta: p + "meta", Stock: p + "stock", Users: p + "users", Sold: p + "sold", Claim: p + "claimed", Closed: p + "closed", Qty: p + "qty"}
 }
 
 // ResultKey is the key of a ticket's result hash on the default Redis.
