@@ -1,11 +1,17 @@
 package testenv
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +26,7 @@ type Redis struct {
 	Port int
 	Args []string // extra server arguments it was started with
 	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
 }
 
 // RedisOption changes how StartRedis starts the server.
@@ -35,11 +42,23 @@ func WithRedisArgs(args ...string) RedisOption {
 // otherwise) and stops it when the test ends.
 func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 	t.Helper()
-	r := &Redis{Dir: t.TempDir(), Port: FreePort(t)}
+	r := &Redis{Dir: t.TempDir()}
 	for _, o := range opts {
 		o(r)
 	}
-	if err := r.Start(); err != nil {
+	// FreePort's port is free when asked, not necessarily when
+	// redis-server binds it: another test binary's server or an outgoing
+	// connection may take it in between. Start then fails (the server
+	// exits, or a server that is not ours answers), and another port is
+	// tried.
+	var err error
+	for range 5 {
+		r.Port = FreePort(t)
+		if err = r.Start(); err == nil {
+			break
+		}
+	}
+	if err != nil {
 		t.Fatalf("%v", err)
 	}
 	t.Cleanup(r.Stop)
@@ -60,13 +79,78 @@ func (r *Redis) Start() error {
 	r.cmd = exec.Command(bin, args...)
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := r.cmd.Start(); err != nil {
+		r.cmd = nil
 		return fmt.Errorf("start redis-server: %w", err)
 	}
-	if err := waitTCP(r.Addr, 10*time.Second); err != nil {
+	cmd, done := r.cmd, make(chan struct{})
+	r.done = done
+	go func() { _ = cmd.Wait(); close(done) }()
+	if err := r.waitOurs(10 * time.Second); err != nil {
+		r.Stop()
 		log, _ := os.ReadFile(filepath.Join(r.Dir, "redis.log"))
-		return fmt.Errorf("redis-server: %v\n%s", err, log)
+		return fmt.Errorf("redis-server on %s: %v\n%s", r.Addr, err, log)
 	}
 	return nil
+}
+
+// waitOurs waits until the server we started answers on r.Addr: INFO
+// names our process. A server that exits (the port was taken) or another
+// server on the port is an error at once.
+func (r *Redis) waitOurs(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	pid := r.cmd.Process.Pid
+	for {
+		select {
+		case <-r.done:
+			return fmt.Errorf("redis-server exited at start (port %d taken?)", r.Port)
+		default:
+		}
+		got, err := infoPID(r.Addr)
+		switch {
+		case err == nil && got == pid:
+			return nil
+		case err == nil:
+			return fmt.Errorf("another redis-server (pid %d) answers on port %d", got, r.Port)
+		case time.Now().After(deadline):
+			return fmt.Errorf("not ready after %v: %w", d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// infoPID asks the Redis server on addr for its process id (INFO server).
+func infoPID(addr string) (int, error) {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
+		return 0, err
+	}
+	br := bufio.NewReader(c)
+	head, err := br.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	if !strings.HasPrefix(head, "$") {
+		return 0, fmt.Errorf("INFO: %q", strings.TrimSpace(head)) // e.g. -LOADING
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("INFO: %q", strings.TrimSpace(head))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(br, body); err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("INFO server without process_id")
 }
 
 // Stop kills the server (SIGKILL: no save on exit) and waits for it.
@@ -75,7 +159,7 @@ func (r *Redis) Stop() {
 		return
 	}
 	_ = r.cmd.Process.Kill()
-	_ = r.cmd.Wait()
+	<-r.done
 	r.cmd = nil
 }
 

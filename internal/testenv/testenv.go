@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 )
 
 // FreePort asks the kernel for a free TCP port on 127.0.0.1.
@@ -34,22 +33,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitTCP waits until addr accepts connections or the deadline passes.
-func waitTCP(addr string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not reachable after %v: %w", addr, d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // Main runs the package's tests and then stops the servers shared by the

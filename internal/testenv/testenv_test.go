@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"database/sql"
+	"strings"
 	"testing"
 )
 
@@ -24,5 +25,20 @@ func TestServersStart(t *testing.T) {
 	var one int
 	if err := db.QueryRow("SELECT 1").Scan(&one); err != nil || one != 1 {
 		t.Fatalf("SELECT 1 = %d, %v", one, err)
+	}
+}
+
+// A server started on a port another redis-server holds must not pass for
+// ready: the test would share the other server's data.
+func TestRedisStartOnATakenPortFails(t *testing.T) {
+	a := StartRedis(t)
+	b := &Redis{Dir: t.TempDir(), Port: a.Port}
+	err := b.Start()
+	b.Stop()
+	if err == nil || !strings.Contains(err.Error(), "port") {
+		t.Fatalf("Start on the port of %s: %v, want an error naming the port", a.Addr, err)
+	}
+	if got := a.Do(t, "PING"); got.Error() != nil {
+		t.Fatalf("the first server: %v", got.Error())
 	}
 }
