@@ -368,7 +368,7 @@ func (s *sqlStore) logBatch(ctx context.Context, tx *sql.Tx, b *batch, now int64
 	if n == 0 {
 		return nil
 	}
-	nowA := any(now)
+	nowA, successA, deliveredA := any(now), any(StatusSuccess), any(cut(b.opt.remark, maxRemark))
 	perTicket := 3
 	if b.opt.deliver {
 		perTicket = 4
@@ -380,12 +380,14 @@ func (s *sqlStore) logBatch(ctx context.Context, tx *sql.Tx, b *batch, now int64
 			continue
 		}
 		m, o, x := &b.msgs[i], &b.out[i], b.box(i)
-		status, remark := logFor(o)
+		var status, remark any // each boxed once: they go into two rows
 		delivered := b.opt.deliver && o.Kind == Created
 		if delivered {
-			status, remark = StatusSuccess, b.opt.remark
+			status, remark = successA, deliveredA
+		} else {
+			st, rk := logFor(o)
+			status, remark = st, cut(rk, maxRemark)
 		}
-		remark = cut(remark, maxRemark)
 		args = append(args, x.rn, x.activity, x.sku, x.user, m.Quantity, status, x.orderNo,
 			x.trace, remark, nowA, nowA)
 		occupied, ok := sale.RequestNoTime(m.RequestNo)
