@@ -22,10 +22,10 @@ import (
 //  2. purchase and token requests: X-User-Id (401/400), the user blocklist
 //     (403), the per-user limit (429);
 //  3. purchases that passed every local check (body, window, sold-out flag,
-//     token signature): the user × SKU window in Redis (429; Redis down:
-//     503), the per-SKU admission gate (429), then a place among the
-//     SKU's attempts inside the engine (edge.rate.sku_inflight; 429), held
-//     until the engine has answered.
+//     token signature): a place among the SKU's attempts in flight
+//     (edge.rate.sku_inflight; 429), held until the engine has answered,
+//     then the user × SKU window in Redis (429; Redis down: 503) and the
+//     per-SKU admission gate (429).
 //
 // Every 429 carries Retry-After in whole seconds, at least 1. Nothing here
 // allocates on the hot path.
@@ -151,18 +151,31 @@ func (s *Server) admitUserRate(ctx *fasthttp.RequestCtx, user int64) bool {
 	return true
 }
 
-// admitPurchase runs the shared limits of one purchase attempt: the user ×
-// SKU window in Redis, the admission gate, and the bound on attempts
-// inside the engine. ok false means it has answered; ok true means the
-// attempt holds a place of sku in s.inflight, which the caller must give
-// back (Release) once the engine has answered or the attempt ends.
+// admitPurchase runs the shared limits of one purchase attempt: a place
+// among the SKU's attempts in flight, the user × SKU window in Redis, then
+// the admission gate. ok false means it has answered (and holds nothing);
+// ok true means the attempt holds a place of sku in s.inflight, which the
+// caller must give back (Release) once the engine has answered or the
+// attempt ends.
 func (s *Server) admitPurchase(ctx *fasthttp.RequestCtx, activity, sku, user int64) bool {
-	// A SKU at its bound is refused before the Redis call: under overload
-	// that is most attempts, and they should cost nothing.
-	if s.inflight.Full(sku) {
+	// First, before any Redis call: under overload most attempts end here
+	// at no cost, and the bound caps the window's Redis calls for the SKU
+	// as well as the engine's queue. Retry-After is the least, one second:
+	// a place frees as soon as any attempt inside is answered.
+	if !s.inflight.Acquire(sku) {
 		s.writeRetry(ctx, ansInflight, 0)
 		return false
 	}
+	if !s.admitShared(ctx, activity, sku, user) {
+		s.inflight.Release(sku)
+		return false
+	}
+	return true
+}
+
+// admitShared runs the user × SKU window in Redis, then the admission
+// gate; false means it has answered.
+func (s *Server) admitShared(ctx *fasthttp.RequestCtx, activity, sku, user int64) bool {
 	if w := s.lim.Load().window; w != nil {
 		wctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
 		ok, wait, err := w.Allow(wctx, activity, sku, user)
@@ -180,13 +193,6 @@ func (s *Server) admitPurchase(ctx *fasthttp.RequestCtx, activity, sku, user int
 	}
 	if ok, wait := s.gate.Allow(sku); !ok {
 		s.writeRetry(ctx, ansGate, wait)
-		return false
-	}
-	// Taken last, so a place is held only by an attempt on its way to the
-	// engine. Retry-After is the least, one second: a place frees as soon
-	// as any attempt inside is answered.
-	if !s.inflight.Acquire(sku) {
-		s.writeRetry(ctx, ansInflight, 0)
 		return false
 	}
 	return true

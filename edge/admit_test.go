@@ -261,16 +261,27 @@ func TestInflightBoundRefusesBeyondItAndFreesOnAnswer(t *testing.T) {
 	}
 }
 
-// TestInflightPlaceComesBackWhenTheTokenIsRefused: the token is spent after
-// the place is taken; a refused one must give the place back.
-func TestInflightPlaceComesBackWhenTheTokenIsRefused(t *testing.T) {
+// TestInflightPlaceComesBackWhenALaterCheckRefuses: the place is taken
+// before the user × SKU window and the token is spent after it; an attempt
+// either refuses must give the place back.
+func TestInflightPlaceComesBackWhenALaterCheckRefuses(t *testing.T) {
 	spent := tokenFunc(func([]byte, int64, *sale.Activity, int64, time.Time) error { return errors.New("spent") })
-	e := newEdge(t, withConfig(func(c *Config) { c.Rate.SKUInflight = 1 }), withOptions(WithTokenVerifier(spent)))
+	e := newEdge(t, withConfig(func(c *Config) {
+		c.Rate.SKUInflight = 1
+		c.Rate.UserSKULimit, c.Rate.UserSKUWindow = 1, time.Hour
+	}), withOptions(WithTokenVerifier(spent)))
 	for i := range 3 {
 		mustStatus(t, e.order(strconv.Itoa(300+i), `{"skuId":2001,"token":"t"}`), 403, "TOKEN_INVALID")
 	}
 	if n := e.srv.inflight.InFlight(2001); n != 0 {
 		t.Fatalf("in flight %d after refused tokens, want 0", n)
+	}
+	mustStatus(t, e.order("310", `{"skuId":1001}`), 200, "QUEUING")
+	for range 3 {
+		mustRateLimited(t, e.order("310", `{"skuId":1001}`), reasonRateUserSKU)
+	}
+	if n := e.srv.inflight.InFlight(1001); n != 0 {
+		t.Fatalf("in flight %d after window refusals, want 0", n)
 	}
 }
 

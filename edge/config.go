@@ -102,10 +102,11 @@ type RateConfig struct {
 	// its time has come). Set it to the number of edges behind the
 	// balancer, which must spread buyers evenly. Default 1 (0 means 1).
 	GateEdges int `yaml:"gate_edges"`
-	// SKUInflight bounds, per SKU and edge, the purchase attempts inside
-	// the engine call at once; one more is answered 429 at once instead
-	// of waiting in the engine's queue (where a wait past
-	// engine.occupy_timeout ends as 503). Default 1024: never reached by
+	// SKUInflight bounds, per SKU and edge, the purchase attempts in
+	// flight at once past the local checks (the user × SKU window's Redis
+	// call, the gate, the engine call); one more is answered 429 at once,
+	// before any Redis call, instead of waiting in a queue (where a wait
+	// past edge.redis_timeout or engine.occupy_timeout ends as 503). Default 1024: never reached by
 	// 256 connections (at most 256 requests in flight), while at ~12k
 	// accepted/s on one SKU it keeps the wait inside the engine near
 	// 1024 / 12k ≈ 85 ms, well under the 500 ms occupy timeout. 0

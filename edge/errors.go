@@ -55,7 +55,7 @@ const (
 	reasonRateUser               // per-user limit (edge.rate.user_*)
 	reasonRateUserSKU            // per user × SKU window in Redis (edge.rate.user_sku_*)
 	reasonGate                   // per-SKU admission gate (edge.rate.gate_*)
-	reasonInflight               // per-SKU bound on attempts inside the engine (edge.rate.sku_inflight)
+	reasonInflight               // per-SKU bound on attempts in flight (edge.rate.sku_inflight)
 	reasonNotReserved            // token asked for by a user not on the reserved list
 	reasonTokenNotOffered        // token asked for an activity that requires none
 	nReasons

@@ -2,10 +2,10 @@ package ratelimit
 
 import "sync/atomic"
 
-// Inflight bounds, per SKU, the purchase attempts inside the engine at
-// once: past the bound the edge answers 429 at once instead of queueing one
-// more buyer behind the others (where the wait would count against the
-// engine's occupy timeout and end as 503). Every attempt is counted, also
+// Inflight bounds, per SKU, the purchase attempts in flight at once: past
+// the bound the edge answers 429 at once instead of queueing one more buyer
+// behind the others (where the wait would count against a timeout and end
+// as 503). Every attempt is counted, also
 // while the bound is off, so a bound set live applies to the attempts
 // already inside. Safe for concurrent use; no lock is taken and nothing is
 // allocated after a SKU's first attempt.
@@ -45,17 +45,6 @@ func (f *Inflight) Acquire(sku int64) bool {
 		return false
 	}
 	return true
-}
-
-// Full reports whether sku is at its bound now, without taking a place: a
-// cheap look before costlier checks. Acquire still decides.
-func (f *Inflight) Full(sku int64) bool {
-	lim := f.limit.Load()
-	if lim <= 0 {
-		return false
-	}
-	s := f.skus.lookup(sku)
-	return s != nil && s.n.Load() >= lim
 }
 
 // Release gives back the place an Acquire of sku took.
