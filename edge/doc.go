@@ -8,10 +8,12 @@
 // Admission (admit.go) comes first: the client address (X-Forwarded-For
 // only from edge.trusted_proxies) against the IP blocklist and the per-IP
 // limit, then the user against the user blocklist and the per-user limit,
-// and, for a purchase that passed every local check, the user × SKU window
-// in Redis and the per-SKU admission gate, which lets at most
-// K × remaining stock per second through to the engine. Every refusal for
-// rate is 429 with Retry-After.
+// and, for a purchase that passed every local check, a place among the
+// SKU's attempts in flight (edge.rate.sku_inflight), the user × SKU window
+// in Redis and the per-SKU admission gate, which lets this edge's share
+// (1/edge.rate.gate_edges) of K × remaining stock per second through to the
+// engine. Every refusal for rate is 429 with Retry-After. SetRate (SIGHUP in
+// cmd/seckill) changes edge.rate while serving.
 //
 // Local state is two ristretto caches: per-SKU sold-out flags (raised by the
 // engine's answers and by events, dropped by "available" events, expiring
@@ -37,7 +39,7 @@
 // Rejection reasons: route, too_large, bad_http, no_user, bad_user,
 // bad_request, unknown_sku, not_open, ended, sold_out, token_required,
 // token_invalid, busy, blocked_ip, blocked_user, rate_ip, rate_user,
-// rate_user_sku, gate, not_reserved, token_not_offered. Engine outcomes:
+// rate_user_sku, gate, inflight, not_reserved, token_not_offered. Engine outcomes:
 // queued, not_open, ended, sold_out, duplicate, over_limit, unknown_sku,
 // busy.
 package edge

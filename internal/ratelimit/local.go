@@ -5,7 +5,11 @@
 //   - Window: a per user × SKU window in Redis (one Lua call), shared by
 //     every edge;
 //   - Gate: the per-SKU admission gate, which lets at most K × remaining
-//     stock per second through to the engine.
+//     stock per second through to the engine;
+//   - Inflight: a bound on the attempts per SKU in flight at once.
+//
+// Gate and Inflight take new settings in place while in use; Local and
+// Window are rebuilt to change.
 //
 // Each answers with how long the caller should wait (Retry-After).
 package ratelimit
