@@ -447,3 +447,104 @@ func TestOldOrdersTableIsMigrated(t *testing.T) {
 		r.open(t) // migrating the migrated table is a no-op
 	})
 }
+
+// TestRebuySwitchComesBackFromTheDatabase: rebuyAfterClose round-trips
+// through the activity row — false stays false, absent and true read as
+// the default (absent) — and putting an activity again changes it both ways.
+func TestRebuySwitchComesBackFromTheDatabase(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		s := r.open(t)
+		yes, no := true, false
+		off := activity(1, sale.SKU{ID: 10, Stock: 1})
+		off.RebuyAfterClose = &no
+		on := activity(2, sale.SKU{ID: 20, Stock: 1})
+		on.RebuyAfterClose = &yes
+		put(t, s, off)
+		put(t, s, on)
+		put(t, s, activity(3, sale.SKU{ID: 30, Stock: 1}))
+		wantRebuy(t, s, map[int64]string{1: "false", 2: "default", 3: "default"})
+		off.RebuyAfterClose, on.RebuyAfterClose = nil, &no
+		put(t, s, off)
+		put(t, s, on)
+		wantRebuy(t, s, map[int64]string{1: "default", 2: "false", 3: "default"})
+		s.Close()
+		// What another process reads after a restart.
+		wantRebuy(t, r.open(t), map[int64]string{1: "default", 2: "false", 3: "default"})
+	})
+}
+
+// wantRebuy checks each activity's RebuyAfterClose as Activities reads it:
+// "false", or "default" for nil.
+func wantRebuy(t *testing.T, s Store, want map[int64]string) {
+	t.Helper()
+	acts, err := s.Activities(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]string{}
+	for _, a := range acts {
+		switch {
+		case a.RebuyAfterClose == nil:
+			got[a.ID] = "default"
+		case *a.RebuyAfterClose:
+			got[a.ID] = "true" // never: true is the default, read as absent
+		default:
+			got[a.ID] = "false"
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rebuyAfterClose by activity %v, want %v", got, want)
+	}
+}
+
+// TestOldActivityTableIsMigrated opens a database whose flash_sale_activity
+// predates rebuy_after_close: the column is added with its default (1) on
+// the existing row, the activity reads as allowing re-buy, the switch can
+// then be turned off and is kept, and migrating again is a no-op.
+func TestOldActivityTableIsMigrated(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		db, err := sql.Open(map[string]string{"sqlite": "sqlite", "mysql": "mysql"}[r.cfg.Driver], r.cfg.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		old := `CREATE TABLE flash_sale_activity (id INTEGER NOT NULL PRIMARY KEY, start_ms INTEGER NOT NULL,
+			end_ms INTEGER NOT NULL, state TEXT NOT NULL, require_token INTEGER NOT NULL DEFAULT 0,
+			updated_ms INTEGER NOT NULL)`
+		if r.cfg.Driver == "mysql" {
+			old = `CREATE TABLE flash_sale_activity (id BIGINT NOT NULL PRIMARY KEY, start_ms BIGINT NOT NULL,
+				end_ms BIGINT NOT NULL, state VARCHAR(16) NOT NULL, require_token TINYINT NOT NULL DEFAULT 0,
+				updated_ms BIGINT NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`
+		}
+		if _, err := db.Exec(old); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		if _, err := db.Exec(`INSERT INTO flash_sale_activity (id, start_ms, end_ms, state, require_token, updated_ms)
+			VALUES (1, ?, ?, 'ONLINE', 1, 1)`, now.Add(-time.Hour).UnixMilli(), now.Add(time.Hour).UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+		s := r.open(t)
+		var rebuy int
+		if err := db.QueryRow(`SELECT rebuy_after_close FROM flash_sale_activity WHERE id = 1`).Scan(&rebuy); err != nil || rebuy != 1 {
+			t.Fatalf("migrated row: rebuy_after_close %d, %v; want the default 1", rebuy, err)
+		}
+		acts, err := s.Activities(context.Background())
+		if err != nil || len(acts) != 1 || !acts[0].RequireToken || acts[0].RebuyAfterClose != nil {
+			t.Fatalf("activities after migration: %+v %v", acts, err)
+		}
+		// A row inserted without the column (what an older process that is
+		// still running writes) takes the default too.
+		if _, err := db.Exec(`INSERT INTO flash_sale_activity (id, start_ms, end_ms, state, require_token, updated_ms)
+			VALUES (2, ?, ?, 'ONLINE', 0, 1)`, now.Add(-time.Hour).UnixMilli(), now.Add(time.Hour).UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+		no := false
+		a := activity(3, sale.SKU{ID: 30, Stock: 1})
+		a.RebuyAfterClose = &no
+		put(t, s, a)
+		wantRebuy(t, s, map[int64]string{1: "default", 2: "default", 3: "false"})
+		s.Close()
+		wantRebuy(t, r.open(t), map[int64]string{1: "default", 2: "default", 3: "false"}) // no-op the second time
+	})
+}

@@ -12,7 +12,7 @@ import (
 // closed order no longer blocks its buyer's next one. A table that has the
 // column already is left alone, so this runs at every start.
 func (s *sqlStore) migrateLive(ctx context.Context) error {
-	has, err := s.hasOrderColumn(ctx, "live")
+	has, err := s.hasColumn(ctx, "seckill_order", "live")
 	if err != nil || has {
 		return err
 	}
@@ -23,7 +23,7 @@ func (s *sqlStore) migrateLive(ctx context.Context) error {
 			ADD UNIQUE KEY uk_activity_sku_user_live (activity_id, sku_id, user_id, live)`)
 		if err != nil {
 			// Another process may have migrated meanwhile.
-			if has, herr := s.hasOrderColumn(ctx, "live"); herr == nil && has {
+			if has, herr := s.hasColumn(ctx, "seckill_order", "live"); herr == nil && has {
 				return nil
 			}
 			return fmt.Errorf("add seckill_order.live: %w", err)
@@ -56,17 +56,43 @@ func (s *sqlStore) migrateLive(ctx context.Context) error {
 	})
 }
 
-func (s *sqlStore) hasOrderColumn(ctx context.Context, col string) (bool, error) {
-	var q string
+// migrateRebuy adds flash_sale_activity.rebuy_after_close to a table made
+// before the column, with its default (1: a buyer whose order was closed
+// may buy again) on every existing row. Activities written by a build that
+// knew the switch but not the column kept it only in Redis: see the
+// operations ledger ("Re-buy after a close") for putting them again. A
+// table that has the column already is left alone, so this runs at every
+// start; both dialects add a column in place.
+func (s *sqlStore) migrateRebuy(ctx context.Context) error {
+	has, err := s.hasColumn(ctx, "flash_sale_activity", "rebuy_after_close")
+	if err != nil || has {
+		return err
+	}
+	typ := "INTEGER"
+	if s.d.name == "mysql" {
+		typ = "TINYINT"
+	}
+	if _, err := s.w.ExecContext(ctx, `ALTER TABLE flash_sale_activity
+		ADD COLUMN rebuy_after_close `+typ+` NOT NULL DEFAULT 1`); err != nil {
+		// Another process may have migrated meanwhile.
+		if has, herr := s.hasColumn(ctx, "flash_sale_activity", "rebuy_after_close"); herr == nil && has {
+			return nil
+		}
+		return fmt.Errorf("add flash_sale_activity.rebuy_after_close: %w", err)
+	}
+	return nil
+}
+
+// hasColumn reports whether table has column col.
+func (s *sqlStore) hasColumn(ctx context.Context, table, col string) (bool, error) {
+	q := `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`
 	if s.d.name == "mysql" {
 		q = `SELECT COUNT(*) FROM information_schema.COLUMNS
-			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'seckill_order' AND COLUMN_NAME = ?`
-	} else {
-		q = `SELECT COUNT(*) FROM pragma_table_info('seckill_order') WHERE name = ?`
+			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?`
 	}
 	var n int
-	if err := s.w.QueryRowContext(ctx, q, col).Scan(&n); err != nil {
-		return false, fmt.Errorf("inspect seckill_order: %w", err)
+	if err := s.w.QueryRowContext(ctx, q, table, col).Scan(&n); err != nil {
+		return false, fmt.Errorf("inspect %s: %w", table, err)
 	}
 	return n > 0, nil
 }

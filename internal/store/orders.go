@@ -243,7 +243,8 @@ func (s *sqlStore) RecountSnapshot(ctx context.Context, activity, sku int64) (be
 func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 	byID := map[int64]*sale.Activity{}
 	var ids []int64
-	rows, err := s.r.QueryContext(ctx, `SELECT id, start_ms, end_ms, state, require_token FROM flash_sale_activity`)
+	rows, err := s.r.QueryContext(ctx, `SELECT id, start_ms, end_ms, state, require_token, rebuy_after_close
+		FROM flash_sale_activity`)
 	if err != nil {
 		return nil, fmt.Errorf("activities: %w", err)
 	}
@@ -251,13 +252,19 @@ func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 		var (
 			a          sale.Activity
 			start, end int64
-			tok        int
+			tok, rebuy int
 		)
-		if err := rows.Scan(&a.ID, &start, &end, &a.State, &tok); err != nil {
+		if err := rows.Scan(&a.ID, &start, &end, &a.State, &tok, &rebuy); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("activities: %w", err)
 		}
 		a.Start, a.End, a.RequireToken = time.UnixMilli(start), time.UnixMilli(end), tok != 0
+		if rebuy == 0 {
+			// The default (re-buy allowed) stays absent, as in the
+			// activity's JSON; only false is spelled out.
+			no := false
+			a.RebuyAfterClose = &no
+		}
 		byID[a.ID] = &a
 		ids = append(ids, a.ID)
 	}

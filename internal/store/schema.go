@@ -15,7 +15,8 @@ var mysqlSchema = []string{
 		end_ms        BIGINT      NOT NULL,
 		state         VARCHAR(16) NOT NULL,
 		require_token TINYINT     NOT NULL DEFAULT 0,
-		updated_ms    BIGINT      NOT NULL
+		updated_ms    BIGINT      NOT NULL,
+		rebuy_after_close TINYINT NOT NULL DEFAULT 1
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 	`CREATE TABLE IF NOT EXISTS flash_sale_item (
 		activity_id    BIGINT  NOT NULL,
@@ -103,7 +104,8 @@ var sqliteSchema = []string{
 		end_ms        INTEGER NOT NULL,
 		state         TEXT    NOT NULL,
 		require_token INTEGER NOT NULL DEFAULT 0,
-		updated_ms    INTEGER NOT NULL
+		updated_ms    INTEGER NOT NULL,
+		rebuy_after_close INTEGER NOT NULL DEFAULT 1
 	)`,
 	`CREATE TABLE IF NOT EXISTS flash_sale_item (
 		activity_id    INTEGER NOT NULL,

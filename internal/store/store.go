@@ -18,7 +18,9 @@ type Store interface {
 	// PutActivity creates or replaces an activity and its items (items no
 	// longer listed are removed) and creates each SKU's stock snapshot if
 	// absent (initial = available = stock, sold = 0). An existing snapshot
-	// is never reset: it counts orders already made.
+	// is never reset: it counts orders already made. The activity row keeps
+	// its window, state, token requirement and re-buy switch
+	// (RebuyAfterClose, stored as a.Rebuy()).
 	PutActivity(ctx context.Context, a sale.Activity) error
 	// SaveBatch turns order messages into orders in one transaction (see
 	// batch.go) and reports one Outcome per message, in order. An error
@@ -54,6 +56,9 @@ type Store interface {
 	// Activities returns every activity with its items and reserved
 	// users. Each SKU's Stock is its snapshot's initial stock (restocks
 	// included), which is what a rebuild of Redis starts from.
+	// RebuyAfterClose is what PutActivity last wrote: nil for the default
+	// (re-buy allowed, also every row from before the column), a pointer
+	// to false where the activity forbids buying again after a close.
 	Activities(ctx context.Context) ([]sale.Activity, error)
 	// PayOrder marks orderNo PAID when it belongs to user, is
 	// PENDING_PAYMENT and was created at or after createdSince (not past
