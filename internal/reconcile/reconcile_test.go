@@ -425,49 +425,129 @@ func TestSweepReleasesOnlyProvenOrphans(t *testing.T) {
 }
 
 // TestWatchRebuildKeepsTheClosedBuyerBarred: an activity that forbids
-// buying again after a close loses its SKU in Redis. The database does not
-// hold the switch; the catalog's snapshot does, and the rebuild writes the
-// switch and the closes back: the closed order's buyer is still a
-// duplicate naming the closed ticket, while the unit sells to others.
+// buying again after a close (put into the database and preheated, as the
+// admin API does) loses its SKU in Redis. The watcher that rebuilds it
+// runs in a process started after the loss — a Stock whose catalog is
+// empty — so the switch can only come from the database: the closed
+// order's buyer is still a duplicate naming the closed ticket, while the
+// unit sells to others, and the catalog entry put back carries the switch.
 func TestWatchRebuildKeepsTheClosedBuyerBarred(t *testing.T) {
 	runTest(t, func(t *testing.T, r *rig) {
 		ctx := context.Background()
 		no := false
 		r.act.RebuyAfterClose = &no
+		if err := r.st.PutActivity(ctx, r.act); err != nil {
+			t.Fatal(err)
+		}
 		if err := r.stock.Preheat(ctx, r.act); err != nil {
 			t.Fatal(err)
 		}
-		m := r.order(t, 505, 1)
+		m := r.closedOrder(t, 505, 1)
 		r.order(t, 505, 2)
-		if _, closed, err := r.st.CloseOrder(ctx, sale.OrderNo(m.RequestNo), time.Now().Add(time.Hour)); err != nil || !closed {
-			t.Fatalf("close: %v %v", closed, err)
-		}
-		if out, err := r.stock.ReleaseClosed(ctx, &m); err != nil || out != engine.Released {
-			t.Fatalf("release: %v %v", out, err)
-		}
-		if err := r.st.ReleaseDone(ctx, m.RequestNo); err != nil {
+		r.redis.Do(t, "FLUSHALL")
+		fresh, _ := ledgerenv.Stock(t, r.redis) // the new process: nothing in its catalog
+		if err := fresh.Catalog().Load(ctx); err != nil {
 			t.Fatal(err)
 		}
-		r.redis.Do(t, "FLUSHALL")
-		rc, _ := r.reconciler(t, time.Now())
+		if _, ok := fresh.Catalog().Activity(r.act.ID); ok {
+			t.Fatal("the new process' catalog knows the activity before the rebuild")
+		}
+		rc := New(DefaultConfig(), fresh, r.st, r.res, &through{at: time.Now()}, zaptest.NewLogger(t),
+			prometheus.NewRegistry(), WithClock(time.Now))
 		for range 2 {
 			if _, err := rc.Watch(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
 		k := r.act.SKU(505)
-		res, err := r.stock.Occupy(ctx, &r.act, k, 1, "again-1", 1)
+		res, err := fresh.Occupy(ctx, &r.act, k, 1, "again-1", 1)
 		if err != nil || res.Code != engine.CodeDuplicate || res.Holder != m.RequestNo {
 			t.Fatalf("the closed buyer after the rebuild: %+v %v, want DUPLICATE naming %s", res, err, m.RequestNo)
 		}
-		if res, err := r.stock.Occupy(ctx, &r.act, k, 3, "new-3", 1); err != nil || res.Code != engine.CodeOK || res.Remaining != 3 {
+		if res, err := fresh.Occupy(ctx, &r.act, k, 3, "new-3", 1); err != nil || res.Code != engine.CodeOK || res.Remaining != 3 {
 			t.Fatalf("another buyer after the rebuild: %+v %v, want OK with 3 left", res, err)
 		}
 		raw := r.redis.Do(t, "GET", sale.ActivityKey(r.act.ID))
 		if s, _ := raw.ToString(); !strings.Contains(s, `"rebuyAfterClose":false`) {
 			t.Errorf("catalog entry put back without the switch: %s", s)
 		}
+		if a, ok := fresh.Catalog().Activity(r.act.ID); !ok || a.Rebuy() {
+			t.Errorf("the new process' catalog after the put-back: %+v %v, want re-buy off", a, ok)
+		}
 	})
+}
+
+// TestWatchRebuildTakesTheSwitchFromTheDatabase: the database, not this
+// process's catalog snapshot, decides. The switch is turned on again
+// (activity put again, as another process's admin API would) while this
+// process's snapshot still says off, then Redis loses the SKU: the rebuild
+// lets the closed order's buyer buy again. And the other way round: turned
+// off in the database while the snapshot says on, the rebuild bars him.
+func TestWatchRebuildTakesTheSwitchFromTheDatabase(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		no := false
+		snapshot := r.act
+		snapshot.RebuyAfterClose = &no
+		if err := r.stock.Catalog().Put(ctx, snapshot); err != nil { // this process's view: off
+			t.Fatal(err)
+		}
+		m := r.closedOrder(t, 505, 1)
+		k := r.act.SKU(505)
+		watch := func() {
+			t.Helper()
+			r.redis.Do(t, "FLUSHALL")
+			rc, _ := r.reconciler(t, time.Now())
+			for range 2 {
+				if _, err := rc.Watch(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// The database says on (r.act has no switch): the snapshot's off is stale.
+		watch()
+		res, err := r.stock.Occupy(ctx, &r.act, k, 1, "again-1", 1)
+		if err != nil || res.Code != engine.CodeOK {
+			t.Fatalf("the closed buyer where the database allows re-buy: %+v %v, want OK", res, err)
+		}
+		if _, err := r.stock.Release(ctx, &sale.Message{RequestNo: "again-1", ActivityID: r.act.ID, SKUID: 505,
+			UserID: 1, Quantity: 1}, true); err != nil {
+			t.Fatal(err)
+		}
+		// Now off in the database, on in the snapshot.
+		snapshot.RebuyAfterClose = nil
+		if err := r.stock.Catalog().Put(ctx, snapshot); err != nil {
+			t.Fatal(err)
+		}
+		off := r.act
+		off.RebuyAfterClose = &no
+		if err := r.st.PutActivity(ctx, off); err != nil {
+			t.Fatal(err)
+		}
+		watch()
+		res, err = r.stock.Occupy(ctx, &r.act, k, 1, "again-2", 1)
+		if err != nil || res.Code != engine.CodeDuplicate || res.Holder != m.RequestNo {
+			t.Fatalf("the closed buyer where the database forbids re-buy: %+v %v, want DUPLICATE naming %s", res, err, m.RequestNo)
+		}
+	})
+}
+
+// closedOrder makes user's order of sku and closes it unpaid, as the
+// closer does (database, then the Redis release that records the close).
+func (r *rig) closedOrder(t *testing.T, sku, user int64) sale.Message {
+	t.Helper()
+	ctx := context.Background()
+	m := r.order(t, sku, user)
+	if _, closed, err := r.st.CloseOrder(ctx, sale.OrderNo(m.RequestNo), time.Now().Add(time.Hour)); err != nil || !closed {
+		t.Fatalf("close: %v %v", closed, err)
+	}
+	if out, err := r.stock.ReleaseClosed(ctx, &m); err != nil || out != engine.Released {
+		t.Fatalf("release: %v %v", out, err)
+	}
+	if err := r.st.ReleaseDone(ctx, m.RequestNo); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // TestMultiUnitOrphansReleasedExactly: on a SKU of up to 3 units per

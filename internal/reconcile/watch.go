@@ -19,10 +19,13 @@ import (
 // atomic script per SKU (engine.Stock.Rebuild): remaining = initial −
 // ordered, a claimed record for every live order, then the meta that makes
 // the SKU sellable again, and the close of every order closed unpaid (for
-// activities that forbid buying again after a close). Until then the occupy script finds no meta and
-// answers MISSING, which buyers read as 503 BUSY (the catalog keeps the
-// activities Redis lost, so the edge does not call the SKU unknown): the
-// SKU is not sold, never sold from config.
+// activities that forbid buying again after a close). The activity — its
+// re-buy switch included — is the database's row, never the catalog
+// snapshot, so a process started after the loss (empty catalog) rebuilds
+// exactly what one that saw the sale would. Until then the occupy script
+// finds no meta and answers MISSING, which buyers read as 503 BUSY (the
+// catalog keeps the activities Redis lost, so the edge does not call the
+// SKU unknown): the SKU is not sold, never sold from config.
 //
 // Occupancies that were live when Redis lost its data are not rebuilt:
 // they are gone with it, and their messages fail the claim (FAIL RELEASED),
@@ -55,11 +58,11 @@ func (r *Reconciler) Watch(ctx context.Context) (int, error) {
 		if !a.End.After(now) {
 			continue
 		}
-		// The database does not keep the re-buy switch; the catalog's
-		// snapshot (kept across a Redis loss) does.
-		if c, ok := r.stock.Catalog().Activity(a.ID); ok {
-			a.RebuyAfterClose = c.RebuyAfterClose
-		}
+		// Everything the rebuild and the put-back write comes from the
+		// database's row, the re-buy switch included: it is written first
+		// by every change (the admin API, preheat at start), while this
+		// process's catalog snapshot is empty when it started after the
+		// loss and may lag another process's change of the activity.
 		for j := range a.SKUs {
 			k := &a.SKUs[j]
 			led, err := r.stock.Ledger(ctx, a.ID, k)
