@@ -34,6 +34,16 @@ type Config struct {
 	// RejoinBackoff is the wait before joining the group again after a
 	// failed join or a session ended by a failing dependency. Default 2s.
 	RejoinBackoff time.Duration `yaml:"rejoin_backoff"`
+	// InstanceID makes this process a static member of the group (Kafka's
+	// group.instance.id, KIP-345): a consumer restarted with the same id
+	// after a crash takes its partitions back at once, instead of waiting
+	// until the broker gives up on its dead former self. Each consumer
+	// process needs its own stable id (a pod or host name); two live
+	// processes with one id fence each other. A static member does not
+	// leave the group when it stops, so its partitions wait for it up to
+	// SessionTimeout (set it to cover a restart). Letters, digits, '.',
+	// '_' and '-', at most 249. Default empty: dynamic membership.
+	InstanceID string `yaml:"instance_id"`
 }
 
 // DefaultConfig returns the defaults named on each field.
@@ -82,6 +92,22 @@ func (c *Config) Validate() error {
 		return errors.New("consumer.rebalance_timeout must be positive")
 	case c.RejoinBackoff <= 0:
 		return errors.New("consumer.rejoin_backoff must be positive")
+	case !validInstanceID(c.InstanceID):
+		return errors.New("consumer.instance_id: letters, digits, '.', '_' and '-' only, at most 249")
 	}
 	return nil
+}
+
+// validInstanceID: Kafka's rule for group.instance.id (empty: none).
+func validInstanceID(id string) bool {
+	if len(id) > 249 || id == "." || id == ".." {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

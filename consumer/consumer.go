@@ -85,6 +85,9 @@ func groupConfig(cfg Config) *sarama.Config {
 	c.Consumer.Group.Heartbeat.Interval = cfg.HeartbeatInterval
 	c.Consumer.Group.Rebalance.Timeout = cfg.RebalanceTimeout
 	c.Consumer.Group.Rebalance.Retry.Backoff = cfg.RejoinBackoff
+	if cfg.InstanceID != "" {
+		c.Consumer.Group.InstanceId = cfg.InstanceID // needs Version >= 2.3: the default is 2.8
+	}
 	c.Consumer.MaxWaitTime = 100 * time.Millisecond
 	c.ChannelBufferSize = max(256, cfg.BatchSize)
 	c.Net.DialTimeout = 2 * time.Second

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -499,6 +500,8 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		{"a heartbeat at the session timeout is refused", func(c *Config) { c.HeartbeatInterval = c.SessionTimeout }, "consumer.heartbeat_interval"},
 		{"a zero batch size is refused", func(c *Config) { c.BatchSize = 0 }, "consumer.batch_size"},
 		{"a zero timeout is refused", func(c *Config) { c.Timeout = 0 }, "consumer.timeout"},
+		{"an instance id with a space is refused", func(c *Config) { c.InstanceID = "consumer 1" }, "consumer.instance_id"},
+		{"an instance id of 250 characters is refused", func(c *Config) { c.InstanceID = strings.Repeat("c", 250) }, "consumer.instance_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
@@ -512,6 +515,10 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 	c := DefaultConfig()
 	if err := c.Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+	c.InstanceID = "seckill-consumer-0.pod_a"
+	if err := c.Validate(); err != nil {
+		t.Errorf("a pod name as instance id: %v", err)
 	}
 }
 
@@ -649,4 +656,70 @@ func TestPoisonMessageFailsAloneAndIsDeadLettered(t *testing.T) {
 		eventually(t, "failed counted", func() bool { return count(c, outFailed) == 1 && count(c, outCreated) == 1 })
 		eventually(t, "offsets committed", func() bool { return r.committed(t, c.cfg.Group) == 2 })
 	})
+}
+
+// A static member (consumer.instance_id) restarted under the same id takes
+// its partitions back at once: the group then holds one member, under that
+// id, and the tickets sent after the restart become orders long before the
+// minute-long session and rebalance timeouts could have let a stuck join
+// through. (The SIGKILL version, a process killed and restarted at once,
+// is e2e/chaos TestConsumerKilled.)
+func TestStaticMemberRestartsWithoutWaitingForItself(t *testing.T) {
+	t.Parallel()
+	scfg := store.DefaultConfig()
+	scfg.DSN = filepath.Join(t.TempDir(), "orders.db")
+	r := newRig(t, scfg)
+	cfg := testConfig(t, r)
+	cfg.InstanceID = "orders-1"
+	cfg.SessionTimeout, cfg.RebalanceTimeout = time.Minute, time.Minute
+	startWith := func() *Consumer {
+		c, err := New(cfg, r.st, r.stock, r.res, zaptest.NewLogger(t), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := make(chan error, 1)
+		go func() { ran <- c.Run(context.Background()) }()
+		t.Cleanup(func() {
+			_ = c.Close()
+			<-ran
+		})
+		return c
+	}
+	first := r.occupy(t, skuID, 5001)
+	r.produce(t, first)
+	c1 := startWith()
+	if e := r.result(t, first.RequestNo); e.State != sale.ResultSuccess {
+		t.Fatalf("first ticket: %+v", e)
+	}
+	// A static member does not leave the group when it stops: the broker
+	// keeps it until its session times out, a minute from now.
+	if err := c1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	startWith()
+	second := r.occupy(t, skuID, 5002)
+	r.produce(t, second)
+	if e := r.result(t, second.RequestNo); e.State != sale.ResultSuccess {
+		t.Fatalf("ticket after the restart: %+v", e)
+	}
+	admin, err := sarama.NewClusterAdmin(r.kafka.Addrs, sarama.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	groups, err := admin.DescribeConsumerGroups([]string{cfg.Group})
+	if err != nil || len(groups) != 1 {
+		t.Fatalf("describe group: %v %v", groups, err)
+	}
+	var ids []string
+	for _, m := range groups[0].Members {
+		if m.GroupInstanceId != nil {
+			ids = append(ids, *m.GroupInstanceId)
+		} else {
+			ids = append(ids, "(dynamic)")
+		}
+	}
+	if len(ids) != 1 || ids[0] != "orders-1" {
+		t.Fatalf("group members by instance id %v, want just orders-1", ids)
+	}
 }

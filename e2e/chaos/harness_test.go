@@ -173,9 +173,11 @@ func startSystem(t *testing.T, o Options) *System {
 
 // newConsumer makes a consumer process, in its own group when group is set.
 func (s *System) newConsumer(name, group string) *proc {
-	var env []string
+	// A static member of its group (consumer.instance_id): restarted after
+	// a SIGKILL, it takes its partitions back at once.
+	env := []string{"SECKILL_CONSUMER_INSTANCE_ID=chaos-" + name}
 	if group != "" {
-		env = []string{"SECKILL_CONSUMER_GROUP=" + group}
+		env = append(env, "SECKILL_CONSUMER_GROUP="+group)
 	}
 	p := s.newProc(name, []string{"consumer", "--config", s.cfgPath}, env)
 	s.consumers = append(s.consumers, p)
@@ -305,10 +307,6 @@ func (s *System) writeConfig() {
 	c.Consumer.SessionTimeout = 6 * time.Second
 	c.Consumer.HeartbeatInterval = 2 * time.Second
 	c.Consumer.RejoinBackoff = time.Second
-	// kfake keeps a SIGKILLed member in a rebalance until the rebalance
-	// timeout (a real broker drops it at its session timeout): keep that
-	// wait short so a killed consumer's partitions move on in seconds.
-	c.Consumer.RebalanceTimeout = 8 * time.Second
 	c.Store.Driver = "mysql"
 	c.Store.DSN = s.dsn
 	c.Edge.Listen = s.edgeAddr
