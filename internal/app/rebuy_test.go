@@ -3,9 +3,12 @@ package app
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/config"
 	"seckill/internal/sale"
@@ -101,4 +104,109 @@ func TestRebuyAfterCloseSwitch(t *testing.T) {
 			t.Errorf("drift: %v", driftList(rep))
 		}
 	})
+}
+
+// TestRebuyBarSurvivesFlushAndANewProcess: an activity created through the
+// admin API with "rebuyAfterClose": false; a buyer's unpaid order is
+// closed. Redis is flushed, and the SKU is rebuilt by a process started
+// after the flush — its catalog is empty, so the switch it rebuilds with
+// can only come from the database (the first process, whose snapshot still
+// holds the activity, never watches here). The closed order's buyer is
+// still answered 409 DUPLICATE naming the closed ticket through the new
+// process's edge, another buyer gets the unit, and the books add up.
+func TestRebuyBarSurvivesFlushAndANewProcess(t *testing.T) {
+	eachStore(t, func(t *testing.T, driver string) {
+		l := startLedgerSys(t, driver, func(c *config.Config) {
+			c.Order.PayTimeout = time.Second
+			c.Reconcile.WatchInterval = time.Hour
+		})
+		ctx := context.Background()
+		now := time.Now()
+		body := fmt.Sprintf(`{"id":1,"start":%q,"end":%q,"rebuyAfterClose":false,`+
+			`"skus":[{"id":1001,"stock":2,"price":"1.00","limitPerUser":1}]}`,
+			now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+		if st := l.call(t, "POST", l.admin+"/admin/v1/activities", 0, body, nil); st != 200 {
+			t.Fatalf("create: %d", st)
+		}
+		first := l.buy(t, 1001, 1)
+		if first.Status != 200 {
+			t.Fatalf("buyer 1: %+v", first)
+		}
+		if f := l.final(t, first.RequestNo, 1, 15*time.Second); f.Code != sale.ResultSuccess {
+			t.Fatalf("buyer 1: %+v", f)
+		}
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			o, err := l.sys.Store.OrderByRequest(ctx, first.RequestNo)
+			if err == nil && o.Status == store.OrderClosed {
+				if n, _ := l.sys.Stock.Counts(ctx, 1, 1001); n.Remaining == 2 {
+					break // closed, and its unit back in Redis
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("unpaid order not closed and released: %+v %v", o, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+
+		l.redis.Do(t, "FLUSHALL")
+		cfg := l.sys.Cfg
+		cfg.Reconcile.WatchInterval = 100 * time.Millisecond
+		n := startAnother(t, l, cfg)
+		if _, ok := n.sys.Catalog.Activity(1); ok {
+			t.Fatal("the process started after the flush knows the activity before any rebuild")
+		}
+		for deadline := time.Now().Add(15 * time.Second); counter(t, n.sys.Reg, "seckill_reconcile_rebuilds_total") < 1; {
+			if time.Now().After(deadline) {
+				t.Fatal("the new process' watcher did not rebuild the SKU")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// The edge learns the put-back catalog entry from its event (or its
+		// next refresh): until then it does not know the SKU.
+		var again ledgerAnswer
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if again = n.buy(t, 1001, 1); again.Status != 404 && again.Status != 503 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the new process' edge after the rebuild: %+v", again)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if again.Status != 409 || again.Code != "DUPLICATE" || again.RequestNo != first.RequestNo {
+			t.Fatalf("the closed buyer after the flush and rebuild: %+v, want 409 DUPLICATE naming %s", again, first.RequestNo)
+		}
+		if a, ok := n.sys.Catalog.Activity(1); !ok || a.Rebuy() {
+			t.Errorf("the new process' catalog after the put-back: %+v %v, want re-buy off", a, ok)
+		}
+		other := n.buy(t, 1001, 2)
+		if other.Status != 200 {
+			t.Fatalf("another buyer after the rebuild: %+v", other)
+		}
+		if f := n.final(t, other.RequestNo, 2, 15*time.Second); f.Code != sale.ResultSuccess {
+			t.Fatalf("another buyer after the rebuild: %+v", f)
+		}
+		if rep := n.reconcile(t, false); rep.Drifts != 0 {
+			t.Errorf("drift: %v", driftList(rep))
+		}
+	})
+}
+
+// startAnother starts a second whole system on l's Redis, Kafka and
+// database with cfg (l's configuration, adjusted): a process started later.
+func startAnother(t *testing.T, l *ledgerSys, cfg config.Config) *ledgerSys {
+	t.Helper()
+	sys, err := New(cfg, zaptest.NewLogger(t), Roles{Edge: true, Engine: true, Consumer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edgeLn, _ := net.Listen("tcp", "127.0.0.1:0")
+	adminLn, _ := net.Listen("tcp", "127.0.0.1:0")
+	sys.Start(Listeners{Edge: edgeLn, Admin: adminLn})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		sys.Shutdown(ctx)
+	})
+	return &ledgerSys{sys: sys, redis: l.redis, base: "http://" + edgeLn.Addr().String(), admin: "http://" + adminLn.Addr().String()}
 }
