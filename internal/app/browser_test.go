@@ -119,16 +119,22 @@ func pollTrue(expr string, opts ...chromedp.PollOption) chromedp.Action[chromedp
 // TestPagesInABrowser buys through the buyer page and sees SUCCESS, then
 // flips sold-out on the on-call page and watches the buy button grey out.
 func TestPagesInABrowser(t *testing.T) {
-	c := startCluster(t, mode{driver: "sqlite"})
+	// Its one purchase must be accepted: see crowdBudgets.
+	c := startClusterWith(t, mode{driver: "sqlite"}, crowdBudgets)
 	c.preheat(t, openActivity(1,
 		sale.SKU{ID: 1001, Stock: 10, Price: 9900, LimitPerUser: 1},
 		sale.SKU{ID: 1002, Stock: 10, Price: 1990, LimitPerUser: 1, Hot: true}))
 	b := browser(t)
 
-	// The buyer page: buy SKU 1001, follow the ticket to SUCCESS.
+	// The buyer page: buy SKU 1001, follow the ticket to SUCCESS. The
+	// buttons are enabled as soon as the view loads, but the page's first
+	// tick (up to 250ms later) fills in the countdown label and moves them
+	// down by a line: a click aimed before it lands above the button and
+	// buys nothing. So the phase (set by that tick) must read OPEN first.
 	buyer := tab(t, b)
 	run(t, buyer, 30*time.Second,
 		chromedp.Navigate(c.base+"/sale?activity=1&user=4242"),
+		pollTrue(`document.getElementById("phase").textContent === "OPEN"`, chromedp.WithPollingTimeout(20*time.Second)),
 		chromedp.WaitEnabled(chromedp.CSS(`#sku-1001 button`)),
 		chromedp.Click(chromedp.CSS(`#sku-1001 button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#ticket-card`)),

@@ -223,11 +223,12 @@ func TestFlashSaleEndToEnd(t *testing.T) {
 
 // crowdBudgets raises the latency budgets past which a healthy but slow
 // call is answered 503 BUSY (edge.redis_timeout and engine.occupy_timeout,
-// 500ms by default) for the tests that count every answer of a crowd: on
-// a loaded two-core CI machine under -race, with other packages' tests
-// running alongside, a Redis round trip now and then takes longer than
-// 500ms, and a buyer who got 503 holds no ticket. What these tests check —
-// exactly the stock sold, once per buyer — does not depend on the budgets.
+// 500ms by default) for the tests that count every answer of a crowd, or
+// need their purchase accepted: on a loaded two-core CI machine under
+// -race, with other packages' tests running alongside, a Redis round trip
+// now and then takes longer than 500ms, and a buyer who got 503 holds no
+// ticket. What these tests check — exactly the stock sold, once per buyer —
+// does not depend on the budgets.
 func crowdBudgets(cfg *config.Config) {
 	cfg.Edge.RedisTimeout = 2 * time.Second
 	cfg.Engine.OccupyTimeout = 2 * time.Second
