@@ -6,6 +6,7 @@ package lag
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -49,6 +50,11 @@ func (r *Reader) Partitions(ctx context.Context) (map[int32]int64, error) {
 		return nil, fmt.Errorf("lag partitions: %w", err)
 	}
 	committed, err := r.admin.ListConsumerGroupOffsets(r.group, map[string][]int32{r.topic: parts})
+	if errors.Is(err, sarama.ErrGroupIDNotFound) {
+		// The group has not joined yet (the consumer starts after the
+		// monitor): it has committed nothing, so everything is lag.
+		committed, err = &sarama.OffsetFetchResponse{}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lag offsets of %s: %w", r.group, err)
 	}

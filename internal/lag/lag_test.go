@@ -1,0 +1,46 @@
+package lag
+
+import (
+	"context"
+	"testing"
+
+	"github.com/IBM/sarama"
+
+	"seckill/internal/sale"
+	"seckill/internal/testenv"
+)
+
+// The monitor may sample before the consumer group exists (it starts
+// first): every message is then lag, not an error, so the lag metric is on
+// /metrics from the start. Then it follows the committed offsets.
+func TestLagOfAGroupThatNeverJoined(t *testing.T) {
+	k := testenv.StartKafka(t, 1)
+	ctx := context.Background()
+	r, err := New(k.Addrs, "not-joined-yet", sale.OrdersTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if n, err := r.Total(ctx); err != nil || n != 0 {
+		t.Fatalf("empty topic, no group: %d, %v; want 0", n, err)
+	}
+	cfg := sarama.NewConfig()
+	cfg.Producer.Return.Successes = true
+	prod, err := sarama.NewSyncProducer(k.Addrs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for range 3 {
+		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: sale.OrdersTopic, Value: sarama.StringEncoder("m")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ps, err := r.Partitions(ctx); err != nil || ps[0] != 3 {
+		t.Fatalf("3 messages, no group: %v, %v; want partition 0 at 3", ps, err)
+	}
+	commitUpTo(t, k.Addrs, "not-joined-yet", 2)
+	if n, err := r.Total(ctx); err != nil || n != 1 {
+		t.Fatalf("2 of 3 committed: %d, %v; want 1", n, err)
+	}
+}
