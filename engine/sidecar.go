@@ -101,7 +101,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString(err.Error())
 		return
 	}
-	t, err := s.eng.Occupy(ctx, &r)
+	// Not ctx: the engine derives timeouts from it whose timers may fire
+	// after this handler returned, when fasthttp is already reusing the
+	// RequestCtx for the next request (a data race). The engine bounds
+	// every step itself (occupy_timeout, send_timeout).
+	t, err := s.eng.Occupy(context.Background(), &r)
 	code := CodeOK
 	if err != nil {
 		code = "BUSY"
