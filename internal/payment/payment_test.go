@@ -89,15 +89,20 @@ func (r *rig) order(t *testing.T, user int64) (store.Order, bool) {
 	}
 	m := sale.Message{RequestNo: rn, ActivityID: r.act.ID, SKUID: 3001, UserID: user, Quantity: 1, UnitPrice: 1250,
 		AcceptedAt: time.Now().UnixMilli()}
-	if ok, err := r.stock.Claim(ctx, &m); err != nil || !ok {
-		t.Fatalf("claim: %v %v", ok, err)
+	// Claim and the result write are idempotent: retried like the occupy
+	// over a connection from before a Redis restart (EOF once per pipe).
+	var claimed bool
+	if err := retryRedis(func() (err error) { claimed, err = r.stock.Claim(ctx, &m); return err }); err != nil || !claimed {
+		t.Fatalf("claim: %v %v", claimed, err)
 	}
 	out, err := r.st.SaveBatch(ctx, []sale.Message{m})
 	if err != nil || out[0].Kind != store.Created {
 		t.Fatalf("save: %+v %v", out, err)
 	}
-	if err := r.res.Write(ctx, results.Entry{RequestNo: rn, Activity: r.act.ID, SKU: 3001, Owner: user,
-		State: sale.ResultSuccess, OrderNo: out[0].OrderNo}); err != nil {
+	if err := retryRedis(func() error {
+		return r.res.Write(ctx, results.Entry{RequestNo: rn, Activity: r.act.ID, SKU: 3001, Owner: user,
+			State: sale.ResultSuccess, OrderNo: out[0].OrderNo})
+	}); err != nil {
 		t.Fatal(err)
 	}
 	o, err := r.st.Order(ctx, out[0].OrderNo)
@@ -105,6 +110,17 @@ func (r *rig) order(t *testing.T, user int64) (store.Order, bool) {
 		t.Fatal(err)
 	}
 	return o, true
+}
+
+// retryRedis runs an idempotent Redis step up to 30 times, 100ms apart,
+// while it fails (a dropped connection).
+func retryRedis(step func() error) error {
+	err := step()
+	for i := 0; err != nil && i < 30; i++ {
+		time.Sleep(100 * time.Millisecond)
+		err = step()
+	}
+	return err
 }
 
 func (r *rig) closer(t *testing.T, at time.Time) *Closer {
