@@ -25,14 +25,21 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 
 	now := s.clock.now()
 	v, ok := s.resolve(o.ActivityID, o.SKUID, now)
+	// now is an estimate of Redis time, good to ±slack; the occupy script
+	// judges the window by Redis time itself. So the edge refuses only
+	// what is outside the window by any time within the bound, and lets a
+	// request within slack of the start or the end through for the script
+	// to judge: the edge must never be stricter than the script. slack is
+	// 0 when the edge's clock is server time (WithClock).
+	slack := s.clock.slack()
 	switch {
 	case !ok:
 		s.write(ctx, ansUnknownSKU)
 		return
-	case v.offline || now < v.start:
+	case v.offline || now+slack < v.start:
 		s.write(ctx, ansNotOpen)
 		return
-	case now >= v.end:
+	case now-slack >= v.end:
 		s.write(ctx, ansEnded)
 		return
 	case s.soldOut(o.SKUID, v.activity):
@@ -82,11 +89,14 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		req.TraceID = string(o.RequestID)
 	}
 	t, err := s.eng.Occupy(s.bgCtx, req)
-	s.answer(ctx, o.SKUID, v.activity, t, err)
+	s.answer(ctx, o.SKUID, v.activity, t, err, now < v.start || now >= v.end)
 }
 
 // answer tells the buyer the engine's outcome and learns from it.
-func (s *Server) answer(ctx *fasthttp.RequestCtx, sku, activity int64, t engine.Ticket, err error) {
+// borderline says the edge let the request through only by its clock's
+// slack: the engine's "not open" or "ended" is then expected, not a sign
+// of a stale catalog.
+func (s *Server) answer(ctx *fasthttp.RequestCtx, sku, activity int64, t engine.Ticket, err error, borderline bool) {
 	outcome, a := engineOutcome(err)
 	s.m.engineCalls[outcome].Inc()
 	if t.ActivityID != 0 {
@@ -113,8 +123,11 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, sku, activity int64, t engine.
 			s.setSoldOut(sku, activity)
 		}
 	case outcomeNotOpen, outcomeEnded, outcomeUnknownSKU:
-		// The engine judged by Redis: our catalog is probably stale.
-		s.reloadSoon()
+		// The engine judged by Redis: our catalog is probably stale
+		// (unless the edge's own clock left it to the engine).
+		if !borderline || outcome == outcomeUnknownSKU {
+			s.reloadSoon()
+		}
 	case outcomeBusy:
 		if !errors.Is(err, engine.ErrBusy) {
 			s.warnRare("edge maps an unknown engine error to busy", err)
