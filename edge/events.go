@@ -31,6 +31,10 @@ func (s *Server) soldOut(sku, activity int64) bool {
 // buffered by ristretto and visible a moment later.
 func (s *Server) setSoldOut(sku, activity int64) {
 	s.flags.SetWithTTL(sku, soldOutFlag{epoch: s.epoch.Load(), activity: activity}, 1, s.cfg.SoldOutTTL)
+	// ristretto applies the Set of a new key from a buffer, later: wait
+	// for it, so the flag holds for the next request already and a Del
+	// that follows (an available event) cannot be overtaken by it.
+	s.flags.Wait()
 	if s.stockCheck != nil {
 		s.flagged.raise(sku, activity)
 	}
@@ -59,9 +63,14 @@ func (s *Server) HandleEvent(e sale.Event) {
 		s.gate.Observe(e.SKU, 0)
 		s.observePropagation(e)
 	case sale.EventAvailable:
-		// Del is immediate (and ordered after any buffered Set of the
-		// same key), so a flag never outlives the stock coming back.
+		// Del is immediate, but a Set of the same key still in
+		// ristretto's buffer would land after it and raise the flag again
+		// until the buffered delete follows: delete, let the buffer
+		// drain, delete again, so a flag never outlives the stock coming
+		// back.
 		s.flagged.drop(e.SKU)
+		s.flags.Del(e.SKU)
+		s.flags.Wait()
 		s.flags.Del(e.SKU)
 		s.gate.Observe(e.SKU, -1)
 		s.observePropagation(e)
