@@ -158,11 +158,12 @@ func (s *Server) admitUserRate(ctx *fasthttp.RequestCtx, user int64) bool {
 // caller must give back (Release) once the engine has answered or the
 // attempt ends.
 func (s *Server) admitPurchase(ctx *fasthttp.RequestCtx, activity, sku, user int64) bool {
-	// First, before any Redis call: under overload most attempts end here
-	// at no cost, and the bound caps the window's Redis calls for the SKU
-	// as well as the engine's queue. Retry-After is the least, one second:
-	// a place frees as soon as any attempt inside is answered.
-	if !s.inflight.Acquire(sku) {
+	// First, before any Redis call: under overload attempts wait here,
+	// parked at no cost, for a place (edge.rate.sku_inflight_wait), and the
+	// bound caps the window's Redis calls for the SKU as well as the
+	// engine's queue. Retry-After is the least, one second: a place frees
+	// as soon as any attempt inside is answered.
+	if !s.inflight.AcquireWait(sku) {
 		s.writeRetry(ctx, ansInflight, 0)
 		return false
 	}

@@ -209,7 +209,7 @@ func TestAdmissionGateTripsAndRecovers(t *testing.T) {
 // own bound, and every place comes back — after a ticket, an engine error
 // or a refused token alike.
 func TestInflightBoundRefusesBeyondItAndFreesOnAnswer(t *testing.T) {
-	e := newEdge(t, withConfig(func(c *Config) { c.Rate.SKUInflight = 2 }))
+	e := newEdge(t, withConfig(func(c *Config) { c.Rate.SKUInflight, c.Rate.SKUInflightWait = 2, 0 }))
 	release := make(chan struct{})
 	var entered atomic.Int64
 	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
@@ -258,6 +258,50 @@ func TestInflightBoundRefusesBeyondItAndFreesOnAnswer(t *testing.T) {
 	}
 	if n := metricValue(t, e.srv.m.rejections[reasonInflight]); n != 1 {
 		t.Errorf("inflight rejections %v, want 1", n)
+	}
+}
+
+// TestInflightWaitLetsTheNextBuyerInWhenAPlaceFrees: past the bound a
+// buyer waits (edge.rate.sku_inflight_wait) instead of being refused, and
+// takes the place the first buyer's answer frees; the engine never holds
+// more than the bound.
+func TestInflightWaitLetsTheNextBuyerInWhenAPlaceFrees(t *testing.T) {
+	e := newEdge(t, withConfig(func(c *Config) { c.Rate.SKUInflight, c.Rate.SKUInflightWait = 1, time.Minute }))
+	release := make(chan struct{})
+	var entered, peak, inside atomic.Int64
+	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
+		n := inside.Add(1)
+		defer inside.Add(-1)
+		if n > peak.Load() {
+			peak.Store(n)
+		}
+		entered.Add(1)
+		if r.UserID == 400 {
+			<-release
+		}
+		return engine.Ticket{RequestNo: strconv.FormatInt(r.UserID, 10), ActivityID: r.ActivityID, Remaining: 50}, nil
+	})
+	first := make(chan response, 1)
+	go func() { first <- e.order("400", `{"skuId":1001}`) }()
+	waitFor(t, "the first buyer inside the engine", func() bool { return entered.Load() == 1 })
+	second := make(chan response, 1)
+	go func() { second <- e.order("401", `{"skuId":1001}`) }()
+	select {
+	case r := <-second:
+		t.Fatalf("the second buyer was answered (%d) while the only place was held", r.status)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if entered.Load() != 1 {
+		t.Fatal("the engine was called beyond the bound")
+	}
+	close(release)
+	mustStatus(t, <-first, 200, "QUEUING")
+	mustStatus(t, <-second, 200, "QUEUING")
+	if p := peak.Load(); p != 1 {
+		t.Fatalf("%d inside the engine at once, bound 1", p)
+	}
+	if n := metricValue(t, e.srv.m.rejections[reasonInflight]); n != 0 {
+		t.Errorf("inflight rejections %v, want 0", n)
 	}
 }
 

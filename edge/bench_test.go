@@ -91,7 +91,7 @@ func BenchmarkRejectGate(b *testing.B) {
 // BenchmarkRejectInflight is a 429 of the per-SKU bound on attempts inside
 // the engine, with one attempt held inside.
 func BenchmarkRejectInflight(b *testing.B) {
-	e := newEdge(b, admitting(), withConfig(func(c *Config) { c.Rate.SKUInflight = 1 }))
+	e := newEdge(b, admitting(), withConfig(func(c *Config) { c.Rate.SKUInflight, c.Rate.SKUInflightWait = 1, 0 }))
 	e.srv.inflight.Acquire(1001) // the one place, held
 	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 429)
 }

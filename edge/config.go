@@ -104,14 +104,23 @@ type RateConfig struct {
 	GateEdges int `yaml:"gate_edges"`
 	// SKUInflight bounds, per SKU and edge, the purchase attempts in
 	// flight at once past the local checks (the user × SKU window's Redis
-	// call, the gate, the engine call); one more is answered 429 at once,
-	// before any Redis call, instead of waiting in a queue (where a wait
-	// past edge.redis_timeout or engine.occupy_timeout ends as 503). Default 1024: never reached by
-	// 256 connections (at most 256 requests in flight), while at ~12k
-	// accepted/s on one SKU it keeps the wait inside the engine near
-	// 1024 / 12k ≈ 85 ms, well under the 500 ms occupy timeout. 0
-	// disables it.
+	// call, the gate, the engine call); one more waits for a place up to
+	// SKUInflightWait, before any Redis call, and is answered 429 if none
+	// frees, instead of waiting in the engine's queue (where a wait past
+	// edge.redis_timeout or engine.occupy_timeout ends as 503). Default
+	// 1024: never reached by 256 connections (at most 256 requests in
+	// flight), while at ~12k accepted/s on one SKU it keeps the wait
+	// inside the engine near 1024 / 12k ≈ 85 ms, well under the 500 ms
+	// occupy timeout. 0 disables it.
 	SKUInflight int `yaml:"sku_inflight"`
+	// SKUInflightWait is how long an attempt past SKUInflight waits,
+	// parked at no CPU cost, for a place to free; the places stay full, so
+	// the SKU keeps selling at the engine's pace while the crowd waits at
+	// the edge. Default 1s (a buyer refused at once would be told to retry
+	// in 1 s anyway). 0 answers 429 at once — which, against clients that
+	// resend at once (wrk), turns an overload into a flood of 429s that
+	// takes the CPU the purchases inside need.
+	SKUInflightWait time.Duration `yaml:"sku_inflight_wait"`
 }
 
 // BlocklistConfig is edge.blocklist: entries that hold whatever the admin
@@ -148,7 +157,7 @@ func DefaultConfig() Config {
 			MaxKeys:      1 << 18,
 			UserSKULimit: 10, UserSKUWindow: 10 * time.Second,
 			GateK: 10, GateFloor: 100, GateEdges: 1,
-			SKUInflight: 1024,
+			SKUInflight: 1024, SKUInflightWait: time.Second,
 		},
 		Blocklist: BlocklistConfig{RefreshInterval: 10 * time.Second},
 	}
@@ -219,6 +228,8 @@ func (r *RateConfig) validate() error {
 		return errors.New("edge.rate.gate_edges must be at least 1 (the number of edges sharing the gate)")
 	case r.SKUInflight < 0:
 		return errors.New("edge.rate.sku_inflight must not be negative (0 disables)")
+	case r.SKUInflightWait < 0:
+		return errors.New("edge.rate.sku_inflight_wait must not be negative (0 refuses at once)")
 	}
 	_, err := parsePrefixes("edge.rate.ip_exempt", r.IPExempt)
 	return err

@@ -34,6 +34,7 @@ func (s *Server) SetRate(c RateConfig) ([]string, error) {
 	next := newLimits(c, s.rdb, old)
 	s.gate.Set(c.gateShare())
 	s.inflight.SetLimit(c.SKUInflight)
+	s.inflight.SetWait(c.SKUInflightWait)
 	s.lim.Store(next)
 	s.log.Info("edge rate limits reloaded", zap.Strings("changed", changes))
 	return changes, nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -22,12 +23,12 @@ func TestSetRateAppliesLiveKeepsUnchangedStateAndRefusesInvalid(t *testing.T) {
 	// Per-user limit on, one request per 1000 s: the second is refused.
 	c := e.srv.Rate()
 	c.UserPerSecond, c.UserBurst = 0.001, 1
-	c.SKUInflight, c.GateEdges = 7, 2
+	c.SKUInflight, c.GateEdges, c.SKUInflightWait = 7, 2, 3*time.Second
 	changes, err := e.srv.SetRate(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"edge.rate.user_per_second: 0 → 0.001", "edge.rate.user_burst: 0 → 1", "edge.rate.gate_edges: 0 → 2", "edge.rate.sku_inflight: 0 → 7"}
+	want := []string{"edge.rate.user_per_second: 0 → 0.001", "edge.rate.user_burst: 0 → 1", "edge.rate.gate_edges: 0 → 2", "edge.rate.sku_inflight: 0 → 7", "edge.rate.sku_inflight_wait: 0s → 3s"}
 	if strings.Join(changes, "; ") != strings.Join(want, "; ") {
 		t.Fatalf("changes %q, want %q", changes, want)
 	}
@@ -36,8 +37,8 @@ func TestSetRateAppliesLiveKeepsUnchangedStateAndRefusesInvalid(t *testing.T) {
 	}
 	mustStatus(t, e.order("6", `{"skuId":1001}`), 200, "QUEUING")
 	mustRateLimited(t, e.order("6", `{"skuId":1001}`), reasonRateUser)
-	if n := e.srv.inflight.Limit(); n != 7 {
-		t.Fatalf("in-flight bound %d, want 7", n)
+	if n, w := e.srv.inflight.Limit(), e.srv.inflight.Wait(); n != 7 || w != 3*time.Second {
+		t.Fatalf("in-flight bound %d and wait %v, want 7 and 3s", n, w)
 	}
 
 	// Invalid: refused, naming the key; the limits in force stay.

@@ -178,6 +178,7 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	gk, gf := cfg.Rate.gateShare()
 	s.gate = ratelimit.NewGate(gk, gf, nil)
 	s.inflight = ratelimit.NewInflight(cfg.Rate.SKUInflight)
+	s.inflight.SetWait(cfg.Rate.SKUInflightWait)
 
 	// fasthttp logs every broken client connection: at debug only, or a
 	// flood of bad clients becomes a flood of log lines.

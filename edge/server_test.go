@@ -103,6 +103,7 @@ func TestConfigRefusesBadAdmissionKeys(t *testing.T) {
 		"edge.rate.gate_floor":            func(c *Config) { c.Rate.GateFloor = 0 },
 		"edge.rate.gate_edges":            func(c *Config) { c.Rate.GateEdges = -1 },
 		"edge.rate.sku_inflight":          func(c *Config) { c.Rate.SKUInflight = -1 },
+		"edge.rate.sku_inflight_wait":     func(c *Config) { c.Rate.SKUInflightWait = -time.Second },
 		"edge.blocklist":                  func(c *Config) { c.Blocklist.Users = []int64{-1} },
 		"edge.blocklist.refresh_interval": func(c *Config) { c.Blocklist.RefreshInterval = 0 },
 		"edge.max_conns_per_ip":           func(c *Config) { c.MaxConnsPerIP = -1 },

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -318,5 +319,113 @@ func BenchmarkLocalAllow(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l.Allow(KeyString(ip))
+	}
+}
+
+// Past the bound an attempt waits for a place: it gets the one a release
+// frees, and is refused when none frees within the wait (or at once when
+// the wait is 0).
+func TestInflightWaitsForAPlace(t *testing.T) {
+	f := NewInflight(1)
+	if !f.Acquire(1) {
+		t.Fatal("the first place")
+	}
+	if f.AcquireWait(1) {
+		t.Fatal("wait 0: past the bound must be refused at once")
+	}
+	f.SetWait(50 * time.Millisecond)
+	if f.AcquireWait(1) {
+		t.Fatal("nothing released within the wait: must be refused")
+	}
+	f.SetWait(time.Minute)
+	got := make(chan bool)
+	go func() { got <- f.AcquireWait(1) }()
+	select {
+	case ok := <-got:
+		t.Fatalf("got an answer (%v) with the only place still held", ok)
+	case <-time.After(20 * time.Millisecond):
+	}
+	f.Release(1)
+	if !<-got {
+		t.Fatal("the waiter did not get the released place")
+	}
+	if n := f.InFlight(1); n != 1 {
+		t.Fatalf("in flight %d, want 1 (the waiter's)", n)
+	}
+}
+
+// Many waiters and many releases: with a wait far longer than the run
+// nobody is refused, and the bound holds throughout.
+func TestInflightWaitersAreAllServedWithinTheBound(t *testing.T) {
+	const bound, workers, rounds = 4, 32, 200
+	f := NewInflight(bound)
+	f.SetWait(30 * time.Second)
+	var inside, peak, refused atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				if !f.AcquireWait(7) {
+					refused.Add(1)
+					continue
+				}
+				n := inside.Add(1)
+				for {
+					p := peak.Load()
+					if n <= p || peak.CompareAndSwap(p, n) {
+						break
+					}
+				}
+				runtime.Gosched()
+				inside.Add(-1)
+				f.Release(7)
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > bound {
+		t.Fatalf("%d inside at once, bound %d", p, bound)
+	}
+	if r := refused.Load(); r != 0 {
+		t.Fatalf("%d attempts refused with a 30 s wait: a wake-up was lost", r)
+	}
+	if n := f.InFlight(7); n != 0 {
+		t.Fatalf("%d left in flight", n)
+	}
+}
+
+// Places freed all at once reach as many waiters, none left parked until
+// its wait runs out.
+func TestInflightReleasesTogetherWakeEveryWaiter(t *testing.T) {
+	const n = 3
+	f := NewInflight(n)
+	f.SetWait(2 * time.Second)
+	for range n {
+		f.Acquire(5)
+	}
+	got := make(chan bool, n)
+	for range n {
+		go func() { got <- f.AcquireWait(5) }()
+	}
+	time.Sleep(50 * time.Millisecond) // let them park (one that has not simply takes a free place)
+	for range n {
+		f.Release(5)
+	}
+	for range n {
+		if !<-got {
+			t.Fatal("a waiter was refused although a place had freed for it")
+		}
+	}
+}
+
+func BenchmarkInflightWaitRefuse(b *testing.B) {
+	f := NewInflight(1)
+	f.SetWait(time.Nanosecond)
+	f.Acquire(1001)
+	b.ReportAllocs()
+	for b.Loop() {
+		f.AcquireWait(1001)
 	}
 }
