@@ -37,6 +37,28 @@ func TestBadEnvValueNamesTheVariable(t *testing.T) {
 	}
 }
 
+// Production signing keys come from the environment like every other
+// secret: SECKILL_TOKEN_KEYS=id:secret,id:secret (newest first). A bad
+// value names the variable but never shows the secret.
+func TestTokenKeysFromTheEnvironment(t *testing.T) {
+	c := Default()
+	env := map[string]string{"SECKILL_TOKEN_KEYS": "k2:new-secret-0123456789abcdef, k1:old:secret-with-a-colon"}
+	if err := ApplyEnv(&c, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	k := c.Token.Keys
+	if len(k) != 2 || k[0].ID != "k2" || k[0].Secret != "new-secret-0123456789abcdef" || k[1].ID != "k1" || k[1].Secret != "old:secret-with-a-colon" {
+		t.Fatalf("keys %+v", k)
+	}
+	for _, bad := range []string{"no-colon-secret-here", ":secret-without-id", "k3:"} {
+		c := Default()
+		err := ApplyEnv(&c, func(k string) (string, bool) { return bad, k == "SECKILL_TOKEN_KEYS" })
+		if err == nil || !contains(err.Error(), "SECKILL_TOKEN_KEYS") || contains(err.Error(), "secret-") || contains(err.Error(), bad) {
+			t.Fatalf("%q: error %v, want one naming the variable without its value", bad, err)
+		}
+	}
+}
+
 func TestShippedConfigsLoadAndValidate(t *testing.T) {
 	files, _ := filepath.Glob("../../configs/*.yaml")
 	if len(files) < 3 {

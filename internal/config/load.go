@@ -5,6 +5,7 @@
 package config
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"os"
@@ -103,13 +104,33 @@ func walk(v reflect.Value, prefix string, lookup func(string) (string, bool)) er
 			continue
 		}
 		if err := set(fv, s); err != nil {
+			if secretName(name) {
+				return fmt.Errorf("config: %s (value not shown): %w", name, err)
+			}
 			return fmt.Errorf("config: %s=%q: %w", name, s, err)
 		}
 	}
 	return nil
 }
 
+// secretName: a variable whose value must not appear in an error.
+func secretName(name string) bool {
+	for _, w := range []string{"TOKEN", "SECRET", "KEYS", "PASSWORD", "DSN"} {
+		if strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
+}
+
 func set(fv reflect.Value, s string) error {
+	// A type that parses itself from text (token.Key: "id:secret"), so a
+	// list of them can come from one comma-separated variable too.
+	if fv.CanAddr() {
+		if u, ok := fv.Addr().Interface().(encoding.TextUnmarshaler); ok {
+			return u.UnmarshalText([]byte(s))
+		}
+	}
 	if fv.Type() == durationType {
 		d, err := time.ParseDuration(s)
 		if err != nil {

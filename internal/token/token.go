@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -34,6 +35,21 @@ var (
 type Key struct {
 	ID     string `yaml:"id"`
 	Secret string `yaml:"secret"`
+}
+
+// UnmarshalText reads a key written "id:secret" (the id ends at the first
+// colon), so keys can come from the environment as a comma-separated
+// list: SECKILL_TOKEN_KEYS=k2:<new secret>,k1:<old secret>. A secret that
+// holds a comma cannot be written this way (use hex or base64 secrets).
+// The error never shows the secret.
+func (k *Key) UnmarshalText(b []byte) error {
+	s := string(b)
+	i := strings.IndexByte(s, ':')
+	if i <= 0 || i == len(s)-1 {
+		return errors.New("a token key is written id:secret")
+	}
+	k.ID, k.Secret = s[:i], s[i+1:]
+	return nil
 }
 
 // Config is the token section.
