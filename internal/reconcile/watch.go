@@ -38,7 +38,8 @@ import (
 // A SKU is rebuilt when two checks in a row find it missing (so at most
 // one watch interval late): an activity being created is written to the
 // database a moment before Redis. It also puts back catalog entries the
-// default Redis lost. It returns how many SKUs it rebuilt.
+// default Redis lost, by the same two-checks rule. It returns how many SKUs
+// it rebuilt.
 func (r *Reconciler) Watch(ctx context.Context) (int, error) {
 	r.watchMu.Lock()
 	defer r.watchMu.Unlock()
@@ -118,6 +119,14 @@ func (r *Reconciler) Watch(ctx context.Context) (int, error) {
 			return n, fmt.Errorf("watch: %w", err)
 		}
 		if exists == 0 {
+			// Missing at two checks in a row too: preheat writes the
+			// catalog entry last, so one check during a creation (or at
+			// a process's start) finds it missing for no loss at all.
+			key := [2]int64{a.ID, 0} // SKU ids are positive: 0 stands for the catalog entry
+			missing[key] = true
+			if !r.missing[key] {
+				continue
+			}
 			if err := r.stock.Catalog().Put(ctx, *a); err != nil {
 				return n, fmt.Errorf("watch: %w", err)
 			}
