@@ -107,17 +107,10 @@ func startClusterWith(t *testing.T, m mode, tweak func(*config.Config), opts ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	edgeLn, _ := net.Listen("tcp", "127.0.0.1:0")
-	adminLn, _ := net.Listen("tcp", "127.0.0.1:0")
-	sys.Start(Listeners{Edge: edgeLn, Admin: adminLn})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		sys.Shutdown(ctx)
-	})
+	edgeAddr, adminAddr := serveSystem(t, sys)
 	c.cfg, c.sys = cfg, sys
-	c.base = "http://" + edgeLn.Addr().String()
-	c.admin = "http://" + adminLn.Addr().String()
+	c.base = "http://" + edgeAddr
+	c.admin = "http://" + adminAddr
 	return c
 }
 
@@ -345,4 +338,19 @@ func testFlashSale(t *testing.T, m mode) {
 	if after := counter(t, c.sys.Reg, "seckill_edge_engine_calls_total"); after != before {
 		t.Fatalf("the engine was called %v times after sell-out, want 0", after-before)
 	}
+}
+
+// serveSystem starts sys on two loopback listeners, shut down when the test
+// ends, and returns their addresses: the edge's and the admin API's.
+func serveSystem(t *testing.T, sys *System) (edge, admin string) {
+	t.Helper()
+	edgeLn, _ := net.Listen("tcp", "127.0.0.1:0")
+	adminLn, _ := net.Listen("tcp", "127.0.0.1:0")
+	sys.Start(Listeners{Edge: edgeLn, Admin: adminLn})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		sys.Shutdown(ctx)
+	})
+	return edgeLn.Addr().String(), adminLn.Addr().String()
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -74,15 +73,8 @@ func startLedgerSys(t *testing.T, driver string, tweak func(*config.Config), opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	edgeLn, _ := net.Listen("tcp", "127.0.0.1:0")
-	adminLn, _ := net.Listen("tcp", "127.0.0.1:0")
-	sys.Start(Listeners{Edge: edgeLn, Admin: adminLn})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		sys.Shutdown(ctx)
-	})
-	l.sys, l.base, l.admin = sys, "http://"+edgeLn.Addr().String(), "http://"+adminLn.Addr().String()
+	edgeAddr, adminAddr := serveSystem(t, sys)
+	l.sys, l.base, l.admin = sys, "http://"+edgeAddr, "http://"+adminAddr
 	return l
 }
 

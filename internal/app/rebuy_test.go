@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -200,13 +199,6 @@ func startAnother(t *testing.T, l *ledgerSys, cfg config.Config) *ledgerSys {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edgeLn, _ := net.Listen("tcp", "127.0.0.1:0")
-	adminLn, _ := net.Listen("tcp", "127.0.0.1:0")
-	sys.Start(Listeners{Edge: edgeLn, Admin: adminLn})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		sys.Shutdown(ctx)
-	})
-	return &ledgerSys{sys: sys, redis: l.redis, base: "http://" + edgeLn.Addr().String(), admin: "http://" + adminLn.Addr().String()}
+	edgeAddr, adminAddr := serveSystem(t, sys)
+	return &ledgerSys{sys: sys, redis: l.redis, base: "http://" + edgeAddr, admin: "http://" + adminAddr}
 }

@@ -264,13 +264,7 @@ func TestInflightConcurrentNeverExceedsTheBound(t *testing.T) {
 				if !f.Acquire(1) {
 					continue
 				}
-				n := inside.Add(1)
-				for {
-					p := peak.Load()
-					if n <= p || peak.CompareAndSwap(p, n) {
-						break
-					}
-				}
+				raise(&peak, inside.Add(1))
 				inside.Add(-1)
 				f.Release(1)
 			}
@@ -371,13 +365,7 @@ func TestInflightWaitersAreAllServedWithinTheBound(t *testing.T) {
 					refused.Add(1)
 					continue
 				}
-				n := inside.Add(1)
-				for {
-					p := peak.Load()
-					if n <= p || peak.CompareAndSwap(p, n) {
-						break
-					}
-				}
+				raise(&peak, inside.Add(1))
 				runtime.Gosched()
 				inside.Add(-1)
 				f.Release(7)
@@ -427,5 +415,15 @@ func BenchmarkInflightWaitRefuse(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		f.AcquireWait(1001)
+	}
+}
+
+// raise sets peak to n if n is higher.
+func raise(peak *atomic.Int64, n int64) {
+	for {
+		p := peak.Load()
+		if n <= p || peak.CompareAndSwap(p, n) {
+			return
+		}
 	}
 }

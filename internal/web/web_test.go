@@ -26,6 +26,12 @@ func serve(t *testing.T, res *results.Store) string {
 	r.GET("/api/v1/flash-sale/result/{requestNo}/events", ResultEvents{Results: res, Poll: 20 * time.Millisecond, MaxWait: 3 * time.Second}.Handle)
 	r.GET("/sale", Buyer)
 	r.GET("/sale/{file}", Buyer)
+	return listen(t, r)
+}
+
+// listen serves r on a loopback port until the test ends.
+func listen(t *testing.T, r *router.Router) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -148,14 +154,7 @@ func TestResultStreamFallsBackWhenRedisLosesTheResult(t *testing.T) {
 		}}
 	rt := router.New()
 	rt.GET("/e/{requestNo}", h.Handle)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &fasthttp.Server{Handler: rt.Handler}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Shutdown() })
-	base := "http://" + ln.Addr().String()
+	base := listen(t, rt)
 
 	resp := get(t, base+"/e/42", "7")
 	sc := bufio.NewScanner(resp.Body)
