@@ -89,6 +89,12 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		req.TraceID = string(o.RequestID)
 	}
 	t, err := s.eng.Occupy(s.bgCtx, req)
+	if v.requireToken && errors.Is(err, engine.ErrBusy) {
+		// The token paid for nothing: give it back for the retry.
+		if r, ok := s.verifier.(TokenRefunder); ok {
+			r.Refund(o.Token)
+		}
+	}
 	s.answer(ctx, o.SKUID, v.activity, t, err, now < v.start || now >= v.end)
 }
 

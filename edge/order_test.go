@@ -345,3 +345,54 @@ func TestHandlerRefusesABodyOverTheLimit(t *testing.T) {
 		t.Fatalf("got %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
 	}
 }
+
+// refundingVerifier accepts acceptToken's tokens and records refunds.
+type refundingVerifier struct {
+	tokenFunc
+	refunded chan string
+}
+
+func (v refundingVerifier) Refund(token []byte) { v.refunded <- string(token) }
+
+// A token spent on a purchase the engine answers "busy" is given back, so
+// the buyer can retry with it; a token that bought something, or met a
+// final answer (sold out), is not.
+func TestTokenIsRefundedWhenTheEngineIsBusy(t *testing.T) {
+	v := refundingVerifier{tokenFunc: acceptToken, refunded: make(chan string, 4)}
+	e := newEdge(t, withOptions(WithTokenVerifier(v)))
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status int
+		refund bool
+	}{
+		{"busy", engine.ErrBusy, 503, true},
+		{"queued", nil, 200, false},
+		{"sold out", engine.ErrSoldOut, 410, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
+				if tc.err != nil {
+					return engine.Ticket{ActivityID: r.ActivityID, Remaining: 3}, fmt.Errorf("x: %w", tc.err)
+				}
+				return engine.Ticket{RequestNo: "1", ActivityID: r.ActivityID, Remaining: 3}, nil
+			})
+			user := map[string]string{"busy": "5", "queued": "6", "sold out": "7"}[tc.name]
+			tok := "ok-" + user + "-8"
+			r := e.order(user, `{"skuId":2001,"token":"`+tok+`"}`)
+			if r.status != tc.status {
+				t.Fatalf("status %d %s, want %d", r.status, r.raw, tc.status)
+			}
+			select {
+			case got := <-v.refunded:
+				if !tc.refund || got != tok {
+					t.Fatalf("refunded %q, want refund %v of %q", got, tc.refund, tok)
+				}
+			default:
+				if tc.refund {
+					t.Fatal("no refund after the engine's busy answer")
+				}
+			}
+		})
+	}
+}

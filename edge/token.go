@@ -19,6 +19,14 @@ type TokenVerifier interface {
 	Verify(token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error
 }
 
+// TokenRefunder may also be implemented by a TokenVerifier: Refund gives
+// back a token Verify spent, for a purchase the engine then answered
+// "busy" (503), so the buyer retries with the token they hold. Called on
+// that error path only; failures are the refunder's to log.
+type TokenRefunder interface {
+	Refund(token []byte)
+}
+
 // TokenChecker may also be implemented by a TokenVerifier: Check judges a
 // token without spending it and without I/O (signature, expiry, user,
 // activity, SKU). The edge runs it before the rate limits, so that a forged

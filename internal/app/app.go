@@ -412,8 +412,8 @@ func (s *System) close() {
 	}
 }
 
-// tokenVerifier adapts token.Tokens to the edge (edge.TokenVerifier and
-// edge.TokenChecker).
+// tokenVerifier adapts token.Tokens to the edge (edge.TokenVerifier,
+// edge.TokenChecker and edge.TokenRefunder).
 type tokenVerifier struct{ t *token.Tokens }
 
 func (v tokenVerifier) Check(tok []byte, user int64, a *sale.Activity, sku int64, now time.Time) error {
@@ -429,6 +429,13 @@ func (v tokenVerifier) Verify(tok []byte, user int64, a *sale.Activity, sku int6
 		return fmt.Errorf("%w: %v", engine.ErrBusy, err)
 	}
 	return err
+}
+
+// Refund gives back a token the engine's "busy" answer wasted.
+func (v tokenVerifier) Refund(tok []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_ = v.t.Unspend(ctx, string(tok)) // failing, the buyer asks for a new token
 }
 
 func isTokenRejection(err error) bool {

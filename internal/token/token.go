@@ -247,6 +247,26 @@ func (t *Tokens) Check(s string, activity, sku, user int64, now time.Time) (Clai
 	return c, nil
 }
 
+// Unspend gives a spent token back: its nonce is forgotten, so the same
+// token verifies once more. The edge calls it when the engine answered a
+// purchase the token paid for with "busy" (the buyer retries with the
+// token they hold). It adds no purchase a buyer could not make anyway: the
+// token stays bound to its user, SKU and expiry, and one buyer, one unit
+// is enforced by the occupy script's per-user record, not by the token. A
+// token whose signature does not verify is left alone.
+func (t *Tokens) Unspend(ctx context.Context, s string) error {
+	c, err := t.Parse(s)
+	if err != nil {
+		return err
+	}
+	if err := t.rdb.Do(ctx, t.rdb.B().Del().Key(nonceKey(c)).Build()).Error(); err != nil {
+		return fmt.Errorf("token nonce: %w", err)
+	}
+	return nil
+}
+
+func nonceKey(c Claims) string { return "sk:tok:" + c.KeyID + ":" + c.Nonce }
+
 // Verify checks that s is a valid, unexpired token of user for (activity,
 // sku) and spends it: a second Verify of the same token is ErrReplayed.
 // A Redis failure is returned as is (the caller answers busy).
@@ -255,7 +275,7 @@ func (t *Tokens) Verify(ctx context.Context, s string, activity, sku, user int64
 	if err != nil {
 		return c, err
 	}
-	ok, err := t.rdb.Do(ctx, t.rdb.B().Set().Key("sk:tok:"+c.KeyID+":"+c.Nonce).Value("1").Nx().
+	ok, err := t.rdb.Do(ctx, t.rdb.B().Set().Key(nonceKey(c)).Value("1").Nx().
 		Pxat(c.ExpireAt.Add(time.Second)).Build()).AsBool()
 	if rueidis.IsRedisNil(err) {
 		return c, ErrReplayed

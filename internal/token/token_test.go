@@ -100,6 +100,32 @@ func TestReplayIsRefused(t *testing.T) {
 	}
 }
 
+// A token given back (the engine was busy) verifies once more, and only
+// once; a forged token cannot be given back.
+func TestUnspendGivesTheTokenBackOnce(t *testing.T) {
+	tk := newTokens(t, k1)
+	ctx := context.Background()
+	now := time.Now()
+	s, _, _ := tk.Issue(7, 7001, 42, now)
+	if _, err := tk.Verify(ctx, s, 7, 7001, 42, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Unspend(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tk.Verify(ctx, s, 7, 7001, 42, now); err != nil {
+		t.Fatalf("after Unspend: %v, want the token good once more", err)
+	}
+	if _, err := tk.Verify(ctx, s, 7, 7001, 42, now); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("third use: %v, want ErrReplayed", err)
+	}
+	other := newTokens(t, Key{ID: "k1", Secret: "another-secret-entirely"})
+	forged, _, _ := other.Issue(7, 7001, 42, now)
+	if err := tk.Unspend(ctx, forged); !errors.Is(err, ErrSignature) {
+		t.Fatalf("Unspend of a forged token: %v, want ErrSignature", err)
+	}
+}
+
 func TestRotationKeepsOldTokensValid(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
