@@ -67,21 +67,23 @@ func startServing(sys *app.System, open func() (app.Listeners, error), reload fu
 
 // serveUntilSignal runs sys until SIGINT/SIGTERM or a part fails, then shuts
 // it down within grace. With reload, SIGHUP runs it (a failure is logged and
-// changes nothing); without, SIGHUP keeps its default (the process ends).
+// changes nothing); without, SIGHUP is logged and ignored, so a `pkill -HUP
+// seckill` meant for the edges does not stop an engine or a consumer.
 func serveUntilSignal(sys *app.System, l app.Listeners, grace time.Duration, reload func() error) error {
-	sys.Start(l)
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	if reload != nil {
-		signal.Notify(sig, syscall.SIGHUP)
-	}
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
+	sys.Start(l)
 	var runErr error
 wait:
 	for {
 		select {
 		case s := <-sig:
 			if s == syscall.SIGHUP {
+				if reload == nil {
+					sys.Log.Info("SIGHUP: nothing to reload in this process; it keeps running (edge.rate reloads in seckill edge and seckill dev)")
+					continue
+				}
 				if err := reload(); err != nil {
 					sys.Log.Error("SIGHUP: reload refused; the settings in force stay", zap.Error(err))
 				}

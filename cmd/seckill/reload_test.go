@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"seckill/internal/testenv"
 )
 
 // syncBuffer is a bytes.Buffer the child's output goroutine and the test
@@ -38,10 +40,7 @@ func (s *syncBuffer) String() string {
 // and the limits in force stay.
 func TestSIGHUPReloadsRateLimits(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "seckill")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildSeckill(t, dir)
 	orig, err := os.ReadFile("../../configs/dev.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -147,4 +146,84 @@ func TestSIGHUPReloadsRateLimits(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("seckill dev did not stop on SIGINT\n%s", logs.String())
 	}
+}
+
+// TestSIGHUPLeavesTheConsumerRunning: `seckill consumer` has nothing to
+// reload; a SIGHUP (say, `pkill -HUP seckill` meant for the edges) is
+// logged and the process keeps serving until SIGTERM, which it obeys.
+func TestSIGHUPLeavesTheConsumerRunning(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildSeckill(t, dir)
+	r := testenv.StartRedis(t)
+	k := testenv.StartKafka(t, 1)
+	metrics := freeAddr(t)
+	cmd := exec.Command(bin, "consumer", "--config", "../../configs/dev.yaml")
+	cmd.Env = append(os.Environ(),
+		"SECKILL_REDIS_DEFAULT_ADDRS="+r.Addr,
+		"SECKILL_CONSUMER_BROKERS="+strings.Join(k.Addrs, ","),
+		"SECKILL_STORE_DSN="+filepath.Join(dir, "orders.db"),
+		"SECKILL_METRICS_LISTEN="+metrics)
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{}) // closed when the process has ended, waitErr set
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	serving := func() bool {
+		resp, err := http.Get("http://" + metrics + "/metrics")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}
+	// waitUntil polls cond while the process runs, for at most a minute.
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond() {
+			select {
+			case <-exited:
+				t.Fatalf("seckill consumer ended while waiting for %s: %v\n%s", what, waitErr, logs.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s\n%s", what, logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitUntil("/metrics", serving)
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil("the SIGHUP's log line (a SIGHUP that stops it fails here)", func() bool {
+		return strings.Contains(logs.String(), "nothing to reload")
+	})
+	if !serving() {
+		t.Fatalf("not serving after SIGHUP\n%s", logs.String())
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", waitErr, logs.String())
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatalf("still running 40 s after SIGTERM\n%s", logs.String())
+	}
+}
+
+// buildSeckill builds this command into dir.
+func buildSeckill(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "seckill")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
