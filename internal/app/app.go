@@ -151,6 +151,19 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 	if lerr != nil {
 		log.Warn("catalog not loaded at start; the edge retries", zap.Error(lerr))
 	}
+	if s.Store != nil {
+		// Activities Redis lost (a restart without persistence before this
+		// process started) are known from the database all the same: their
+		// buyers get "busy" until the watcher rebuilds them, not "unknown".
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.Store.BusyTimeout+cfg.Redis.Timeout)
+		acts, err := s.Store.Activities(ctx)
+		cancel()
+		if err != nil {
+			log.Warn("activities not read from the database at start", zap.Error(err))
+		} else {
+			s.Catalog.Remember(acts)
+		}
+	}
 
 	inProcess := roles.Engine && (!roles.Edge || cfg.Edge.Engine == "")
 	if inProcess {

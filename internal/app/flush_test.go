@@ -13,7 +13,8 @@ import (
 // a restart without persistence leaves). Until the watcher has rebuilt the
 // SKU from the database every purchase — a new buyer's or one with an
 // order — is 503 BUSY, never 404 UNKNOWN_SKU (the catalog keeps what Redis
-// lost) nor 425 NOT_OPEN (the occupy script reports the missing meta); then
+// lost, and a process started after the flush learns the sale from the
+// database) nor 425 NOT_OPEN (the occupy script reports the missing meta); then
 // sales continue from initial − ordered and the books add up. The watcher
 // is run by hand here (its period is an hour) so that the window between
 // the flush and the rebuild is not a matter of timing.
@@ -40,6 +41,14 @@ func TestFlushedRedisAnswersBusyUntilRebuilt(t *testing.T) {
 		for _, u := range []int64{1, 2, 100, 101, 102} {
 			if a := l.buy(t, 1001, u); a.Status != 503 || a.Code != "BUSY" {
 				t.Fatalf("buyer %d while Redis lost the SKU: %+v, want 503 BUSY", u, a)
+			}
+		}
+		// A process started now, with nothing in Redis to load its catalog
+		// from, knows the sale from the database: busy too, not unknown.
+		late := startAnother(t, l, l.sys.Cfg)
+		for _, u := range []int64{1, 103} {
+			if a := late.buy(t, 1001, u); a.Status != 503 || a.Code != "BUSY" {
+				t.Fatalf("buyer %d at a process started after the flush: %+v, want 503 BUSY", u, a)
 			}
 		}
 		for range 2 { // missing at two checks in a row

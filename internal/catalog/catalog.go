@@ -124,6 +124,34 @@ func (c *Catalog) Load(ctx context.Context) error {
 	return nil
 }
 
+// Remember adds to the snapshot, in memory only, the activities it does
+// not know yet: a process that starts while Redis has lost the catalog
+// learns the sale from the database, so its edge answers "busy" until the
+// watcher has rebuilt Redis, not "unknown SKU". Activities Redis holds win
+// (they carry on-call's latest changes); Redis itself is left to the
+// watcher, which sees the loss and rebuilds it.
+func (c *Catalog) Remember(acts []sale.Activity) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.snap.Load()
+	next := make([]*sale.Activity, 0, len(old.acts)+len(acts))
+	for _, a := range old.acts {
+		next = append(next, a)
+	}
+	added := false
+	for i := range acts {
+		if _, ok := old.acts[acts[i].ID]; !ok {
+			cp := acts[i]
+			next = append(next, &cp)
+			added = true
+		}
+	}
+	if added {
+		c.snap.Store(build(next))
+		c.gen.Add(1)
+	}
+}
+
 func (c *Catalog) read(ctx context.Context) ([]*sale.Activity, error) {
 	ids, err := c.rdb.Do(ctx, c.rdb.B().Smembers().Key(sale.ActivitiesKey).Build()).AsStrSlice()
 	if err != nil {

@@ -143,3 +143,36 @@ func TestLoadKeepsWhatRedisLost(t *testing.T) {
 		t.Fatalf("%d activities, want 3", len(c.Activities()))
 	}
 }
+
+// Remember teaches an empty snapshot (a process started after Redis lost
+// the catalog) the database's activities, in memory only; an activity the
+// snapshot knows from Redis keeps Redis's copy; Load keeps what Remember
+// added while Redis still lacks it.
+func TestRememberAddsWhatTheSnapshotLacks(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	now := time.Now()
+	inRedis := act(1, 11, now, now.Add(time.Hour))
+	inRedis.State = sale.StateOffline // on-call's latest change, Redis only
+	c := New(rdb)
+	if err := c.Put(ctx, inRedis); err != nil {
+		t.Fatal(err)
+	}
+	c.Remember([]sale.Activity{act(1, 11, now, now.Add(time.Hour)), act(2, 22, now, now.Add(time.Hour))})
+	if a, ok := c.Activity(1); !ok || a.State != sale.StateOffline {
+		t.Fatalf("activity 1 %+v %v: Remember replaced Redis's copy", a, ok)
+	}
+	if _, _, ok := c.Current(22, now.Add(time.Minute)); !ok {
+		t.Fatal("sku 22 unknown after Remember")
+	}
+	if n, err := rdb.Do(ctx, rdb.B().Exists().Key(sale.ActivityKey(2)).Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("Remember wrote activity 2 to Redis (%d, %v): the watcher must see the loss", n, err)
+	}
+	if err := c.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Activity(2); !ok {
+		t.Fatal("Load forgot a remembered activity Redis still lacks")
+	}
+}
