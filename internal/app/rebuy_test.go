@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/config"
@@ -151,8 +152,13 @@ func TestRebuyBarSurvivesFlushAndANewProcess(t *testing.T) {
 		cfg := l.sys.Cfg
 		cfg.Reconcile.WatchInterval = 100 * time.Millisecond
 		n := startAnother(t, l, cfg)
-		if _, ok := n.sys.Catalog.Activity(1); ok {
-			t.Fatal("the process started after the flush knows the activity before any rebuild")
+		// It knows the sale only from the database (Redis has no catalog
+		// entry): the rebuild below must take the switch from there too.
+		if a, ok := n.sys.Catalog.Activity(1); !ok || a.Rebuy() {
+			t.Fatalf("the process started after the flush: activity %+v %v, want the database's, re-buy off", a, ok)
+		}
+		if ex := l.redis.Do(t, "EXISTS", sale.ActivityKey(1)); ex.Error() != nil || mustInt64(t, ex) != 0 {
+			t.Fatal("the catalog entry is in Redis before any rebuild")
 		}
 		for deadline := time.Now().Add(15 * time.Second); counter(t, n.sys.Reg, "seckill_reconcile_rebuilds_total") < 1; {
 			if time.Now().After(deadline) {
@@ -160,8 +166,8 @@ func TestRebuyBarSurvivesFlushAndANewProcess(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		// The edge learns the put-back catalog entry from its event (or its
-		// next refresh): until then it does not know the SKU.
+		// Until the rebuild the SKU answers busy; then the closed buyer is
+		// barred.
 		var again ledgerAnswer
 		for deadline := time.Now().Add(10 * time.Second); ; {
 			if again = n.buy(t, 1001, 1); again.Status != 404 && again.Status != 503 {
@@ -201,4 +207,13 @@ func startAnother(t *testing.T, l *ledgerSys, cfg config.Config) *ledgerSys {
 	}
 	edgeAddr, adminAddr := serveSystem(t, sys)
 	return &ledgerSys{sys: sys, redis: l.redis, base: "http://" + edgeAddr, admin: "http://" + adminAddr}
+}
+
+func mustInt64(t *testing.T, r rueidis.RedisResult) int64 {
+	t.Helper()
+	n, err := r.AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
