@@ -70,10 +70,10 @@ func (s *Server) HandleEvent(e sale.Event) {
 		// back.
 		s.flagged.drop(e.SKU)
 		s.flags.Del(e.SKU)
+		s.gate.Observe(e.SKU, -1)
+		s.observePropagation(e) // when the flag first drops
 		s.flags.Wait()
 		s.flags.Del(e.SKU)
-		s.gate.Observe(e.SKU, -1)
-		s.observePropagation(e)
 	case sale.EventBlocklist:
 		s.reloadBlocklist()
 	case sale.EventActivity:

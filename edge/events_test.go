@@ -39,11 +39,17 @@ func TestEventsReachEveryEdge(t *testing.T) {
 		t.Fatalf("after available: %d %s", r.status, r.raw)
 	}
 
-	var m dto.Metric
-	if err := b.srv.m.propagation.Write(&m); err != nil {
-		t.Fatal(err)
+	// Each event is observed once it is applied, a moment after the flag
+	// changed: wait for the second sample, then check there is no third.
+	samples := func() uint64 {
+		var m dto.Metric
+		if err := b.srv.m.propagation.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
 	}
-	if n := m.GetHistogram().GetSampleCount(); n != 2 {
+	waitFor(t, "both events' propagation samples", func() bool { return samples() >= 2 })
+	if n := samples(); n != 2 {
 		t.Errorf("propagation samples %d, want 2", n)
 	}
 }
