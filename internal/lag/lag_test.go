@@ -14,23 +14,11 @@ import (
 // first): every message is then lag, not an error, so the lag metric is on
 // /metrics from the start. Then it follows the committed offsets.
 func TestLagOfAGroupThatNeverJoined(t *testing.T) {
-	k := testenv.StartKafka(t, 1)
+	k, r, prod := lagRig(t, "not-joined-yet")
 	ctx := context.Background()
-	r, err := New(k.Addrs, "not-joined-yet", sale.OrdersTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	if n, err := r.Total(ctx); err != nil || n != 0 {
 		t.Fatalf("empty topic, no group: %d, %v; want 0", n, err)
 	}
-	cfg := sarama.NewConfig()
-	cfg.Producer.Return.Successes = true
-	prod, err := sarama.NewSyncProducer(k.Addrs, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
 	for range 3 {
 		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: sale.OrdersTopic, Value: sarama.StringEncoder("m")}); err != nil {
 			t.Fatal(err)
@@ -43,4 +31,24 @@ func TestLagOfAGroupThatNeverJoined(t *testing.T) {
 	if n, err := r.Total(ctx); err != nil || n != 1 {
 		t.Fatalf("2 of 3 committed: %d, %v; want 1", n, err)
 	}
+}
+
+// lagRig is a broker with the orders topic, a Reader for group on it and a
+// producer, all closed when the test ends.
+func lagRig(t *testing.T, group string) (*testenv.Kafka, *Reader, sarama.SyncProducer) {
+	t.Helper()
+	k := testenv.StartKafka(t, 1)
+	r, err := New(k.Addrs, group, sale.OrdersTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	cfg := sarama.NewConfig()
+	cfg.Producer.Return.Successes = true
+	prod, err := sarama.NewSyncProducer(k.Addrs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prod.Close() })
+	return k, r, prod
 }

@@ -8,27 +8,14 @@ import (
 	"github.com/IBM/sarama"
 
 	"seckill/internal/sale"
-	"seckill/internal/testenv"
 )
 
 func TestConsumedThroughFollowsTheCommittedOffsets(t *testing.T) {
-	k := testenv.StartKafka(t, 1)
+	k, r, prod := lagRig(t, "g")
 	ctx := context.Background()
-	r, err := New(k.Addrs, "g", sale.OrdersTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	if at, err := r.ConsumedThrough(ctx); err != nil || time.Since(at) > time.Minute {
 		t.Fatalf("empty topic: %v, %v; want about now", at, err)
 	}
-	cfg := sarama.NewConfig()
-	cfg.Producer.Return.Successes = true
-	prod, err := sarama.NewSyncProducer(k.Addrs, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
 	stamps := []time.Time{time.Now().Add(-3 * time.Minute), time.Now().Add(-2 * time.Minute), time.Now().Add(-time.Minute)}
 	for _, ts := range stamps {
 		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: sale.OrdersTopic, Value: sarama.StringEncoder("m"), Timestamp: ts}); err != nil {
