@@ -2,9 +2,6 @@ package edge
 
 import (
 	"context"
-	"time"
-
-	"go.uber.org/zap"
 
 	"seckill/internal/blocklist"
 )
@@ -41,38 +38,6 @@ func (s *Server) reloadBlocklist() {
 	select {
 	case s.blockCh <- struct{}{}:
 	default:
-	}
-}
-
-// refreshBlocklist re-reads the blocklist every refresh interval and when
-// asked.
-func (s *Server) refreshBlocklist(ctx context.Context) {
-	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.Blocklist.RefreshInterval)
-	defer t.Stop()
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-s.blockCh:
-		}
-		lctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
-		err := s.loadBlocklist(lctx)
-		cancel()
-		switch {
-		case err == nil:
-			if failing {
-				s.log.Info("edge blocklist load recovered")
-			}
-			failing = false
-		case ctx.Err() != nil:
-			return
-		case !failing:
-			s.log.Warn("edge blocklist load failed; keeping the last one", zap.Error(err))
-			failing = true
-		}
 	}
 }
 

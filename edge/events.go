@@ -159,62 +159,51 @@ func (s *Server) onMessage(msg rueidis.PubSubMessage) {
 	s.HandleEvent(e)
 }
 
-// refresh loads the catalog every RefreshInterval and when asked.
-func (s *Server) refresh(ctx context.Context) {
+// poll runs step (bounded by RedisTimeout) every interval and whenever
+// kick fires (nil: never), until ctx ends; first says whether it runs once
+// at the start too. A failure is logged once per outage, as failed, and its
+// end once, as recovered: the part keeps serving from its last good state
+// meanwhile.
+func (s *Server) poll(ctx context.Context, every time.Duration, kick <-chan struct{}, first bool, failed, recovered string,
+	step func(context.Context) error) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.RefreshInterval)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	failing := false
 	for {
-		lctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
-		err := s.cat.Load(lctx)
-		cancel()
-		switch {
-		case err == nil:
-			s.gen.Add(1)
-			if failing {
-				s.log.Info("edge catalog load recovered")
+		if first {
+			sctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+			err := step(sctx)
+			cancel()
+			switch {
+			case err == nil:
+				if failing {
+					s.log.Info(recovered)
+				}
+				failing = false
+			case ctx.Err() != nil:
+				return
+			case !failing:
+				s.log.Warn(failed, zap.Error(err))
+				failing = true
 			}
-			failing = false
-		case ctx.Err() != nil:
-			return
-		case !failing:
-			// Logged once per outage; the cached catalog stays in use.
-			s.log.Warn("edge catalog load failed; serving the last snapshot", zap.Error(err))
-			failing = true
 		}
+		first = true
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-s.loadCh:
+		case <-kick:
 		}
 	}
 }
 
-// syncClock re-samples the server-time offset every ClockSyncInterval.
-func (s *Server) syncClock(ctx context.Context) {
-	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.ClockSyncInterval)
-	defer t.Stop()
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		sctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
-		err := s.clock.sync(sctx)
-		cancel()
-		switch {
-		case err == nil:
-			failing = false
-		case ctx.Err() != nil:
-			return
-		case !failing:
-			s.log.Warn("edge clock sync failed; keeping the last offset", zap.Duration("offset", time.Duration(s.clock.offset.Load())), zap.Error(err))
-			failing = true
-		}
+// loadCatalog is the catalog refresh's step: a fresh snapshot also drops
+// the views cached on the old one.
+func (s *Server) loadCatalog(ctx context.Context) error {
+	if err := s.cat.Load(ctx); err != nil {
+		return err
 	}
+	s.gen.Add(1)
+	return nil
 }

@@ -237,10 +237,13 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	}
 	cancel()
 	s.wg.Add(4)
-	go s.refresh(s.bgCtx)
 	go s.subscribe(s.bgCtx)
-	go s.syncClock(s.bgCtx)
-	go s.refreshBlocklist(s.bgCtx)
+	go s.poll(s.bgCtx, cfg.RefreshInterval, s.loadCh, true,
+		"edge catalog load failed; serving the last snapshot", "edge catalog load recovered", s.loadCatalog)
+	go s.poll(s.bgCtx, cfg.ClockSyncInterval, nil, false,
+		"edge clock sync failed; keeping the last offset", "edge clock sync recovered", s.clock.sync)
+	go s.poll(s.bgCtx, cfg.Blocklist.RefreshInterval, s.blockCh, false,
+		"edge blocklist load failed; keeping the last one", "edge blocklist load recovered", s.loadBlocklist)
 	if s.stockCheck != nil {
 		s.wg.Add(1)
 		go s.checkFlags(s.bgCtx)
