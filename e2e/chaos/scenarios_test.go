@@ -58,6 +58,16 @@ func (sc *scenario) open(skus map[int64]int64) {
 	sc.s.preheat(saleActivity(skus[skuNormal], skus[skuHot]))
 }
 
+// withFault runs the standard crowd on the standard stock with one fault,
+// then waits for quiescence and checks the invariants.
+func (sc *scenario) withFault(f faultPlan) {
+	sc.t.Helper()
+	load, skus := crowd()
+	sc.open(skus)
+	run, _ := sc.s.buyWithFault(load, f)
+	sc.finish(run)
+}
+
 // finish waits for quiescence and checks the invariants.
 func (sc *scenario) finish(run *Run) {
 	sc.t.Helper()
@@ -75,16 +85,13 @@ func (sc *scenario) finish(run *Run) {
 func TestRedisKilledWithPersistence(t *testing.T) {
 	long(t)
 	sc := newScenario(t, Options{RedisPersist: true})
-	load, skus := crowd()
-	sc.open(skus)
 	s := sc.s
-	run, _ := s.buyWithFault(load, faultPlan{
+	sc.withFault(faultPlan{
 		Name: "SIGKILL both redis-servers (AOF everysec)", At: 3 * time.Second,
 		Inject: func() error { s.Redis.Stop(); s.Hot.Stop(); return nil },
 		HealAt: 5 * time.Second,
 		Heal:   func() error { return firstErr(s.Redis.Start(), s.Hot.Start()) },
 	})
-	sc.finish(run)
 }
 
 // TestRedisKilledWithoutPersistence: both redis-servers are SIGKILLed
@@ -137,16 +144,13 @@ func TestRedisKilledWithoutPersistence(t *testing.T) {
 func TestBrokerKilled(t *testing.T) {
 	long(t)
 	sc := newScenario(t, Options{})
-	load, skus := crowd()
-	sc.open(skus)
 	s := sc.s
-	run, _ := s.buyWithFault(load, faultPlan{
+	sc.withFault(faultPlan{
 		Name: "SIGKILL the broker", At: 3 * time.Second,
 		Inject: func() error { s.Broker.kill(syscall.SIGKILL); return nil },
 		HealAt: 6 * time.Second,
 		Heal:   func() error { return s.restart(s.Broker, s.waitBroker) },
 	})
-	sc.finish(run)
 }
 
 // TestConsumerKilled: the consumer is SIGKILLed while it drains a backlog
@@ -248,16 +252,13 @@ func TestDatabaseUnreachable(t *testing.T) {
 func TestEdgeRestarted(t *testing.T) {
 	long(t)
 	sc := newScenario(t, Options{})
-	load, skus := crowd()
-	sc.open(skus)
 	s := sc.s
-	run, _ := s.buyWithFault(load, faultPlan{
+	sc.withFault(faultPlan{
 		Name: "SIGTERM the edge and start it again", At: 3 * time.Second,
 		Inject: func() error { s.Edge.kill(syscall.SIGTERM); return s.lastExit(s.Edge) },
 		HealAt: 3 * time.Second,
 		Heal:   func() error { return s.restart(s.Edge, s.waitEdge) },
 	})
-	sc.finish(run)
 }
 
 // TestEdgeKilled: the edge with its in-process engine is SIGKILLed under
@@ -267,16 +268,13 @@ func TestEdgeRestarted(t *testing.T) {
 func TestEdgeKilled(t *testing.T) {
 	long(t)
 	sc := newScenario(t, Options{})
-	load, skus := crowd()
-	sc.open(skus)
 	s := sc.s
-	run, _ := s.buyWithFault(load, faultPlan{
+	sc.withFault(faultPlan{
 		Name: "SIGKILL the edge (in-process engine) and start it again", At: 3 * time.Second,
 		Inject: func() error { s.Edge.kill(syscall.SIGKILL); return nil },
 		HealAt: 4 * time.Second,
 		Heal:   func() error { return s.restart(s.Edge, s.waitEdge) },
 	})
-	sc.finish(run)
 }
 
 // TestEngineSidecarKilled: the engine sidecar is SIGKILLed mid-sale and
@@ -284,16 +282,13 @@ func TestEdgeKilled(t *testing.T) {
 func TestEngineSidecarKilled(t *testing.T) {
 	long(t)
 	sc := newScenario(t, Options{Sidecar: true})
-	load, skus := crowd()
-	sc.open(skus)
 	s := sc.s
-	run, _ := s.buyWithFault(load, faultPlan{
+	sc.withFault(faultPlan{
 		Name: "SIGKILL the engine sidecar", At: 3 * time.Second,
 		Inject: func() error { s.Engine.kill(syscall.SIGKILL); return nil },
 		HealAt: 5500 * time.Millisecond,
 		Heal:   func() error { return s.restart(s.Engine, s.waitEngine) },
 	})
-	sc.finish(run)
 }
 
 // TestSidecarSale is the plain sale through the engine sidecar, no fault:
