@@ -4,12 +4,12 @@ import (
 	"context"
 	"testing"
 
-	"seckill/engine"
 	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/store"
 	"seckill/internal/testenv"
-	"seckill/internal/testenv/ledgerenv"
+	"seckill/stock"
+	"seckill/stock/stocktest"
 )
 
 // TestBatchClaimsRouteHotSKUsToTheirShard: one batch mixes a hot SKU (its
@@ -21,7 +21,7 @@ func TestBatchClaimsRouteHotSKUsToTheirShard(t *testing.T) {
 	runTest(t, func(t *testing.T, r *rig) {
 		ctx := context.Background()
 		hot := testenv.StartRedis(t)
-		r.stock, r.res = ledgerenv.Stock(t, r.redis, func(c *shard.Config) { c.Hot.Addrs = []string{hot.Addr} })
+		r.stock, r.res = stocktest.Stock(t, r.redis, func(c *shard.Config) { c.Hot.Addrs = []string{hot.Addr} })
 		// SKU skuID becomes hot. newRig preheated it on the default
 		// shard, with no holders there: a claim sent there is NOT_HELD.
 		r.act.SKUs[0].Hot = true
@@ -36,7 +36,7 @@ func TestBatchClaimsRouteHotSKUsToTheirShard(t *testing.T) {
 			plain = append(plain, r.occupy(t, emptyID, u))
 		}
 		released := hotMsgs[2]
-		if out, err := r.stock.Release(ctx, &released, false); err != nil || out != engine.Released {
+		if out, err := r.stock.Release(ctx, &released, false); err != nil || out != stock.Released {
 			t.Fatalf("release: %v, %v", out, err)
 		}
 		r.produce(t, append(hotMsgs, plain...)...)

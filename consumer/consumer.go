@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"seckill/engine"
 	"seckill/internal/results"
 	"seckill/internal/store"
+	"seckill/stock"
 )
 
 // Consumer runs the consumer group. Run and Close may be called from
@@ -29,7 +29,7 @@ import (
 type Consumer struct {
 	cfg   Config
 	st    store.Store
-	stock *engine.Stock
+	stock *stock.Stock
 	res   *results.Store
 	log   *zap.Logger
 	m     *metrics
@@ -45,7 +45,7 @@ type Consumer struct {
 
 // New connects the consumer group and the dead-letter producer to the
 // brokers; consuming starts with Run.
-func New(cfg Config, st store.Store, stock *engine.Stock, res *results.Store, log *zap.Logger, reg prometheus.Registerer) (*Consumer, error) {
+func New(cfg Config, st store.Store, stock *stock.Stock, res *results.Store, log *zap.Logger, reg prometheus.Registerer) (*Consumer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

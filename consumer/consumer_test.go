@@ -15,12 +15,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
 
-	"seckill/engine"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 	"seckill/internal/store"
 	"seckill/internal/testenv"
-	"seckill/internal/testenv/ledgerenv"
+	"seckill/stock"
+	"seckill/stock/stocktest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // kfake with the orders and dead-letter topics, and an orders database.
 type rig struct {
 	redis *testenv.Redis
-	stock *engine.Stock
+	stock *stock.Stock
 	res   *results.Store
 	kafka *testenv.Kafka
 	st    store.Store
@@ -49,14 +49,14 @@ const (
 // and broker.
 func runTest(t *testing.T, fn func(t *testing.T, r *rig), opts ...store.Option) {
 	t.Helper()
-	ledgerenv.EachStore(t, func(t *testing.T, cfg store.Config) { fn(t, newRig(t, cfg, opts...)) })
+	stocktest.EachStore(t, func(t *testing.T, cfg store.Config) { fn(t, newRig(t, cfg, opts...)) })
 }
 
 func newRig(t *testing.T, scfg store.Config, opts ...store.Option) *rig {
 	t.Helper()
 	ctx := context.Background()
 	r := &rig{redis: testenv.StartRedis(t), kafka: testenv.StartKafka(t, 2)}
-	r.stock, r.res = ledgerenv.Stock(t, r.redis)
+	r.stock, r.res = stocktest.Stock(t, r.redis)
 	var err error
 	if r.st, err = store.Open(scfg, opts...); err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func (r *rig) occupy(t *testing.T, sku, user int64) sale.Message {
 	t.Helper()
 	req := strconv.FormatInt(user, 10) + "-" + strconv.FormatInt(r.seq.Add(1), 10)
 	res, err := r.stock.Occupy(context.Background(), &r.act, r.act.SKU(sku), user, req, 1)
-	if err != nil || res.Code != engine.CodeOK {
+	if err != nil || res.Code != stock.CodeOK {
 		t.Fatalf("occupy user %d: %+v, %v", user, res, err)
 	}
 	return sale.Message{RequestNo: req, ActivityID: actID, SKUID: sku, UserID: user, Quantity: 1,
@@ -175,7 +175,7 @@ func (r *rig) result(t *testing.T, req string) results.Entry {
 	}
 }
 
-func (r *rig) counts(t *testing.T, sku int64) engine.Counts {
+func (r *rig) counts(t *testing.T, sku int64) stock.Counts {
 	t.Helper()
 	n, err := r.stock.Counts(context.Background(), actID, sku)
 	if err != nil {
@@ -350,7 +350,7 @@ func TestReleasedTicketGetsNoOrder(t *testing.T) {
 	runTest(t, func(t *testing.T, r *rig) {
 		ctx := context.Background()
 		m := r.occupy(t, skuID, 3)
-		if out, err := r.stock.Release(ctx, &m, false); err != nil || out != engine.Released {
+		if out, err := r.stock.Release(ctx, &m, false); err != nil || out != stock.Released {
 			t.Fatalf("release: %v, %v", out, err)
 		}
 		ok := r.occupy(t, skuID, 4)
@@ -624,7 +624,7 @@ func TestPoisonMessageFailsAloneAndIsDeadLettered(t *testing.T) {
 			t.Fatal(err)
 		}
 		res, err := r.stock.Occupy(ctx, &ghost, &ghost.SKUs[0], 11, "poison-1", 1)
-		if err != nil || res.Code != engine.CodeOK {
+		if err != nil || res.Code != stock.CodeOK {
 			t.Fatalf("occupy: %+v, %v", res, err)
 		}
 		bad := sale.Message{RequestNo: "poison-1", ActivityID: 8, SKUID: 8001, UserID: 11, Quantity: 1, UnitPrice: 100}

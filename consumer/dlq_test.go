@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
-	"seckill/engine"
 	"seckill/internal/sale"
 	"seckill/internal/store"
+	"seckill/stock"
 )
 
 // flakyDLQ fails the first fails sends to the dead-letter topic.
@@ -46,7 +46,7 @@ func TestDeadLetterOutageLosesNoLetter(t *testing.T) {
 		if err := r.stock.Preheat(ctx, ghost); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := r.stock.Occupy(ctx, &ghost, &ghost.SKUs[0], 11, "poison-2", 1); err != nil || res.Code != engine.CodeOK {
+		if res, err := r.stock.Occupy(ctx, &ghost, &ghost.SKUs[0], 11, "poison-2", 1); err != nil || res.Code != stock.CodeOK {
 			t.Fatalf("occupy: %+v, %v", res, err)
 		}
 		bad := sale.Message{RequestNo: "poison-2", ActivityID: 8, SKUID: 8001, UserID: 11, Quantity: 1, UnitPrice: 100}

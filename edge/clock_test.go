@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"seckill/engine"
+	"seckill/stock"
 )
 
 func TestQuickestSampleWins(t *testing.T) {
@@ -207,7 +208,7 @@ func TestWindowEdgesLeaveTheClockSlackToTheEngine(t *testing.T) {
 	}
 	// The engine refuses a borderline request by Redis time: the edge
 	// answers its verdict and does not take it for a stale catalog.
-	e.eng.answer(func(*engine.Request) (engine.Ticket, error) { return engine.Ticket{Remaining: -1}, engine.ErrEnded })
+	e.eng.answer(func(*engine.Request) (engine.Ticket, error) { return engine.Ticket{Remaining: -1}, stock.ErrEnded })
 	e.clock.set(end)
 	if r := e.order("6", `{"skuId":1001}`); r.status != 410 {
 		t.Fatalf("the engine's ended: %d %s", r.status, r.raw)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"seckill/engine"
+	"seckill/stock"
 )
 
 // ErrClosed is returned by Serve after Shutdown.
@@ -18,8 +18,8 @@ var errNoIssuer = errors.New("edge: no token issuer configured")
 
 // This file is the one place that decides what a buyer is told: every fixed
 // answer (status, code, message, pre-built body) and the mapping of engine
-// errors to them. Fixed bodies are built once so the reject path allocates
-// nothing.
+// errors (by the outcome table of package stock) to them. Fixed bodies are
+// built once so the reject path allocates nothing.
 
 // answer is one fixed response.
 type answer struct {
@@ -194,24 +194,26 @@ var outcomes = [nOutcomes]string{
 	outcomeBusy:       "busy",
 }
 
-// engineOutcome maps an Occupy error (wrapped sentinels) to its outcome and
-// fixed answer. Duplicate has no fixed answer: its body names the held
-// ticket. Anything unknown is busy: fail closed, never a guess of success.
+// engineOutcome maps an Occupy error (wrapped sentinels, classified by the
+// ledger's outcome table) to its outcome and fixed answer. Duplicate has no
+// fixed answer: its body names the held ticket. Anything else (busy, Redis
+// lost the SKU, an error no sentinel matches) is busy: fail closed, never a
+// guess of success.
 func engineOutcome(err error) (int, *answer) {
-	switch {
-	case err == nil:
+	switch stock.OutcomeOf(err) {
+	case stock.OK:
 		return outcomeQueued, nil
-	case errors.Is(err, engine.ErrSoldOut):
+	case stock.SoldOut:
 		return outcomeSoldOut, ansEngSoldOut
-	case errors.Is(err, engine.ErrDuplicate):
+	case stock.Duplicate:
 		return outcomeDuplicate, nil
-	case errors.Is(err, engine.ErrNotOpen):
+	case stock.NotOpen:
 		return outcomeNotOpen, ansEngNotOpen
-	case errors.Is(err, engine.ErrEnded):
+	case stock.Ended:
 		return outcomeEnded, ansEngEnded
-	case errors.Is(err, engine.ErrOverLimit):
+	case stock.OverLimit:
 		return outcomeOverLimit, ansEngOverLimit
-	case errors.Is(err, engine.ErrUnknownSKU):
+	case stock.UnknownSKU:
 		return outcomeUnknownSKU, ansEngUnknownSKU
 	}
 	return outcomeBusy, ansEngBusy

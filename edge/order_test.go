@@ -14,6 +14,7 @@ import (
 
 	"seckill/engine"
 	"seckill/internal/sale"
+	"seckill/stock"
 )
 
 // tokenFunc adapts a function to TokenVerifier.
@@ -97,12 +98,12 @@ func TestOrderStatuses(t *testing.T) {
 		status int
 		code   string
 	}{
-		{engine.ErrNotOpen, 425, "NOT_OPEN"},
-		{engine.ErrEnded, 410, "ENDED"},
-		{engine.ErrSoldOut, 410, "SOLD_OUT"},
-		{engine.ErrDuplicate, 409, "DUPLICATE"},
-		{engine.ErrOverLimit, 400, "OVER_LIMIT"},
-		{engine.ErrUnknownSKU, 404, "UNKNOWN_SKU"},
+		{stock.ErrNotOpen, 425, "NOT_OPEN"},
+		{stock.ErrEnded, 410, "ENDED"},
+		{stock.ErrSoldOut, 410, "SOLD_OUT"},
+		{stock.ErrDuplicate, 409, "DUPLICATE"},
+		{stock.ErrOverLimit, 400, "OVER_LIMIT"},
+		{stock.ErrUnknownSKU, 404, "UNKNOWN_SKU"},
 		{engine.ErrBusy, 503, "BUSY"},
 		{fmt.Errorf("occupy sku 1001: %w", engine.ErrBusy), 503, "BUSY"},
 		{errors.New("something nobody mapped"), 503, "BUSY"},
@@ -179,7 +180,7 @@ func TestOrderPassesTheRequestToTheEngine(t *testing.T) {
 func TestDuplicateAnswerNamesTheHeldTicket(t *testing.T) {
 	e := newEdge(t)
 	e.eng.answer(func(*engine.Request) (engine.Ticket, error) {
-		return engine.Ticket{RequestNo: "123456789", ActivityID: 7, Remaining: 3}, fmt.Errorf("occupy: %w", engine.ErrDuplicate)
+		return engine.Ticket{RequestNo: "123456789", ActivityID: 7, Remaining: 3}, fmt.Errorf("occupy: %w", stock.ErrDuplicate)
 	})
 	r := e.order("5", `{"skuId":1001}`)
 	if r.status != 409 || r.body["requestNo"] != "123456789" {
@@ -195,9 +196,9 @@ func TestSoldOutFlagFromEngineAnswers(t *testing.T) {
 		status  int
 		flagged bool
 	}{
-		{"a sold-out answer with nothing left raises the flag", engine.Ticket{ActivityID: 7, Remaining: 0}, engine.ErrSoldOut, 410, true},
-		{"a sold-out answer that did not read the stock raises the flag", engine.Ticket{ActivityID: 7, Remaining: -1}, engine.ErrSoldOut, 410, true},
-		{"a sold-out answer with stock left for smaller orders does not", engine.Ticket{ActivityID: 7, Remaining: 1}, engine.ErrSoldOut, 410, false},
+		{"a sold-out answer with nothing left raises the flag", engine.Ticket{ActivityID: 7, Remaining: 0}, stock.ErrSoldOut, 410, true},
+		{"a sold-out answer that did not read the stock raises the flag", engine.Ticket{ActivityID: 7, Remaining: -1}, stock.ErrSoldOut, 410, true},
+		{"a sold-out answer with stock left for smaller orders does not", engine.Ticket{ActivityID: 7, Remaining: 1}, stock.ErrSoldOut, 410, false},
 		{"a ticket for the last unit raises the flag", engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: 0}, nil, 200, true},
 		{"a ticket with stock left does not", engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: 4}, nil, 200, false},
 	}
@@ -368,7 +369,7 @@ func TestTokenIsRefundedWhenTheEngineIsBusy(t *testing.T) {
 	}{
 		{"busy", engine.ErrBusy, 503, true},
 		{"queued", nil, 200, false},
-		{"sold out", engine.ErrSoldOut, 410, false},
+		{"sold out", stock.ErrSoldOut, 410, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {

@@ -3,92 +3,18 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"seckill/internal/sale"
-	"seckill/lua"
+	"seckill/stock"
 )
-
-// maxBatch bounds engine.batch.max_size: 3 ARGV strings per buyer stay far
-// below Lua's stack limit for unpack.
-const maxBatch = 1024
 
 // maxInFlight bounds the script calls of one SKU in flight at once. A second
 // call goes out only for a full batch: under a deep queue one call at a time
 // caps a SKU at max_size per round trip, and buyers then wait out
 // engine.occupy_timeout in the queue (503) while Redis idles between calls.
 const maxInFlight = 4
-
-var occupyBatchScript = rueidis.NewLuaScript(lua.OccupyBatch)
-
-// Buyer is one buyer of a batched occupy.
-type Buyer struct {
-	UserID    int64
-	RequestNo string
-	Quantity  int64
-}
-
-// OccupyBatch runs the batched occupy script (occupy_batch.lua) for buyers
-// of one SKU, in order: each buyer's result is the one Occupy would have
-// given it called once per buyer in that order. The results are appended
-// to out. An error is a Redis failure and holds for every buyer. Like
-// Occupy, a remaining stock of 0 publishes the sold-out event (once).
-func (s *Stock) OccupyBatch(ctx context.Context, a *sale.Activity, sku *sale.SKU, buyers []Buyer, out []OccupyResult) ([]OccupyResult, error) {
-	k := sale.KeysFor(a.ID, sku.ID)
-	args := appendBatchArgs(make([]string, 0, 3*len(buyers)), buyers)
-	return s.occupyBatch(ctx, a, sku, []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty}, buyers, args, out)
-}
-
-// appendBatchArgs appends the script's ARGV triples of buyers to args.
-func appendBatchArgs(args []string, buyers []Buyer) []string {
-	for _, b := range buyers {
-		args = append(args, strconv.FormatInt(b.UserID, 10), b.RequestNo, strconv.FormatInt(b.Quantity, 10))
-	}
-	return args
-}
-
-// occupyBatch is OccupyBatch with the SKU's keys and the buyers' ARGV
-// (appendBatchArgs) given.
-func (s *Stock) occupyBatch(ctx context.Context, a *sale.Activity, sku *sale.SKU, keys []string, buyers []Buyer, args []string, out []OccupyResult) ([]OccupyResult, error) {
-	if len(buyers) == 0 {
-		return out, nil
-	}
-	vals, err := occupyBatchScript.Exec(ctx, s.shards.For(sku.Hot), keys, args).ToArray()
-	if err != nil {
-		return out, fmt.Errorf("occupy sku %d (batch of %d): %w", sku.ID, len(buyers), err)
-	}
-	if len(vals) != 3*len(buyers) {
-		return out, fmt.Errorf("occupy sku %d: batch script answered %d values for %d buyers", sku.ID, len(vals), len(buyers))
-	}
-	soldOut := false
-	for i := range buyers {
-		var r OccupyResult
-		if r.Code, err = vals[3*i].ToString(); err != nil {
-			return out, fmt.Errorf("occupy sku %d: %w", sku.ID, err)
-		}
-		if r.Remaining, err = vals[3*i+1].AsInt64(); err != nil {
-			return out, fmt.Errorf("occupy sku %d: %w", sku.ID, err)
-		}
-		switch r.Code {
-		case CodeOK:
-			r.Holder = buyers[i].RequestNo // the script echoes it; skip a copy
-		case CodeDuplicate:
-			r.Holder, _ = vals[3*i+2].ToString()
-		}
-		if r.Remaining == 0 && (r.Code == CodeOK || r.Code == CodeSoldOut) {
-			soldOut = true
-		}
-		out = append(out, r)
-	}
-	if soldOut {
-		s.publish(ctx, sale.Event{Kind: sale.EventSoldOut, Activity: a.ID, SKU: sku.ID})
-	}
-	return out, nil
-}
 
 // Batcher is group-commit occupy: it coalesces concurrent occupies of one
 // SKU into one occupy_batch.lua call. A call goes out at once when none of
@@ -100,7 +26,7 @@ func (s *Stock) occupyBatch(ctx context.Context, a *sale.Activity, sku *sale.SKU
 // answer of a single occupy (a script runs its buyers in arrival order and
 // script calls are atomic). Safe for concurrent use.
 type Batcher struct {
-	stock   *Stock
+	stock   *stock.Stock
 	max     int
 	timeout time.Duration
 	queues  sync.Map // skuKey -> *skuQueue
@@ -112,8 +38,8 @@ type skuKey struct{ activity, sku int64 }
 
 // NewBatcher returns a Batcher over stock. timeout bounds each script call
 // (engine.occupy_timeout): a batch is not cut short by one buyer's context.
-func NewBatcher(stock *Stock, cfg BatchConfig, timeout time.Duration) *Batcher {
-	b := &Batcher{stock: stock, max: min(max(cfg.MaxSize, 1), maxBatch), timeout: timeout}
+func NewBatcher(st *stock.Stock, cfg BatchConfig, timeout time.Duration) *Batcher {
+	b := &Batcher{stock: st, max: min(max(cfg.MaxSize, 1), stock.MaxBatch), timeout: timeout}
 	b.calls.New = func() any { return &occupyCall{done: make(chan struct{}, 1)} }
 	return b
 }
@@ -123,8 +49,8 @@ type occupyCall struct {
 	ctx   context.Context
 	a     *sale.Activity
 	sku   *sale.SKU
-	buyer Buyer
-	res   OccupyResult
+	buyer stock.Buyer
+	res   stock.OccupyResult
 	err   error
 	done  chan struct{} // cap 1: the flusher never blocks on a gone caller
 }
@@ -145,9 +71,9 @@ type skuQueue struct {
 
 // sendBuf is what one script call is built in.
 type sendBuf struct {
-	buyers []Buyer
+	buyers []stock.Buyer
 	args   []string
-	out    []OccupyResult
+	out    []stock.OccupyResult
 }
 
 // Occupy has Stock.Occupy's signature and answers. ctx bounds the caller's
@@ -155,16 +81,15 @@ type sendBuf struct {
 // (nothing occupied), one whose batch is already in flight gets the error
 // while the script may still occupy for it — the orphan case of a timed-out
 // single occupy.
-func (b *Batcher) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (OccupyResult, error) {
+func (b *Batcher) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (stock.OccupyResult, error) {
 	key := skuKey{a.ID, sku.ID}
 	v, ok := b.queues.Load(key)
 	if !ok {
-		k := sale.KeysFor(a.ID, sku.ID)
-		v, _ = b.queues.LoadOrStore(key, &skuQueue{keys: []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty}})
+		v, _ = b.queues.LoadOrStore(key, &skuQueue{keys: stock.BatchKeys(a.ID, sku.ID)})
 	}
 	sq := v.(*skuQueue)
 	c := b.calls.Get().(*occupyCall)
-	c.ctx, c.a, c.sku, c.buyer = ctx, a, sku, Buyer{UserID: user, RequestNo: requestNo, Quantity: q}
+	c.ctx, c.a, c.sku, c.buyer = ctx, a, sku, stock.Buyer{UserID: user, RequestNo: requestNo, Quantity: q}
 
 	sq.mu.Lock()
 	sq.pending = append(sq.pending, c)
@@ -192,12 +117,12 @@ func (b *Batcher) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, u
 		default:
 		}
 		// The flusher still holds c; it is not reused.
-		return OccupyResult{}, fmt.Errorf("occupy sku %d: %w", sku.ID, ctx.Err())
+		return stock.OccupyResult{}, fmt.Errorf("occupy sku %d: %w", sku.ID, ctx.Err())
 	}
 }
 
 // answer takes c's outcome and recycles c.
-func (b *Batcher) answer(c *occupyCall) (OccupyResult, error) {
+func (b *Batcher) answer(c *occupyCall) (stock.OccupyResult, error) {
 	r, err := c.res, c.err
 	*c = occupyCall{done: c.done}
 	b.calls.Put(c)
@@ -283,9 +208,9 @@ func (b *Batcher) run(sq *skuQueue, batch []*occupyCall) {
 		if b.onBatch != nil {
 			b.onBatch(len(live))
 		}
-		buf.args = appendBatchArgs(buf.args, buf.buyers)
+		buf.args = stock.AppendBatchArgs(buf.args, buf.buyers)
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-		out, err := b.stock.occupyBatch(ctx, live[0].a, live[0].sku, sq.keys, buf.buyers, buf.args, buf.out)
+		out, err := b.stock.OccupyBatchArgs(ctx, live[0].a, live[0].sku, sq.keys, buf.buyers, buf.args, buf.out)
 		cancel()
 		for i, c := range live {
 			if err != nil {
@@ -309,15 +234,15 @@ func (b *Batcher) run(sq *skuQueue, batch []*occupyCall) {
 }
 
 // occupyFunc is Stock.Occupy's shape, which Batcher.Occupy shares.
-type occupyFunc func(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (OccupyResult, error)
+type occupyFunc func(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (stock.OccupyResult, error)
 
 // newOccupy picks the engine's occupy: group commit when engine.batch is
 // enabled (the default), else one script call per buyer.
-func newOccupy(cfg Config, stock *Stock, m *metrics) occupyFunc {
+func newOccupy(cfg Config, st *stock.Stock, m *metrics) occupyFunc {
 	if !cfg.Batch.Enabled {
-		return stock.Occupy
+		return st.Occupy
 	}
-	b := NewBatcher(stock, cfg.Batch, cfg.OccupyTimeout)
+	b := NewBatcher(st, cfg.Batch, cfg.OccupyTimeout)
 	b.onBatch = func(n int) { m.batch.Observe(float64(n)) }
 	return b.Occupy
 }

@@ -9,6 +9,7 @@ import (
 
 	"seckill/internal/catalog"
 	"seckill/internal/testenv"
+	"seckill/stock"
 )
 
 // An engine that runs apart from the edge (the sidecar) has its own copy of
@@ -24,7 +25,7 @@ func TestEngineLearnsAnActivityCreatedAfterItStarted(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.Kafka.Brokers = k.Addrs
-	e, err := New(cfg, NewStock(r.shards, own), r.res, zaptest.NewLogger(t), nil)
+	e, err := New(cfg, stock.New(r.shards, own), r.res, zaptest.NewLogger(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestBuyersWaitForTheCatalogReloadTheirMissStarted(t *testing.T) {
 	own := catalog.New(r.shards.Default)
 	cfg := DefaultConfig()
 	cfg.Kafka.Brokers = k.Addrs
-	e, err := New(cfg, NewStock(r.shards, own), r.res, zaptest.NewLogger(t), nil)
+	e, err := New(cfg, stock.New(r.shards, own), r.res, zaptest.NewLogger(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

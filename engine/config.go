@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"time"
+
+	"seckill/stock"
 )
 
 // Config is the engine section.
@@ -91,7 +93,7 @@ func (c *Config) Validate() error {
 		return errors.New("engine.kafka.send_timeout must be positive")
 	case c.Kafka.FlushMessages < 0:
 		return errors.New("engine.kafka.flush_messages must not be negative")
-	case c.Batch.Enabled && (c.Batch.MaxSize < 1 || c.Batch.MaxSize > maxBatch):
+	case c.Batch.Enabled && (c.Batch.MaxSize < 1 || c.Batch.MaxSize > stock.MaxBatch):
 		return errors.New("engine.batch.max_size must be 1..1024")
 	case c.Kafka.RetryMax < 0:
 		return errors.New("engine.kafka.retry_max must not be negative")

@@ -1,9 +1,9 @@
-// Package engine is the stock engine: it occupies stock for a buyer with one
-// Lua script on the Redis shard that owns the SKU (rueidis, auto-pipelined),
-// writes the QUEUING result, produces the order message to Kafka (Sarama,
-// acks=all) and waits for the ack, and releases the occupancy when the
-// message cannot be made durable. It also preheats activities into Redis and
-// publishes sold-out / available events for the edges.
+// Package engine is the request path of a purchase: it occupies stock for a
+// buyer through the stock ledger (package stock: one Lua script on the Redis
+// shard that owns the SKU, group-committed by Batcher), writes the QUEUING
+// result, produces the order message to Kafka (Sarama, acks=all) and waits
+// for the ack, and releases the occupancy when the message cannot be made
+// durable.
 //
 // It runs in-process with the edge (New) or as a sidecar process the edge
 // calls over a local socket (see sidecar.go); both satisfy Engine.
@@ -15,9 +15,9 @@ import "context"
 // use.
 type Engine interface {
 	// Occupy takes stock for r and answers with a queue ticket once the
-	// order message is durable. On ErrDuplicate the Ticket names the
+	// order message is durable. On stock.ErrDuplicate the Ticket names the
 	// ticket the user already holds. Any other error is one of the
-	// sentinels in errors.go (wrapped).
+	// sentinels of the occupy outcome table (stock/outcome.go), wrapped.
 	Occupy(ctx context.Context, r *Request) (Ticket, error)
 }
 

@@ -1,34 +1,11 @@
 package engine
 
-import (
-	"errors"
-	"fmt"
-)
+import "seckill/stock"
 
-// Outcomes of Occupy other than success. The edge maps each to one HTTP
-// status in one place.
-var (
-	// ErrNotOpen: the activity is offline or not started (judged by Redis
-	// server time).
-	ErrNotOpen = errors.New("activity not open")
-	// ErrEnded: the activity's window has closed.
-	ErrEnded = errors.New("activity ended")
-	// ErrSoldOut: remaining stock is below the quantity asked.
-	ErrSoldOut = errors.New("sold out")
-	// ErrDuplicate: the user already holds a ticket for this SKU; the
-	// returned Ticket names it.
-	ErrDuplicate = errors.New("duplicate purchase")
-	// ErrOverLimit: quantity above the per-user limit.
-	ErrOverLimit = errors.New("over per-user limit")
-	// ErrUnknownSKU: no activity sells the SKU (or not the one named).
-	ErrUnknownSKU = errors.New("unknown sku")
-	// ErrBusy: a dependency (Redis, Kafka) failed or timed out. Any stock
-	// taken was released (or will be by the orphan sweeper); never a guess
-	// of success.
-	ErrBusy = errors.New("system busy")
-	// ErrStateLost: Redis holds no state for the SKU (its meta hash is
-	// missing): it restarted empty or was flushed and the watcher has not
-	// rebuilt the SKU from the database yet. It wraps ErrBusy — the buyer is
-	// told busy (fail closed), never "not open" or "unknown".
-	ErrStateLost = fmt.Errorf("%w: sku state missing in redis until rebuilt", ErrBusy)
-)
+// ErrBusy: a dependency (Redis, Kafka, the sidecar) failed or timed out, or
+// the engine is shutting down. Any stock taken was released (or will be by
+// the orphan sweeper); never a guess of success. It is the stock ledger's
+// busy sentinel, so one errors.Is(err, ErrBusy) holds for a busy answer of
+// either layer (stock.ErrStateLost wraps it). The other outcomes of Occupy
+// are the ledger's sentinels (stock.ErrSoldOut, …; see stock/outcome.go).
+var ErrBusy = stock.ErrBusy

@@ -12,17 +12,17 @@ import (
 	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/stock"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// rig is a Stock over two real redis-servers (default and hot shard).
+// rig is a stock ledger over two real redis-servers (default and hot shard).
 type rig struct {
 	def, hot *testenv.Redis
 	shards   *shard.Set
 	cat      *catalog.Catalog
-	stock    *Stock
-	occupy   occupyFunc // r.stock.Occupy, or a Batcher's (eachOccupy)
+	stock    *stock.Stock
 	res      *results.Store
 	events   chan sale.Event
 }
@@ -39,30 +39,14 @@ func newRig(t testing.TB) *rig {
 	}
 	t.Cleanup(r.shards.Close)
 	r.cat = catalog.New(r.shards.Default)
-	r.stock = NewStock(r.shards, r.cat, WithEventHook(func(e sale.Event) {
+	r.stock = stock.New(r.shards, r.cat, stock.WithEventHook(func(e sale.Event) {
 		select {
 		case r.events <- e:
 		default:
 		}
 	}))
 	r.res = results.New(r.shards.Default, 0)
-	r.occupy = r.stock.Occupy
 	return r
-}
-
-// eachOccupy runs f over a fresh rig once with one occupy script call per
-// buyer and once with group commit (occupy_batch.lua through a Batcher), so
-// every Stock-level test holds for both paths.
-func eachOccupy(t *testing.T, f func(t *testing.T, r *rig)) {
-	for _, mode := range []string{"single", "batched"} {
-		t.Run(mode, func(t *testing.T) {
-			r := newRig(t)
-			if mode == "batched" {
-				r.occupy = NewBatcher(r.stock, DefaultConfig().Batch, time.Second).Occupy
-			}
-			f(t, r)
-		})
-	}
 }
 
 // activity is open now for an hour with one SKU of the given stock.
@@ -84,7 +68,7 @@ func (r *rig) preheat(t testing.TB, a sale.Activity) (*sale.Activity, *sale.SKU)
 	return pa, k
 }
 
-func (r *rig) counts(t *testing.T, a, sku int64) Counts {
+func (r *rig) counts(t *testing.T, a, sku int64) stock.Counts {
 	t.Helper()
 	c, err := r.stock.Counts(context.Background(), a, sku)
 	if err != nil {

@@ -14,12 +14,14 @@ import (
 
 	"seckill/internal/results"
 	"seckill/internal/sale"
+
+	"seckill/stock"
 )
 
 // Local is the in-process engine. Safe for concurrent use.
 type Local struct {
 	cfg    Config
-	stock  *Stock
+	stock  *stock.Stock
 	occupy occupyFunc // stock.Occupy, or group commit (engine.batch)
 	prod   *Producer
 	res    *results.Store
@@ -50,7 +52,7 @@ func WithClock(now func() time.Time) Option { return func(e *Local) { e.now = no
 func WithFault(fn func(stage string) error) Option { return func(e *Local) { e.fault = fn } }
 
 // New builds the in-process engine and connects its producer.
-func New(cfg Config, stock *Stock, res *results.Store, log *zap.Logger, reg prometheus.Registerer, opts ...Option) (*Local, error) {
+func New(cfg Config, st *stock.Stock, res *results.Store, log *zap.Logger, reg prometheus.Registerer, opts ...Option) (*Local, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -58,9 +60,9 @@ func New(cfg Config, stock *Stock, res *results.Store, log *zap.Logger, reg prom
 	if err != nil {
 		return nil, err
 	}
-	e := &Local{cfg: cfg, stock: stock, prod: prod, res: res, ids: sale.NewRequestNos(cfg.Node), log: log, m: newMetrics(reg), now: time.Now}
+	e := &Local{cfg: cfg, stock: st, prod: prod, res: res, ids: sale.NewRequestNos(cfg.Node), log: log, m: newMetrics(reg), now: time.Now}
 	e.bufs.New = func() any { b := make([]byte, 0, 256); return &b }
-	e.occupy = newOccupy(cfg, stock, e.m)
+	e.occupy = newOccupy(cfg, st, e.m)
 	for i, s := range []string{"default", "hot"} {
 		e.hotLbl[i].lua = e.m.lua.WithLabelValues(s)
 		e.hotLbl[i].errors = e.m.luaErrors.WithLabelValues(s)
@@ -72,7 +74,7 @@ func New(cfg Config, stock *Stock, res *results.Store, log *zap.Logger, reg prom
 }
 
 // Stock returns the stock scripts the engine runs.
-func (e *Local) Stock() *Stock { return e.stock }
+func (e *Local) Stock() *stock.Stock { return e.stock }
 
 // Occupy implements Engine.
 func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
@@ -97,15 +99,15 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	lbl.lua.Observe(time.Since(start).Seconds())
 	if err != nil {
 		lbl.errors.Inc()
-		e.m.occupy.WithLabelValues("error").Inc()
+		e.m.occupy.WithLabelValues(stock.Busy.Label()).Inc()
 		// The script may have run before the timeout hit: the occupancy,
 		// if any, has no message and is left to the orphan sweeper.
-		return t, fmt.Errorf("%w: %v", ErrBusy, err)
+		return t, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	e.m.occupy.WithLabelValues(codeLabel(res.Code)).Inc()
 	t.Remaining = res.Remaining
 	if err := res.Err(); err != nil {
-		if errors.Is(err, ErrDuplicate) {
+		if errors.Is(err, stock.ErrDuplicate) {
 			t.RequestNo = res.Holder
 		}
 		return t, err
@@ -126,7 +128,7 @@ func (e *Local) resolve(ctx context.Context, r *Request) (*sale.Activity, *sale.
 		a, k, ok = e.lookup(r)
 	}
 	if !ok {
-		return nil, nil, ErrUnknownSKU
+		return nil, nil, stock.ErrUnknownSKU
 	}
 	return a, k, nil
 }
@@ -186,7 +188,7 @@ func (e *Local) reloadCatalog(ctx context.Context) {
 func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *Request, rn string) error {
 	if e.fault != nil {
 		if err := e.fault("after_occupy"); err != nil {
-			return fmt.Errorf("%w: fault after occupy: %v", ErrBusy, err)
+			return fmt.Errorf("%w: fault after occupy: %w", ErrBusy, err)
 		}
 	}
 	m := sale.Message{
@@ -206,7 +208,7 @@ func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *R
 	}
 	if e.fault != nil {
 		if err := e.fault("before_produce"); err != nil {
-			return fmt.Errorf("%w: fault before produce: %v", ErrBusy, err)
+			return fmt.Errorf("%w: fault before produce: %w", ErrBusy, err)
 		}
 	}
 	bp := e.bufs.Get().(*[]byte)
@@ -244,10 +246,10 @@ func (e *Local) compensate(m *sale.Message, cause error) error {
 			zap.String("requestNo", m.RequestNo), zap.String("traceId", m.TraceID),
 			zap.Int64("activityId", m.ActivityID), zap.Int64("skuId", m.SKUID), zap.Int64("userId", m.UserID),
 			zap.NamedError("cause", cause), zap.Error(err))
-		return fmt.Errorf("%w: %v", ErrBusy, cause)
+		return fmt.Errorf("%w: %w", ErrBusy, cause)
 	}
 	e.m.releases.WithLabelValues(out.String()).Inc()
-	if out == Claimed {
+	if out == stock.Claimed {
 		return nil
 	}
 	e.record(m, StateFailed, "compensated: "+out.String())
@@ -257,7 +259,7 @@ func (e *Local) compensate(m *sale.Message, cause error) error {
 		zap.String("requestNo", m.RequestNo), zap.String("traceId", m.TraceID),
 		zap.Int64("activityId", m.ActivityID), zap.Int64("skuId", m.SKUID), zap.Int64("userId", m.UserID),
 		zap.Stringer("release", out), zap.Error(cause))
-	return fmt.Errorf("%w: %v", ErrBusy, cause)
+	return fmt.Errorf("%w: %w", ErrBusy, cause)
 }
 
 // Close stops taking purchases and flushes the producer: every message

@@ -13,6 +13,7 @@ import (
 
 	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/stock"
 )
 
 func TestOccupyQueuesADurableMessage(t *testing.T) { eachMode(t, testOccupyQueuesADurableMessage) }
@@ -46,10 +47,10 @@ func testOccupyQueuesADurableMessage(t *testing.T, r *rig, k *testenv.Kafka, e E
 
 	// The same user again: duplicate naming the held ticket.
 	tk2, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 42, Quantity: 1})
-	if !errors.Is(err, ErrDuplicate) || tk2.RequestNo != tk.RequestNo {
+	if !errors.Is(err, stock.ErrDuplicate) || tk2.RequestNo != tk.RequestNo {
 		t.Fatalf("second occupy: %+v %v", tk2, err)
 	}
-	if _, err := e.Occupy(ctx, &Request{SKUID: 999, UserID: 1, Quantity: 1}); !errors.Is(err, ErrUnknownSKU) {
+	if _, err := e.Occupy(ctx, &Request{SKUID: 999, UserID: 1, Quantity: 1}); !errors.Is(err, stock.ErrUnknownSKU) {
 		t.Fatalf("unknown sku: %v", err)
 	}
 }
@@ -80,7 +81,7 @@ func testBrokerUnreachableAnswersBusyAndRestoresStock(t *testing.T, r *rig, k *t
 	}
 	// User 2 was released and may try again later.
 	a, sku, _ := r.cat.Lookup(1, 1001)
-	if res, _ := r.stock.Occupy(ctx, a, sku, 2, "retry", 1); res.Code != CodeOK {
+	if res, _ := r.stock.Occupy(ctx, a, sku, 2, "retry", 1); res.Code != stock.CodeOK {
 		t.Fatalf("user 2 after release: %+v", res)
 	}
 }
@@ -208,7 +209,7 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 // TestFlushedRedisAnswersBusyUntilRebuilt: Redis loses everything mid-sale
 // (FLUSHALL: the catalog and the SKU). Every engine mode — both occupy
-// paths and the sidecar protocol — answers busy (ErrStateLost), never
+// paths and the sidecar protocol — answers busy (stock.ErrStateLost), never
 // unknown SKU or not open, until the SKU is rebuilt; then it sells again.
 func TestFlushedRedisAnswersBusyUntilRebuilt(t *testing.T) {
 	eachMode(t, testFlushedRedisAnswersBusyUntilRebuilt)
@@ -227,7 +228,7 @@ func testFlushedRedisAnswersBusyUntilRebuilt(t *testing.T, r *rig, _ *testenv.Ka
 	for _, req := range []Request{{SKUID: 1001, UserID: 1, Quantity: 1}, {SKUID: 1001, UserID: 2, Quantity: 1},
 		{ActivityID: 1, SKUID: 1001, UserID: 3, Quantity: 1}} {
 		tk, err := e.Occupy(ctx, &req)
-		if !errors.Is(err, ErrBusy) || !errors.Is(err, ErrStateLost) || tk.RequestNo != "" {
+		if !errors.Is(err, ErrBusy) || !errors.Is(err, stock.ErrStateLost) || tk.RequestNo != "" {
 			t.Fatalf("user %d while Redis lost the SKU: %+v %v, want busy (state lost)", req.UserID, tk, err)
 		}
 	}

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"seckill/stock"
 )
 
 // Metrics of the engine (all created at start, so they exist from the first
@@ -24,8 +26,6 @@ type metrics struct {
 	batch       prometheus.Histogram
 }
 
-var occupyCodes = []string{"ok", "not_open", "ended", "sold_out", "duplicate", "over_limit", "missing", "error"}
-
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		occupy: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "seckill_engine_occupy_batch_buyers", Help: "Buyers per group-commit occupy script call.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}}),
 	}
-	for _, c := range occupyCodes {
+	for _, c := range stock.Labels() {
 		m.occupy.WithLabelValues(c)
 	}
 	for _, s := range []string{"default", "hot"} {
@@ -62,22 +62,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
+// codeLabel is the occupy_total label of an occupy script's code: the
+// outcome table's, "error" (Busy's) for a code no script answers.
 func codeLabel(code string) string {
-	switch code {
-	case CodeOK:
-		return "ok"
-	case CodeNotOpen:
-		return "not_open"
-	case CodeEnded:
-		return "ended"
-	case CodeSoldOut:
-		return "sold_out"
-	case CodeDuplicate:
-		return "duplicate"
-	case CodeOverLimit:
-		return "over_limit"
-	case CodeMissing:
-		return "missing"
-	}
-	return "error"
+	o, _ := stock.OutcomeOfCode(code)
+	return o.Label()
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
+
+	"seckill/stock"
 )
 
 // The sidecar protocol is one HTTP/1.1 request per occupy over a local
@@ -23,9 +25,10 @@ import (
 //	POST /occupy   body "activity,sku,user,quantity,traceId"
 //	200            body "CODE,requestNo,activity,remaining"
 //
-// CODE is OK, NOT_OPEN, ENDED, SOLD_OUT, DUPLICATE, OVER_LIMIT, UNKNOWN_SKU,
-// MISSING (Redis lost the SKU's state: ErrStateLost, a kind of busy) or
-// BUSY; a code the client does not know is busy too. GET /healthz answers
+// CODE is an occupy outcome's wire code from the table in stock/outcome.go
+// (OK, NOT_OPEN, ENDED, SOLD_OUT, DUPLICATE, OVER_LIMIT, MISSING — Redis lost
+// the SKU's state: stock.ErrStateLost, a kind of busy —, UNKNOWN_SKU or
+// BUSY); a code the client does not know is busy too. GET /healthz answers
 // 200 while the engine takes requests.
 
 // Listen opens a listener for an address "unix:///path.sock" or
@@ -80,11 +83,6 @@ func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 // Shutdown stops taking connections and waits for in-flight calls.
 func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
 
-var wireCodes = map[error]string{
-	ErrNotOpen: CodeNotOpen, ErrEnded: CodeEnded, ErrSoldOut: CodeSoldOut, ErrDuplicate: CodeDuplicate,
-	ErrOverLimit: CodeOverLimit, ErrUnknownSKU: "UNKNOWN_SKU", ErrStateLost: CodeMissing,
-}
-
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
 	if string(path) == "/healthz" {
@@ -106,16 +104,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	// RequestCtx for the next request (a data race). The engine bounds
 	// every step itself (occupy_timeout, send_timeout).
 	t, err := s.eng.Occupy(context.Background(), &r)
-	code := CodeOK
-	if err != nil {
-		code = "BUSY"
-		for sentinel, c := range wireCodes {
-			if errors.Is(err, sentinel) {
-				code = c
-				break
-			}
-		}
-	}
+	code := stock.OutcomeOf(err).Wire()
 	b := ctx.Response.BodyWriter()
 	var buf [96]byte
 	out := append(buf[:0], code...)
@@ -270,7 +259,7 @@ func (c *Client) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 		if c.fails.Add(1) >= int64(c.cfg.BreakAfter) {
 			c.openTill.Store(time.Now().Add(c.cfg.Cooldown).UnixNano())
 		}
-		return t, fmt.Errorf("%w: %v", ErrBusy, err)
+		return t, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	c.fails.Store(0)
 	c.openTill.Store(0)
@@ -286,23 +275,9 @@ func decodeTicket(b []byte) (Ticket, error) {
 	t.RequestNo = string(parts[1])
 	t.ActivityID, _ = parseInt(parts[2])
 	t.Remaining, _ = parseInt(parts[3])
-	switch string(parts[0]) {
-	case CodeOK:
-		return t, nil
-	case CodeNotOpen:
-		return t, ErrNotOpen
-	case CodeEnded:
-		return t, ErrEnded
-	case CodeSoldOut:
-		return t, ErrSoldOut
-	case CodeDuplicate:
-		return t, ErrDuplicate
-	case CodeOverLimit:
-		return t, ErrOverLimit
-	case "UNKNOWN_SKU":
-		return t, ErrUnknownSKU
-	case CodeMissing:
-		return t, ErrStateLost
+	// BUSY carries no cause over the wire: it is answered with the code.
+	if o, ok := stock.OutcomeOfWire(string(parts[0])); ok && o != stock.Busy {
+		return t, o.Err()
 	}
 	return t, fmt.Errorf("%w: engine sidecar answered %s", ErrBusy, parts[0])
 }

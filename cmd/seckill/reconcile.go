@@ -9,13 +9,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"seckill/engine"
 	"seckill/internal/catalog"
 	"seckill/internal/lag"
 	"seckill/internal/reconcile"
 	"seckill/internal/results"
 	"seckill/internal/shard"
 	"seckill/internal/store"
+	"seckill/stock"
 )
 
 // runReconcile is `seckill reconcile [--repair] [--json] [--config FILE]`:
@@ -57,7 +57,7 @@ func runReconcile(args []string, out io.Writer) error {
 	} else {
 		fmt.Fprintf(os.Stderr, "seckill reconcile: no Kafka (%v): no occupancy is judged stale\n", err)
 	}
-	stock := engine.NewStock(shards, catalog.New(shards.Default))
+	stock := stock.New(shards, catalog.New(shards.Default))
 	r := reconcile.New(cfg.Reconcile, stock, st, results.New(shards.Default, cfg.Engine.ResultTTL), through, log.Named("reconcile"), nil)
 	rep, err := r.Run(ctx, *repair)
 	if err != nil {

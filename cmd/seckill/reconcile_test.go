@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"seckill/engine"
 	"seckill/internal/catalog"
 	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/store"
 	"seckill/internal/testenv"
+	"seckill/stock"
 )
 
 // TestReconcileCommand runs `seckill reconcile` against a real Redis, an
@@ -57,7 +57,7 @@ store: {driver: sqlite, dsn: %s}
 	if err := st.PutActivity(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if err := engine.NewStock(shards, catalog.New(shards.Default)).Preheat(ctx, a); err != nil {
+	if err := stock.New(shards, catalog.New(shards.Default)).Preheat(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Restock(ctx, 9, 901, 2); err != nil { // the database half of a restock only
@@ -76,7 +76,7 @@ store: {driver: sqlite, dsn: %s}
 		t.Fatalf("repair of an unsafe kind: %v\n%s", err, out.String())
 	}
 	// The Redis half of the restock: the books add up.
-	stock := engine.NewStock(shards, catalog.New(shards.Default))
+	stock := stock.New(shards, catalog.New(shards.Default))
 	if err := stock.Catalog().Load(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -22,12 +22,12 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
-	"seckill/engine"
 	"seckill/internal/blocklist"
 	"seckill/internal/lag"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 	"seckill/internal/store"
+	"seckill/stock"
 )
 
 // Reconciler runs a reconciliation and answers its report (any JSON value).
@@ -35,7 +35,7 @@ type Reconciler func(ctx context.Context, repair bool) (any, error)
 
 // Deps are what the admin API drives.
 type Deps struct {
-	Stock   *engine.Stock
+	Stock   *stock.Stock
 	Store   store.Store
 	Results *results.Store
 	// Lag is optional: without it /admin/v1/lag answers 503.
@@ -211,7 +211,7 @@ func opCtx(_ *fasthttp.RequestCtx) (context.Context, context.CancelFunc) {
 
 func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
 	switch {
-	case errors.Is(err, engine.ErrUnknownSKU), errors.Is(err, store.ErrNotFound), errors.Is(err, results.ErrNotFound):
+	case errors.Is(err, stock.ErrUnknownSKU), errors.Is(err, store.ErrNotFound), errors.Is(err, results.ErrNotFound):
 		writeErr(ctx, fasthttp.StatusNotFound, "NOT_FOUND", err.Error())
 	default:
 		writeErr(ctx, fasthttp.StatusServiceUnavailable, "BUSY", err.Error())
@@ -225,13 +225,13 @@ func (s *Server) resolveSKU(sku, activity int64) (*sale.Activity, error) {
 	if activity > 0 {
 		a, _, ok := cat.Lookup(activity, sku)
 		if !ok {
-			return nil, fmt.Errorf("activity %d does not sell sku %d: %w", activity, sku, engine.ErrUnknownSKU)
+			return nil, fmt.Errorf("activity %d does not sell sku %d: %w", activity, sku, stock.ErrUnknownSKU)
 		}
 		return a, nil
 	}
 	a, _, ok := cat.Current(sku, s.now())
 	if !ok {
-		return nil, fmt.Errorf("no activity sells sku %d: %w", sku, engine.ErrUnknownSKU)
+		return nil, fmt.Errorf("no activity sells sku %d: %w", sku, stock.ErrUnknownSKU)
 	}
 	return a, nil
 }

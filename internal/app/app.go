@@ -35,6 +35,7 @@ import (
 	"seckill/internal/shard"
 	"seckill/internal/store"
 	"seckill/internal/token"
+	"seckill/stock"
 )
 
 // Roles selects the parts a process runs.
@@ -53,7 +54,7 @@ type System struct {
 	Catalog  *catalog.Catalog
 	Results  *results.Store
 	Store    store.Store
-	Stock    *engine.Stock
+	Stock    *stock.Stock
 	Local    *engine.Local // the in-process engine
 	Engine   engine.Engine // what the edge calls: Local or a sidecar client
 	Consumer *consumer.Consumer
@@ -135,15 +136,15 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			return nil, err
 		}
 	}
-	stockOpts := []engine.StockOption{engine.WithEventHook(s.forwardEvent)}
+	stockOpts := []stock.Option{stock.WithEventHook(s.forwardEvent)}
 	if s.Store != nil {
 		st := s.Store
-		stockOpts = append(stockOpts, engine.WithOrdered(func(ctx context.Context, a, k int64) (int64, error) {
+		stockOpts = append(stockOpts, stock.WithOrdered(func(ctx context.Context, a, k int64) (int64, error) {
 			_, units, err := st.CountOrders(ctx, a, k)
 			return units, err
 		}))
 	}
-	s.Stock = engine.NewStock(s.Shards, s.Catalog, stockOpts...)
+	s.Stock = stock.New(s.Shards, s.Catalog, stockOpts...)
 	s.jobs = newJobs(s, roles, &o)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Redis.Timeout)
 	lerr := s.Catalog.Load(ctx)
@@ -439,7 +440,7 @@ func (v tokenVerifier) Verify(tok []byte, user int64, a *sale.Activity, sku int6
 	defer cancel()
 	_, err := v.t.Verify(ctx, string(tok), a.ID, sku, user, now)
 	if err != nil && !isTokenRejection(err) {
-		return fmt.Errorf("%w: %v", engine.ErrBusy, err)
+		return fmt.Errorf("%w: %w", engine.ErrBusy, err)
 	}
 	return err
 }

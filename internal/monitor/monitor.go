@@ -22,15 +22,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"seckill/engine"
 	"seckill/internal/lag"
 	"seckill/internal/sale"
 	"seckill/internal/store"
+	"seckill/stock"
 )
 
 // Monitor samples every Interval. Safe for concurrent use.
 type Monitor struct {
-	stock *engine.Stock
+	stock *stock.Stock
 	st    store.Store // may be nil: ordered/occupied are then not sampled
 	lag   *lag.Reader // may be nil
 	log   *zap.Logger
@@ -46,7 +46,7 @@ type Monitor struct {
 }
 
 // New registers the gauges on reg.
-func New(stock *engine.Stock, st store.Store, l *lag.Reader, every time.Duration, log *zap.Logger, reg prometheus.Registerer) *Monitor {
+func New(stock *stock.Stock, st store.Store, l *lag.Reader, every time.Duration, log *zap.Logger, reg prometheus.Registerer) *Monitor {
 	labels := []string{"activity", "sku"}
 	g := func(name, help string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)

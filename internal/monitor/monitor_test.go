@@ -10,11 +10,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
 
-	"seckill/engine"
 	"seckill/internal/sale"
 	"seckill/internal/store"
 	"seckill/internal/testenv"
-	"seckill/internal/testenv/ledgerenv"
+	"seckill/stock"
+	"seckill/stock/stocktest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -58,7 +58,7 @@ func TestGaugesFollowTheSale(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	stock, _ := ledgerenv.Stock(t, r)
+	ledger, _ := stocktest.Stock(t, r)
 	ctx := context.Background()
 	now := time.Now()
 	a := sale.Activity{ID: 3, Start: now.Add(-time.Minute), End: now.Add(time.Hour), State: sale.StateOnline,
@@ -66,11 +66,11 @@ func TestGaugesFollowTheSale(t *testing.T) {
 	if err := st.PutActivity(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if err := stock.Preheat(ctx, a); err != nil {
+	if err := ledger.Preheat(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	m := New(stock, st, nil, time.Second, zaptest.NewLogger(t), reg)
+	m := New(ledger, st, nil, time.Second, zaptest.NewLogger(t), reg)
 	l := map[string]string{"activity": "3", "sku": "30"}
 	if v, ok := gauge(t, reg, "seckill_sku_remaining_units", l); !ok || v != 0 {
 		t.Fatalf("the series must exist before the first sample: %v %v", v, ok)
@@ -79,9 +79,9 @@ func TestGaugesFollowTheSale(t *testing.T) {
 	if v, _ := gauge(t, reg, "seckill_sku_remaining_units", l); v != 2 {
 		t.Fatalf("remaining %v", v)
 	}
-	pa, k, _ := stock.Catalog().Lookup(3, 30)
+	pa, k, _ := ledger.Catalog().Lookup(3, 30)
 	for u := int64(1); u <= 2; u++ {
-		if res, err := stock.Occupy(ctx, pa, k, u, "rn"+string(rune('0'+u)), 1); err != nil || res.Code != engine.CodeOK {
+		if res, err := ledger.Occupy(ctx, pa, k, u, "rn"+string(rune('0'+u)), 1); err != nil || res.Code != stock.CodeOK {
 			t.Fatal(res, err)
 		}
 	}

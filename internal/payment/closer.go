@@ -7,10 +7,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"seckill/engine"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 	"seckill/internal/store"
+	"seckill/stock"
 )
 
 // Closer closes orders left unpaid past the payment timeout. For each one:
@@ -33,7 +33,7 @@ import (
 // one closes an order. Safe for concurrent use.
 type Closer struct {
 	st      store.Store
-	stock   *engine.Stock
+	stock   *stock.Stock
 	res     *results.Store
 	log     *zap.Logger
 	timeout time.Duration
@@ -48,7 +48,7 @@ type Closer struct {
 const scanLimit = 500
 
 // NewCloser returns a closer for orders unpaid after payTimeout.
-func NewCloser(st store.Store, stock *engine.Stock, res *results.Store, payTimeout time.Duration, log *zap.Logger,
+func NewCloser(st store.Store, stock *stock.Stock, res *results.Store, payTimeout time.Duration, log *zap.Logger,
 	reg prometheus.Registerer, opts ...Option) *Closer {
 	o := options{now: time.Now}
 	for _, f := range opts {
@@ -168,7 +168,7 @@ func (c *Closer) release(ctx context.Context, r store.Release) bool {
 		return false
 	}
 	c.releases.WithLabelValues(out.String()).Inc()
-	if out == engine.NotHeld {
+	if out == stock.NotHeld {
 		// Released before (a retry), or Redis lost the record: then the
 		// unit stays out of Redis until the reconciler settles it.
 		c.log.Info("closed order's record was not held", fields...)

@@ -14,13 +14,13 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap/zaptest"
 
-	"seckill/engine"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/store"
 	"seckill/internal/testenv"
-	"seckill/internal/testenv/ledgerenv"
+	"seckill/stock"
+	"seckill/stock/stocktest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // with its data), a preheated activity and an orders database.
 type rig struct {
 	redis *testenv.Redis
-	stock *engine.Stock
+	stock *stock.Stock
 	res   *results.Store
 	st    store.Store
 	act   sale.Activity
@@ -40,13 +40,13 @@ const timeout = time.Minute
 
 func runTest(t *testing.T, fn func(t *testing.T, r *rig)) {
 	t.Helper()
-	ledgerenv.EachStore(t, func(t *testing.T, cfg store.Config) { fn(t, newRig(t, cfg)) })
+	stocktest.EachStore(t, func(t *testing.T, cfg store.Config) { fn(t, newRig(t, cfg)) })
 }
 
 func newRig(t *testing.T, scfg store.Config) *rig {
 	t.Helper()
 	r := &rig{redis: testenv.StartRedis(t, testenv.WithRedisArgs("--appendonly", "yes", "--appendfsync", "always"))}
-	r.stock, r.res = ledgerenv.Stock(t, r.redis, func(c *shard.Config) { c.Timeout = 500 * time.Millisecond })
+	r.stock, r.res = stocktest.Stock(t, r.redis, func(c *shard.Config) { c.Timeout = 500 * time.Millisecond })
 	var err error
 	if r.st, err = store.Open(scfg); err != nil {
 		t.Fatal(err)
@@ -77,14 +77,14 @@ func (r *rig) order(t *testing.T, user int64) (store.Order, bool) {
 		// machine, or one from before a restart): the script may have run.
 		time.Sleep(100 * time.Millisecond)
 		res, err = r.stock.Occupy(ctx, &r.act, &r.act.SKUs[0], user, rn, 1)
-		if err == nil && res.Code == engine.CodeDuplicate && res.Holder == rn {
-			res.Code = engine.CodeOK
+		if err == nil && res.Code == stock.CodeDuplicate && res.Holder == rn {
+			res.Code = stock.CodeOK
 		}
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Code != engine.CodeOK {
+	if res.Code != stock.CodeOK {
 		return store.Order{}, false
 	}
 	m := sale.Message{RequestNo: rn, ActivityID: r.act.ID, SKUID: 3001, UserID: user, Quantity: 1, UnitPrice: 1250,
@@ -418,7 +418,7 @@ func TestClosedBuyerMayNotBuyAgainWhereTheActivitySaysSo(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			res, err = r.stock.Occupy(ctx, &r.act, &r.act.SKUs[0], 1, "again", 1)
 		}
-		if err != nil || res.Code != engine.CodeDuplicate || res.Holder != a.RequestNo {
+		if err != nil || res.Code != stock.CodeDuplicate || res.Holder != a.RequestNo {
 			t.Fatalf("the closed buyer again: %+v %v, want DUPLICATE naming %s", res, err, a.RequestNo)
 		}
 		if _, ok := r.order(t, 1); ok {

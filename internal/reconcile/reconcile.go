@@ -20,10 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"seckill/engine"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 	"seckill/internal/store"
+	"seckill/stock"
 )
 
 // Drift kinds, each a quantity that is 0 when the books add up.
@@ -131,7 +131,7 @@ type Repair struct {
 // Reconciler runs reconciliations, sweeps and watches. Safe for
 // concurrent use; runs of one kind are serialised.
 type Reconciler struct {
-	stock   *engine.Stock
+	stock   *stock.Stock
 	st      store.Store
 	res     *results.Store
 	through Through
@@ -154,7 +154,7 @@ func WithClock(now func() time.Time) Option { return func(r *Reconciler) { r.now
 
 // New returns a Reconciler. through may be nil: nothing is then judged
 // stale (no orphan release, no stale-claim repair).
-func New(cfg Config, stock *engine.Stock, st store.Store, res *results.Store, through Through, log *zap.Logger,
+func New(cfg Config, stock *stock.Stock, st store.Store, res *results.Store, through Through, log *zap.Logger,
 	reg prometheus.Registerer, opts ...Option) *Reconciler {
 	r := &Reconciler{stock: stock, st: st, res: res, through: through, log: log, cfg: cfg, now: time.Now, m: newMetrics(reg)}
 	for _, o := range opts {
@@ -275,7 +275,7 @@ type ticket struct {
 	user    int64
 	rn      string
 	qty     int64
-	unknown bool            // qty is not known (engine.Records.UnitsOf): report, never release
+	unknown bool            // qty is not known (stock.Records.UnitsOf): report, never release
 	order   *store.OrderRef // a closed order of the ticket, if any
 	force   bool
 	reason  string
@@ -303,7 +303,7 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 	}
 	line.Redis.Present, line.Redis.Initial, line.Redis.Remaining = led.Present, led.Initial, led.Remaining
 	line.Redis.Sold, line.Redis.Records, line.Redis.Claimed = led.Sold, led.Holders, led.Claimed
-	var recs engine.Records
+	var recs stock.Records
 	if led.Present {
 		if recs, err = r.stock.Records(ctx, a.ID, k); err != nil {
 			return line, err
@@ -362,7 +362,7 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 	cutoff := readAt.Add(-orderCutoff)
 	var (
 		cmpUnits, withRec int64
-		lost              []engine.Hold
+		lost              []stock.Hold
 		release           []ticket
 		orphans, stuck    int64
 	)
@@ -374,7 +374,7 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 		if recs.Users[o.UserID] == rn {
 			withRec += o.Quantity
 		} else {
-			lost = append(lost, engine.Hold{UserID: o.UserID, RequestNo: rn, Quantity: o.Quantity})
+			lost = append(lost, stock.Hold{UserID: o.UserID, RequestNo: rn, Quantity: o.Quantity})
 		}
 	}
 	for u, rn := range recs.Users {
@@ -448,7 +448,7 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 			if err != nil {
 				return line, err
 			}
-			if code == engine.SettleDone && moved != 0 {
+			if code == stock.SettleDone && moved != 0 {
 				repaired(KindRedisRecords, moved, "sold %d settled to the %d records: %+d units to remaining",
 					fresh.Sold, fresh.Holders, moved)
 			}
@@ -471,12 +471,12 @@ func (r *Reconciler) release(ctx context.Context, a *sale.Activity, k *sale.SKU,
 	release := r.stock.Release
 	if t.order != nil {
 		// A closed order's record: its release records the close too.
-		release = func(ctx context.Context, m *sale.Message, _ bool) (engine.ReleaseOutcome, error) {
+		release = func(ctx context.Context, m *sale.Message, _ bool) (stock.ReleaseOutcome, error) {
 			return r.stock.ReleaseClosed(ctx, m)
 		}
 	}
 	out, err := release(ctx, &m, t.force)
-	if err != nil || out != engine.Released {
+	if err != nil || out != stock.Released {
 		return false, err
 	}
 	// The request log first, the buyer's result last: a buyer (or on-call)

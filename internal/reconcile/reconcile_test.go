@@ -13,12 +13,12 @@ import (
 	"github.com/redis/rueidis"
 	"go.uber.org/zap/zaptest"
 
-	"seckill/engine"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 	"seckill/internal/store"
 	"seckill/internal/testenv"
-	"seckill/internal/testenv/ledgerenv"
+	"seckill/stock"
+	"seckill/stock/stocktest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // drift behind the store's back) and a preheated activity.
 type rig struct {
 	redis *testenv.Redis
-	stock *engine.Stock
+	stock *stock.Stock
 	res   *results.Store
 	st    store.Store
 	db    *sql.DB
@@ -44,7 +44,7 @@ func (f *through) ConsumedThrough(context.Context) (time.Time, error) { return f
 
 func runTest(t *testing.T, fn func(t *testing.T, r *rig)) {
 	t.Helper()
-	ledgerenv.EachStore(t, func(t *testing.T, cfg store.Config) {
+	stocktest.EachStore(t, func(t *testing.T, cfg store.Config) {
 		dsn := cfg.DSN
 		if cfg.Driver == "sqlite" {
 			dsn += "?_pragma=busy_timeout(5000)"
@@ -56,7 +56,7 @@ func runTest(t *testing.T, fn func(t *testing.T, r *rig)) {
 func newRig(t *testing.T, scfg store.Config, driver, dsn string) *rig {
 	t.Helper()
 	r := &rig{redis: testenv.StartRedis(t), ids: sale.NewRequestNos(7), later: time.Now().Add(time.Hour)}
-	r.stock, r.res = ledgerenv.Stock(t, r.redis)
+	r.stock, r.res = stocktest.Stock(t, r.redis)
 	var err error
 	if r.st, err = store.Open(scfg); err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func (r *rig) occupy(t *testing.T, sku, user int64) sale.Message {
 	t.Helper()
 	rn := r.ids.Next()
 	res, err := r.stock.Occupy(context.Background(), &r.act, r.act.SKU(sku), user, rn, 1)
-	if err != nil || res.Code != engine.CodeOK {
+	if err != nil || res.Code != stock.CodeOK {
 		t.Fatalf("occupy sku %d user %d: %+v %v", sku, user, res, err)
 	}
 	if err := r.res.Write(context.Background(), results.Entry{RequestNo: rn, Activity: r.act.ID, SKU: sku, Owner: user,
@@ -153,7 +153,7 @@ func repairs(rep Report) map[string]int64 {
 	return out
 }
 
-func (r *rig) counts(t *testing.T, sku int64) engine.Counts {
+func (r *rig) counts(t *testing.T, sku int64) stock.Counts {
 	t.Helper()
 	n, err := r.stock.Counts(context.Background(), r.act.ID, sku)
 	if err != nil {
@@ -446,7 +446,7 @@ func TestWatchRebuildKeepsTheClosedBuyerBarred(t *testing.T) {
 		m := r.closedOrder(t, 505, 1)
 		r.order(t, 505, 2)
 		r.redis.Do(t, "FLUSHALL")
-		fresh, _ := ledgerenv.Stock(t, r.redis) // the new process: nothing in its catalog
+		fresh, _ := stocktest.Stock(t, r.redis) // the new process: nothing in its catalog
 		if err := fresh.Catalog().Load(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -462,10 +462,10 @@ func TestWatchRebuildKeepsTheClosedBuyerBarred(t *testing.T) {
 		}
 		k := r.act.SKU(505)
 		res, err := fresh.Occupy(ctx, &r.act, k, 1, "again-1", 1)
-		if err != nil || res.Code != engine.CodeDuplicate || res.Holder != m.RequestNo {
+		if err != nil || res.Code != stock.CodeDuplicate || res.Holder != m.RequestNo {
 			t.Fatalf("the closed buyer after the rebuild: %+v %v, want DUPLICATE naming %s", res, err, m.RequestNo)
 		}
-		if res, err := fresh.Occupy(ctx, &r.act, k, 3, "new-3", 1); err != nil || res.Code != engine.CodeOK || res.Remaining != 3 {
+		if res, err := fresh.Occupy(ctx, &r.act, k, 3, "new-3", 1); err != nil || res.Code != stock.CodeOK || res.Remaining != 3 {
 			t.Fatalf("another buyer after the rebuild: %+v %v, want OK with 3 left", res, err)
 		}
 		raw := r.redis.Do(t, "GET", sale.ActivityKey(r.act.ID))
@@ -508,7 +508,7 @@ func TestWatchRebuildTakesTheSwitchFromTheDatabase(t *testing.T) {
 		// The database says on (r.act has no switch): the snapshot's off is stale.
 		watch()
 		res, err := r.stock.Occupy(ctx, &r.act, k, 1, "again-1", 1)
-		if err != nil || res.Code != engine.CodeOK {
+		if err != nil || res.Code != stock.CodeOK {
 			t.Fatalf("the closed buyer where the database allows re-buy: %+v %v, want OK", res, err)
 		}
 		if _, err := r.stock.Release(ctx, &sale.Message{RequestNo: "again-1", ActivityID: r.act.ID, SKUID: 505,
@@ -527,7 +527,7 @@ func TestWatchRebuildTakesTheSwitchFromTheDatabase(t *testing.T) {
 		}
 		watch()
 		res, err = r.stock.Occupy(ctx, &r.act, k, 1, "again-2", 1)
-		if err != nil || res.Code != engine.CodeDuplicate || res.Holder != m.RequestNo {
+		if err != nil || res.Code != stock.CodeDuplicate || res.Holder != m.RequestNo {
 			t.Fatalf("the closed buyer where the database forbids re-buy: %+v %v, want DUPLICATE naming %s", res, err, m.RequestNo)
 		}
 	})
@@ -542,7 +542,7 @@ func (r *rig) closedOrder(t *testing.T, sku, user int64) sale.Message {
 	if _, closed, err := r.st.CloseOrder(ctx, sale.OrderNo(m.RequestNo), time.Now().Add(time.Hour)); err != nil || !closed {
 		t.Fatalf("close: %v %v", closed, err)
 	}
-	if out, err := r.stock.ReleaseClosed(ctx, &m); err != nil || out != engine.Released {
+	if out, err := r.stock.ReleaseClosed(ctx, &m); err != nil || out != stock.Released {
 		t.Fatalf("release: %v %v", out, err)
 	}
 	if err := r.st.ReleaseDone(ctx, m.RequestNo); err != nil {
@@ -572,7 +572,7 @@ func TestMultiUnitOrphansReleasedExactly(t *testing.T) {
 		take := func(user, q int64) sale.Message {
 			t.Helper()
 			rn := r.ids.Next()
-			if res, err := r.stock.Occupy(ctx, &act, k, user, rn, q); err != nil || res.Code != engine.CodeOK {
+			if res, err := r.stock.Occupy(ctx, &act, k, user, rn, q); err != nil || res.Code != stock.CodeOK {
 				t.Fatalf("occupy %d units for user %d: %+v %v", q, user, res, err)
 			}
 			return sale.Message{RequestNo: rn, ActivityID: act.ID, SKUID: k.ID, UserID: user, Quantity: q, UnitPrice: 100,
@@ -646,7 +646,7 @@ func TestMultiUnitOrphansReleasedExactly(t *testing.T) {
 	})
 }
 
-func counts6(t *testing.T, r *rig) engine.Counts {
+func counts6(t *testing.T, r *rig) stock.Counts {
 	t.Helper()
 	n, err := r.stock.Counts(context.Background(), 6, 601)
 	if err != nil {

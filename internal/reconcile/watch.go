@@ -8,15 +8,15 @@ import (
 
 	"go.uber.org/zap"
 
-	"seckill/engine"
 	"seckill/internal/sale"
 	"seckill/internal/store"
+	"seckill/stock"
 )
 
 // Watch finds the SKUs of the database's open activities (not yet ended)
 // whose keys Redis lost — a restart without persistence, a failover to an
 // empty replica, an eviction — and writes them back from the database, one
-// atomic script per SKU (engine.Stock.Rebuild): remaining = initial −
+// atomic script per SKU (stock.Stock.Rebuild): remaining = initial −
 // ordered, a claimed record for every live order, then the meta that makes
 // the SKU sellable again, and the close of every order closed unpaid (for
 // activities that forbid buying again after a close). The activity — its
@@ -90,10 +90,10 @@ func (r *Reconciler) Watch(ctx context.Context) (int, error) {
 			}
 			var (
 				ordered       int64
-				holds, closed []engine.Hold
+				holds, closed []stock.Hold
 			)
 			for _, o := range refs {
-				h := engine.Hold{UserID: o.UserID, RequestNo: o.RequestNo, Quantity: o.Quantity}
+				h := stock.Hold{UserID: o.UserID, RequestNo: o.RequestNo, Quantity: o.Quantity}
 				if o.Live() {
 					ordered += o.Quantity
 					holds = append(holds, h)
@@ -139,7 +139,7 @@ func (r *Reconciler) Watch(ctx context.Context) (int, error) {
 
 // sortByCreated orders closed (built from refs in refs' order) oldest order
 // first, so that a buyer closed twice keeps the latest close.
-func sortByCreated(refs []store.OrderRef, closed []engine.Hold) {
+func sortByCreated(refs []store.OrderRef, closed []stock.Hold) {
 	at := make(map[string]int64, len(closed))
 	for _, o := range refs {
 		at[o.RequestNo] = o.Created.UnixNano()

@@ -1,4 +1,11 @@
-package engine
+// Package stock is the Redis stock ledger: the one part that changes or reads
+// per-SKU stock state. It occupies (one buyer, or a batch), releases, claims
+// and restocks with the Lua scripts of package lua on the shard that owns
+// each SKU, keeps the on-call marks, preheats and rebuilds activities, reads
+// the ledger for reconciliation and publishes the sold-out / available
+// events the edges listen to. outcome.go is the one table of occupy
+// outcomes (script code, sentinel, metric label, sidecar wire code).
+package stock
 
 import (
 	"context"
@@ -29,15 +36,15 @@ type Stock struct {
 	now           func() time.Time
 }
 
-// StockOption is a test seam or wiring hook.
-type StockOption func(*Stock)
+// Option is a test seam or wiring hook.
+type Option func(*Stock)
 
 // WithEventHook calls fn for every event Stock publishes, before publishing
 // (the in-process edge uses it to update its flags without a round trip).
-func WithEventHook(fn func(sale.Event)) StockOption { return func(s *Stock) { s.onEvent = fn } }
+func WithEventHook(fn func(sale.Event)) Option { return func(s *Stock) { s.onEvent = fn } }
 
-// NewStock returns a Stock over shards; cat routes SKUs (hot or not).
-func NewStock(shards *shard.Set, cat *catalog.Catalog, opts ...StockOption) *Stock {
+// New returns a Stock over shards; cat routes SKUs (hot or not).
+func New(shards *shard.Set, cat *catalog.Catalog, opts ...Option) *Stock {
 	s := &Stock{
 		shards:        shards,
 		cat:           cat,
@@ -58,7 +65,11 @@ func (s *Stock) Catalog() *catalog.Catalog { return s.cat }
 // Shards returns the Redis deployments.
 func (s *Stock) Shards() *shard.Set { return s.shards }
 
-// Occupy codes returned by the occupy script.
+// skuKey names one SKU of one activity.
+type skuKey struct{ activity, sku int64 }
+
+// Occupy codes returned by the occupy scripts (occupy.lua,
+// occupy_batch.lua); outcome.go maps each to its sentinel.
 const (
 	CodeOK        = "OK"
 	CodeNotOpen   = "NOT_OPEN"
@@ -79,23 +90,11 @@ type OccupyResult struct {
 	Holder    string // the requestNo holding the user's record (OK, DUPLICATE)
 }
 
-// Err maps the script's code to the package's sentinel; nil for OK.
+// Err maps the script's code to the package's sentinel (the outcome
+// table); nil for OK.
 func (r OccupyResult) Err() error {
-	switch r.Code {
-	case CodeOK:
-		return nil
-	case CodeNotOpen:
-		return ErrNotOpen
-	case CodeEnded:
-		return ErrEnded
-	case CodeSoldOut:
-		return ErrSoldOut
-	case CodeDuplicate:
-		return ErrDuplicate
-	case CodeOverLimit:
-		return ErrOverLimit
-	case CodeMissing:
-		return ErrStateLost
+	if o, ok := OutcomeOfCode(r.Code); ok {
+		return o.Err()
 	}
 	return fmt.Errorf("%w: occupy script answered %q", ErrBusy, r.Code)
 }

@@ -1,4 +1,4 @@
-package engine
+package stock
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 var claimBatchScript = rueidis.NewLuaScript(lua.ClaimBatch)
 
 // ClaimBatch claims many tickets, as Claim would one by one, with one
-// claim_batch.lua call per SKU (at most maxBatch tickets each) instead of
+// claim_batch.lua call per SKU (at most MaxBatch tickets each) instead of
 // one script call per ticket: a consumer batch of a hot SKU costs its shard
 // one HMGET and one SADD. held[i] answers msgs[i]; an error is a Redis
 // failure and holds for the whole call (claims are idempotent: retry all).
@@ -41,8 +41,8 @@ func (s *Stock) ClaimBatch(ctx context.Context, msgs []*sale.Message) (held []bo
 		g := groups[k]
 		keys := sale.KeysFor(k.activity, k.sku)
 		c := s.client(k.activity, k.sku)
-		for lo := 0; lo < len(g.idx); lo += maxBatch {
-			hi := min(lo+maxBatch, len(g.idx))
+		for lo := 0; lo < len(g.idx); lo += MaxBatch {
+			hi := min(lo+MaxBatch, len(g.idx))
 			codes, err := claimBatchScript.Exec(ctx, c, []string{keys.Users, keys.Claim}, g.args[2*lo:2*hi]).AsStrSlice()
 			if err != nil {
 				return held, fmt.Errorf("claim %d tickets of sku %d: %w", hi-lo, k.sku, err)

@@ -1,4 +1,4 @@
-package engine
+package stock
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 type OrderedFunc func(ctx context.Context, activity, sku int64) (int64, error)
 
 // WithOrdered sets the database view Preheat consults.
-func WithOrdered(fn OrderedFunc) StockOption { return func(s *Stock) { s.ordered = fn } }
+func WithOrdered(fn OrderedFunc) Option { return func(s *Stock) { s.ordered = fn } }
 
 // Preheat writes activity a into Redis: the catalog entry on the default
 // Redis and, on each SKU's shard, its meta (status, window, limit, price,

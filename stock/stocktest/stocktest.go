@@ -1,20 +1,21 @@
-// Package ledgerenv builds the stock ledger tests of the bookkeeping
-// packages (consumer, payment, reconcile, monitor) run against: the engine's
+// Package stocktest builds what the stock ledger tests of the bookkeeping
+// parts (consumer, payment, reconcile, monitor) run against: the ledger's
 // Stock and the results store over a real redis-server, and every orders
-// database implementation in turn. It sits apart from testenv because it
-// imports the engine and the store, whose own tests import testenv.
-package ledgerenv
+// database implementation in turn. It sits apart from internal/testenv
+// because it imports the ledger and the store, parts that internal/ may not
+// import (and whose own tests import testenv).
+package stocktest
 
 import (
 	"path/filepath"
 	"testing"
 
-	"seckill/engine"
 	"seckill/internal/catalog"
 	"seckill/internal/results"
 	"seckill/internal/shard"
 	"seckill/internal/store"
 	"seckill/internal/testenv"
+	"seckill/stock"
 )
 
 // EachStore runs fn once per store implementation, each on a fresh
@@ -36,7 +37,7 @@ func EachStore(t *testing.T, fn func(t *testing.T, cfg store.Config)) {
 // Stock returns the Stock and the results store over r as the only shard
 // (default and hot), closed when the test ends. adjust, if given, changes
 // the shard configuration first.
-func Stock(t testing.TB, r *testenv.Redis, adjust ...func(*shard.Config)) (*engine.Stock, *results.Store) {
+func Stock(t testing.TB, r *testenv.Redis, adjust ...func(*shard.Config)) (*stock.Stock, *results.Store) {
 	t.Helper()
 	cfg := shard.DefaultConfig()
 	cfg.Default.Addrs = []string{r.Addr}
@@ -48,5 +49,5 @@ func Stock(t testing.TB, r *testenv.Redis, adjust ...func(*shard.Config)) (*engi
 		t.Fatal(err)
 	}
 	t.Cleanup(shards.Close)
-	return engine.NewStock(shards, catalog.New(shards.Default)), results.New(shards.Default, 0)
+	return stock.New(shards, catalog.New(shards.Default)), results.New(shards.Default, 0)
 }

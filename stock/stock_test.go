@@ -1,4 +1,4 @@
-package engine
+package stock
 
 import (
 	"context"
@@ -299,7 +299,7 @@ func testPreheatKeepsLiveStockAndRebuildsFromOrders(t *testing.T, r *rig) {
 	if err := r.def.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s2 := NewStock(r.shards, r.cat, WithOrdered(func(context.Context, int64, int64) (int64, error) { return 4, nil }))
+	s2 := New(r.shards, r.cat, WithOrdered(func(context.Context, int64, int64) (int64, error) { return 4, nil }))
 	var err error
 	for i := 0; i < 50; i++ { // the client reconnects by itself
 		if err = s2.Preheat(ctx, activity(1, 11, 10, false)); err == nil {

@@ -1,0 +1,103 @@
+package stock
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+
+	"seckill/internal/sale"
+)
+
+// Stock ledger micro-benchmarks against a real redis-server. Load numbers
+// come from bench/ (make bench); these track the cost and allocations of
+// one script call and how the batch scripts scale. Buyers are distinct
+// across iterations, on a SKU whose stock outlasts the run, so every call
+// takes the accept path.
+
+const benchStock = 1 << 40
+
+// BenchmarkStockOccupy is one occupy.lua call per buyer, one at a time.
+func BenchmarkStockOccupy(b *testing.B) {
+	r := newRig(b)
+	a, k := r.preheat(b, activity(1, 1001, benchStock, true))
+	ctx := context.Background()
+	var u int64
+	b.ReportAllocs()
+	for b.Loop() {
+		u++
+		if res, err := r.stock.Occupy(ctx, a, k, u, "rn", 1); err != nil || res.Code != CodeOK {
+			b.Fatal(res, err)
+		}
+	}
+}
+
+// benchmarkOccupyBatch is one occupy_batch.lua call for n buyers at a time;
+// buyers/s is what one shard connection sustains call after call.
+func benchmarkOccupyBatch(b *testing.B, n int) {
+	r := newRig(b)
+	a, k := r.preheat(b, activity(1, 1001, benchStock, true))
+	ctx := context.Background()
+	buyers := make([]Buyer, n)
+	for i := range buyers {
+		buyers[i] = Buyer{RequestNo: "rn" + strconv.Itoa(i), Quantity: 1}
+	}
+	out := make([]OccupyResult, 0, n)
+	var u int64
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range buyers {
+			u++
+			buyers[i].UserID = u
+		}
+		var err error
+		if out, err = r.stock.OccupyBatch(ctx, a, k, buyers, out[:0]); err != nil || out[n-1].Code != CodeOK {
+			b.Fatal(out, err)
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "buyers/s")
+}
+
+func BenchmarkStockOccupyBatch1(b *testing.B)   { benchmarkOccupyBatch(b, 1) }
+func BenchmarkStockOccupyBatch16(b *testing.B)  { benchmarkOccupyBatch(b, 16) }
+func BenchmarkStockOccupyBatch128(b *testing.B) { benchmarkOccupyBatch(b, 128) }
+func BenchmarkStockOccupyBatch512(b *testing.B) { benchmarkOccupyBatch(b, 512) }
+
+// benchmarkClaim256 claims a consumer batch of 256 tickets of one hot SKU
+// per iteration: one script call per ticket (concurrently, as the consumer
+// does) or one ClaimBatch.
+func benchmarkClaim256(b *testing.B, batched bool) {
+	r := newRig(b)
+	a, k := r.preheat(b, activity(1, 1001, benchStock, true))
+	ctx := context.Background()
+	msgs := make([]*sale.Message, 256)
+	for i := range msgs {
+		rn := "rn" + strconv.Itoa(i)
+		if _, err := r.stock.Occupy(ctx, a, k, int64(i+1), rn, 1); err != nil {
+			b.Fatal(err)
+		}
+		msgs[i] = &sale.Message{RequestNo: rn, ActivityID: 1, SKUID: 1001, UserID: int64(i + 1), Quantity: 1}
+	}
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	for b.Loop() {
+		if batched {
+			if _, err := r.stock.ClaimBatch(ctx, msgs); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
+		for _, m := range msgs {
+			wg.Go(func() {
+				if _, err := r.stock.Claim(ctx, m); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(float64(b.N*256)/b.Elapsed().Seconds(), "tickets/s")
+}
+
+func BenchmarkClaim256PerTicket(b *testing.B) { benchmarkClaim256(b, false) }
+func BenchmarkClaim256Batch(b *testing.B)     { benchmarkClaim256(b, true) }

@@ -1,0 +1,35 @@
+package stock
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Outcomes of an occupy other than success (see outcome.go for the table
+// that maps each to its script code, metric label and sidecar wire code).
+// The edge maps each to one HTTP status in one place.
+var (
+	// ErrNotOpen: the activity is offline or not started (judged by Redis
+	// server time).
+	ErrNotOpen = errors.New("activity not open")
+	// ErrEnded: the activity's window has closed.
+	ErrEnded = errors.New("activity ended")
+	// ErrSoldOut: remaining stock is below the quantity asked.
+	ErrSoldOut = errors.New("sold out")
+	// ErrDuplicate: the user already holds a ticket for this SKU; the
+	// returned Ticket names it.
+	ErrDuplicate = errors.New("duplicate purchase")
+	// ErrOverLimit: quantity above the per-user limit.
+	ErrOverLimit = errors.New("over per-user limit")
+	// ErrUnknownSKU: no activity sells the SKU (or not the one named).
+	ErrUnknownSKU = errors.New("unknown sku")
+	// ErrBusy: a dependency (Redis, Kafka) failed or timed out. Any stock
+	// taken was released (or will be by the orphan sweeper); never a guess
+	// of success. The engine answers the same sentinel (engine.ErrBusy).
+	ErrBusy = errors.New("system busy")
+	// ErrStateLost: Redis holds no state for the SKU (its meta hash is
+	// missing): it restarted empty or was flushed and the watcher has not
+	// rebuilt the SKU from the database yet. It wraps ErrBusy — the buyer is
+	// told busy (fail closed), never "not open" or "unknown".
+	ErrStateLost = fmt.Errorf("%w: sku state missing in redis until rebuilt", ErrBusy)
+)
