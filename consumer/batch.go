@@ -12,7 +12,7 @@ import (
 
 	"seckill/internal/results"
 	"seckill/internal/sale"
-	"seckill/internal/store"
+	"seckill/store"
 )
 
 // ticket is one decoded message on its way through a batch.

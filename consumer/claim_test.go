@@ -6,10 +6,10 @@ import (
 
 	"seckill/internal/sale"
 	"seckill/internal/shard"
-	"seckill/internal/store"
 	"seckill/internal/testenv"
 	"seckill/stock"
 	"seckill/stock/stocktest"
+	"seckill/store"
 )
 
 // TestBatchClaimsRouteHotSKUsToTheirShard: one batch mixes a hot SKU (its

@@ -20,8 +20,8 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/internal/results"
-	"seckill/internal/store"
 	"seckill/stock"
+	"seckill/store"
 )
 
 // Consumer runs the consumer group. Run and Close may be called from

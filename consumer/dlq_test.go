@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/sale"
-	"seckill/internal/store"
 	"seckill/stock"
+	"seckill/store"
 )
 
 // flakyDLQ fails the first fails sends to the dead-letter topic.

@@ -18,7 +18,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"seckill/internal/admin"
+	"seckill/admin"
 	"seckill/internal/sale"
 )
 

@@ -11,11 +11,11 @@ import (
 
 	"seckill/internal/catalog"
 	"seckill/internal/lag"
-	"seckill/internal/reconcile"
 	"seckill/internal/results"
 	"seckill/internal/shard"
-	"seckill/internal/store"
+	"seckill/reconcile"
 	"seckill/stock"
+	"seckill/store"
 )
 
 // runReconcile is `seckill reconcile [--repair] [--json] [--config FILE]`:

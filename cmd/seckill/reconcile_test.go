@@ -13,9 +13,9 @@ import (
 	"seckill/internal/catalog"
 	"seckill/internal/sale"
 	"seckill/internal/shard"
-	"seckill/internal/store"
 	"seckill/internal/testenv"
 	"seckill/stock"
+	"seckill/store"
 )
 
 // TestReconcileCommand runs `seckill reconcile` against a real Redis, an

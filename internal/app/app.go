@@ -19,23 +19,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"seckill/admin"
 	"seckill/consumer"
 	"seckill/edge"
 	"seckill/engine"
-	"seckill/internal/admin"
 	"seckill/internal/blocklist"
 	"seckill/internal/catalog"
 	"seckill/internal/config"
 	"seckill/internal/lag"
-	"seckill/internal/monitor"
 	"seckill/internal/obs"
-	"seckill/internal/payment"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 	"seckill/internal/shard"
-	"seckill/internal/store"
 	"seckill/internal/token"
+	"seckill/monitor"
+	"seckill/payment"
 	"seckill/stock"
+	"seckill/store"
 )
 
 // Roles selects the parts a process runs.

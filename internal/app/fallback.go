@@ -8,7 +8,7 @@ import (
 	"seckill/edge"
 	"seckill/internal/results"
 	"seckill/internal/sale"
-	"seckill/internal/store"
+	"seckill/store"
 )
 
 // resultFromStore reads how a ticket ended from the orders database, for

@@ -7,12 +7,12 @@ import (
 
 	"go.uber.org/zap"
 
+	"seckill/admin"
 	"seckill/engine"
-	"seckill/internal/admin"
 	"seckill/internal/lag"
-	"seckill/internal/payment"
-	"seckill/internal/reconcile"
-	"seckill/internal/reqlog"
+	"seckill/payment"
+	"seckill/reconcile"
+	"seckill/reqlog"
 )
 
 // jobs are the bookkeeping parts of a process with an orders database: the

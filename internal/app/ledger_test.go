@@ -17,13 +17,13 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"seckill/admin"
 	"seckill/engine"
-	"seckill/internal/admin"
 	"seckill/internal/config"
-	"seckill/internal/reconcile"
 	"seckill/internal/sale"
-	"seckill/internal/store"
 	"seckill/internal/testenv"
+	"seckill/reconcile"
+	"seckill/store"
 )
 
 // The books under faults, end to end: a whole in-process system (edge,

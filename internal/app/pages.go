@@ -5,10 +5,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"seckill/admin"
 	"seckill/edge"
-	"seckill/internal/admin"
 	"seckill/internal/results"
-	"seckill/internal/web"
+	"seckill/web"
 )
 
 // mountPages puts the on-call page and the counters it reads on the admin

@@ -12,7 +12,7 @@ import (
 
 	"seckill/internal/config"
 	"seckill/internal/sale"
-	"seckill/internal/store"
+	"seckill/store"
 )
 
 // TestRebuyAfterCloseSwitch: two activities created through the admin API,

@@ -8,10 +8,10 @@ import (
 	"seckill/edge"
 	"seckill/engine"
 	"seckill/internal/obs"
-	"seckill/internal/reconcile"
 	"seckill/internal/shard"
-	"seckill/internal/store"
 	"seckill/internal/token"
+	"seckill/reconcile"
+	"seckill/store"
 )
 
 // Config is the whole configuration file. Each part's section is that

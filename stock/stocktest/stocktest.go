@@ -13,9 +13,9 @@ import (
 	"seckill/internal/catalog"
 	"seckill/internal/results"
 	"seckill/internal/shard"
-	"seckill/internal/store"
 	"seckill/internal/testenv"
 	"seckill/stock"
+	"seckill/store"
 )
 
 // EachStore runs fn once per store implementation, each on a fresh

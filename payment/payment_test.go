@@ -17,10 +17,10 @@ import (
 	"seckill/internal/results"
 	"seckill/internal/sale"
 	"seckill/internal/shard"
-	"seckill/internal/store"
 	"seckill/internal/testenv"
 	"seckill/stock"
 	"seckill/stock/stocktest"
+	"seckill/store"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -24,8 +24,8 @@ import (
 
 	"seckill/internal/lag"
 	"seckill/internal/sale"
-	"seckill/internal/store"
 	"seckill/stock"
+	"seckill/store"
 )
 
 // Monitor samples every Interval. Safe for concurrent use.

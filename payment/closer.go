@@ -9,8 +9,8 @@ import (
 
 	"seckill/internal/results"
 	"seckill/internal/sale"
-	"seckill/internal/store"
 	"seckill/stock"
+	"seckill/store"
 )
 
 // Closer closes orders left unpaid past the payment timeout. For each one:

@@ -22,8 +22,8 @@ import (
 
 	"seckill/internal/results"
 	"seckill/internal/sale"
-	"seckill/internal/store"
 	"seckill/stock"
+	"seckill/store"
 )
 
 // Drift kinds, each a quantity that is 0 when the books add up.

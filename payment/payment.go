@@ -18,7 +18,7 @@ import (
 	"fmt"
 	"time"
 
-	"seckill/internal/store"
+	"seckill/store"
 )
 
 // Service pays orders. Safe for concurrent use.

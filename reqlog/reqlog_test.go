@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/sale"
-	"seckill/internal/store"
+	"seckill/store"
 )
 
 func TestQueuedStepsAreWrittenByClose(t *testing.T) {

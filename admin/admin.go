@@ -26,8 +26,8 @@ import (
 	"seckill/internal/lag"
 	"seckill/internal/results"
 	"seckill/internal/sale"
-	"seckill/internal/store"
 	"seckill/stock"
+	"seckill/store"
 )
 
 // Reconciler runs a reconciliation and answers its report (any JSON value).

@@ -11,10 +11,10 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/sale"
-	"seckill/internal/store"
 	"seckill/internal/testenv"
 	"seckill/stock"
 	"seckill/stock/stocktest"
+	"seckill/store"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/internal/sale"
-	"seckill/internal/store"
+	"seckill/store"
 )
 
 // Writer queues steps and writes them. Safe for concurrent use; Record and

@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"seckill/internal/store"
+	"seckill/store"
 )
 
 // Sweep releases orphan occupancies: user records that are not claimed,

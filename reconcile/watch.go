@@ -9,8 +9,8 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/internal/sale"
-	"seckill/internal/store"
 	"seckill/stock"
+	"seckill/store"
 )
 
 // Watch finds the SKUs of the database's open activities (not yet ended)

@@ -11,7 +11,7 @@ import (
 
 	"seckill/internal/results"
 	"seckill/internal/sale"
-	"seckill/internal/store"
+	"seckill/store"
 )
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
