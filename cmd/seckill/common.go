@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"seckill/internal/app"
-	"seckill/internal/config"
+	"seckill/cmd/seckill/app"
+	"seckill/cmd/seckill/config"
 	"seckill/internal/obs"
 )
 

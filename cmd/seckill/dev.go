@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"seckill/internal/app"
+	"seckill/cmd/seckill/app"
 	"seckill/internal/devserver"
 	"seckill/internal/sale"
 )

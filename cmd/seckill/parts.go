@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net"
 
+	"seckill/cmd/seckill/app"
 	"seckill/engine"
-	"seckill/internal/app"
 )
 
 // runEdge is `seckill edge`: the public endpoint and the admin listener,

@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 
-	"seckill/internal/app"
-	"seckill/internal/config"
+	"seckill/cmd/seckill/app"
+	"seckill/cmd/seckill/config"
 )
 
 // rateReloader is SIGHUP for `seckill edge` and `seckill dev`: it re-reads

@@ -20,7 +20,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"seckill/internal/config"
+	"seckill/cmd/seckill/config"
 	"seckill/internal/sale"
 	"seckill/internal/testenv"
 	"seckill/internal/token"

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/config"
+	"seckill/cmd/seckill/config"
 	"seckill/internal/sale"
 )
 

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/admin"
+	"seckill/cmd/seckill/config"
 	"seckill/engine"
-	"seckill/internal/config"
 	"seckill/internal/sale"
 	"seckill/internal/testenv"
 	"seckill/reconcile"

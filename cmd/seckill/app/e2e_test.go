@@ -19,8 +19,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
 
+	"seckill/cmd/seckill/config"
 	"seckill/engine"
-	"seckill/internal/config"
 	"seckill/internal/sale"
 	"seckill/internal/testenv"
 )

@@ -67,7 +67,7 @@ func TestEveryDocumentedSignalIsOnMetricsFromTheStart(t *testing.T) {
 // TestDashboardUsesOnlyDocumentedMetrics keeps configs/grafana-dashboard.json
 // in step with the metric names.
 func TestDashboardUsesOnlyDocumentedMetrics(t *testing.T) {
-	b, err := os.ReadFile("../../configs/grafana-dashboard.json")
+	b, err := os.ReadFile("../../../configs/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}

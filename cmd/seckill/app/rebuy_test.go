@@ -10,7 +10,7 @@ import (
 	"github.com/redis/rueidis"
 	"go.uber.org/zap/zaptest"
 
-	"seckill/internal/config"
+	"seckill/cmd/seckill/config"
 	"seckill/internal/sale"
 	"seckill/store"
 )

@@ -60,7 +60,7 @@ func TestTokenKeysFromTheEnvironment(t *testing.T) {
 }
 
 func TestShippedConfigsLoadAndValidate(t *testing.T) {
-	files, _ := filepath.Glob("../../configs/*.yaml")
+	files, _ := filepath.Glob("../../../configs/*.yaml")
 	if len(files) < 3 {
 		t.Fatalf("want dev.yaml, bench.yaml and prod.yaml in configs/, found %v", files)
 	}
@@ -109,7 +109,7 @@ func TestLoopbackCrowdsAreLimitedPerUserOutsideProduction(t *testing.T) {
 		return false
 	}
 	for _, f := range []string{"dev.yaml", "bench.yaml"} {
-		c, err := Load("../../configs/" + f)
+		c, err := Load("../../../configs/" + f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestLoopbackCrowdsAreLimitedPerUserOutsideProduction(t *testing.T) {
 			t.Errorf("%s: buyers must still be limited per user", f)
 		}
 	}
-	for name, c := range map[string]Config{"defaults": Default(), "prod.yaml": mustLoad(t, "../../configs/prod.yaml")} {
+	for name, c := range map[string]Config{"defaults": Default(), "prod.yaml": mustLoad(t, "../../../configs/prod.yaml")} {
 		r := c.Edge.Rate
 		if exempt(c) || r.IPPerSecond <= 0 || r.UserPerSecond <= 0 || r.UserSKULimit <= 0 || r.GateK <= 0 || c.Edge.MaxConnsPerIP <= 0 {
 			t.Errorf("%s: production limits must all be on and exempt nobody: %+v, max_conns_per_ip %d", name, r, c.Edge.MaxConnsPerIP)

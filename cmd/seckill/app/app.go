@@ -20,12 +20,12 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/admin"
+	"seckill/cmd/seckill/config"
 	"seckill/consumer"
 	"seckill/edge"
 	"seckill/engine"
 	"seckill/internal/blocklist"
 	"seckill/internal/catalog"
-	"seckill/internal/config"
 	"seckill/internal/lag"
 	"seckill/internal/obs"
 	"seckill/internal/results"

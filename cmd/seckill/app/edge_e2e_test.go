@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/config"
+	"seckill/cmd/seckill/config"
 	"seckill/internal/sale"
 	"seckill/internal/token"
 )

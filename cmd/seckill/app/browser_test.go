@@ -21,7 +21,7 @@ func artifacts(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("SECKILL_ARTIFACTS")
 	if dir == "" {
-		dir = filepath.Join("..", "..", "artifacts")
+		dir = filepath.Join("..", "..", "..", "artifacts")
 	}
 	dir = filepath.Join(dir, "screenshots")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -32,7 +32,7 @@ type composeService struct {
 
 func loadCompose(t *testing.T) composeFile {
 	t.Helper()
-	b, err := os.ReadFile("../../docker-compose.yml")
+	b, err := os.ReadFile("../../../docker-compose.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func loadCompose(t *testing.T) composeFile {
 // the environment overrides of the machine running the test.
 func loadProd(t *testing.T) Config {
 	t.Helper()
-	b, err := os.ReadFile("../../configs/prod.yaml")
+	b, err := os.ReadFile("../../../configs/prod.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
