@@ -86,9 +86,8 @@ func newTestClock(t time.Time) *testClock {
 	c.set(t)
 	return c
 }
-func (c *testClock) set(t time.Time)     { c.ns.Store(t.UnixNano()) }
-func (c *testClock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
-func (c *testClock) add(d time.Duration) { c.ns.Add(int64(d)) }
+func (c *testClock) set(t time.Time) { c.ns.Store(t.UnixNano()) }
+func (c *testClock) now() time.Time  { return time.Unix(0, c.ns.Load()) }
 
 // edgeEnv is one edge over a real Redis, served on an in-memory listener.
 type edgeEnv struct {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -184,7 +183,6 @@ type Client struct {
 	fails    atomic.Int64
 	openTill atomic.Int64 // unix nanos; circuit open before this
 	probing  atomic.Bool
-	reqs     sync.Pool
 }
 
 // NewClient returns a client for addr ("unix:///path.sock", "tcp://host:port").

@@ -204,8 +204,9 @@ func TestGateSetChangesTheRateAndKeepsTheStock(t *testing.T) {
 
 func TestInflightBoundsAndReleases(t *testing.T) {
 	f := NewInflight(2)
-	if !f.Acquire(1) || !f.Acquire(1) {
-		t.Fatal("two places under a bound of 2")
+	first, second := f.Acquire(1), f.Acquire(1)
+	if !first || !second {
+		t.Fatalf("two places under a bound of 2: first %v, second %v", first, second)
 	}
 	if f.Acquire(1) {
 		t.Fatal("a third attempt inside a bound of 2")
