@@ -9,7 +9,7 @@ import "seckill/internal/sale"
 //
 // Record is called on the buyer's request path and must not block:
 // implementations queue the step and write it in the background
-// (internal/reqlog does).
+// (package reqlog does).
 type RequestLog interface {
 	Record(m *sale.Message, state, remark string)
 }

@@ -2,7 +2,7 @@ package lua
 
 import _ "embed"
 
-// The reconciler's scripts (see internal/reconcile).
+// The reconciler's scripts (see package reconcile).
 
 // Ledger reads one SKU's counters atomically: see ledger.lua.
 //

@@ -1,6 +1,6 @@
-// Package lua embeds the Redis scripts of the stock engine. Each script's
-// header lists its KEYS, ARGV and return codes; callers load them once and
-// run them by SHA (rueidis.NewLuaScript falls back to EVAL on NOSCRIPT).
+// Package lua embeds the Redis scripts of the stock ledger (package stock).
+// Each script's header lists its KEYS, ARGV and return codes; callers load
+// them once and run them by SHA (rueidis.NewLuaScript falls back to EVAL on NOSCRIPT).
 package lua
 
 import _ "embed"

@@ -165,7 +165,7 @@ func (m *Monitor) markSoldOutAt(a, k int64, out bool, l []string, at time.Time) 
 	}
 }
 
-// HandleEvent records sold-out times as the engine publishes them, more
+// HandleEvent records sold-out times as the stock ledger publishes them, more
 // precisely than a sample can.
 func (m *Monitor) HandleEvent(e sale.Event) {
 	if e.SKU == 0 {

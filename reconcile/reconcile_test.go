@@ -37,7 +37,7 @@ type rig struct {
 }
 
 // through is Kafka's answer as a test sets it; lag.ConsumedThrough is
-// tested against kfake in internal/lag, and end to end in internal/app.
+// tested against kfake in internal/lag, and end to end in cmd/seckill/app.
 type through struct{ at time.Time }
 
 func (f *through) ConsumedThrough(context.Context) (time.Time, error) { return f.at, nil }

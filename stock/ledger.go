@@ -13,7 +13,7 @@ import (
 
 // The reconciler's and the rebuild's view of Redis: atomic counters, the
 // user records and claimed set, and the repairs that are provably safe (see
-// internal/reconcile for when each one is used).
+// package reconcile for when each one is used).
 
 var (
 	ledgerScript  = rueidis.NewLuaScript(lua.Ledger)

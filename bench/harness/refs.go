@@ -72,7 +72,7 @@ func (r insertRef) rate() float64 { return float64(r.Rows) / r.Took.Seconds() }
 
 const orderCols = "(order_no, request_no, activity_id, sku_id, user_id, quantity, unit_price_cents, amount_cents, status, trace_id, created_ms, updated_ms)"
 
-// orderTable is the store's seckill_order (internal/store/schema.go), with
+// orderTable is the store's seckill_order (store/schema.go), with
 // its unique keys: the reference pays for the same index maintenance.
 const orderTableMySQL = `CREATE TABLE seckill_order (
 	id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, order_no VARCHAR(80) NOT NULL, request_no VARCHAR(64) NOT NULL,

@@ -1,5 +1,5 @@
 // Package catalog keeps the list of activities and their SKUs: written to
-// the default Redis by preheat (the engine) and read by every part that must
+// the default Redis by preheat (the stock ledger) and read by every part that must
 // route a SKU (hot shard or not) or judge a request early (the edge). Reads
 // come from an in-memory snapshot swapped atomically, so the hot path takes
 // no lock; Load refreshes it (periodically and on activity events).

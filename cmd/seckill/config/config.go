@@ -34,7 +34,7 @@ type Config struct {
 	Reconcile reconcile.Config `yaml:"reconcile"`
 }
 
-// Metrics configures the sampled gauges (internal/monitor).
+// Metrics configures the sampled gauges (package monitor).
 type Metrics struct {
 	// SampleInterval is how often per-SKU stock and consumer lag are
 	// sampled. Default 1s.
