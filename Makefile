@@ -48,6 +48,7 @@ test:
 	echo "== MariaDB for tests: $$dsn"; \
 	echo "== go vet ./..."; \
 	$(GO) vet ./... || exit $$?; \
+	scripts/promtool-test.sh || exit $$?; \
 	echo "== go test $(TESTFLAGS) ./..."; \
 	$(GO) test $(TESTFLAGS) ./... || exit $$?; \
 	targets=$$($(GO) test -vet=off -list '^Fuzz' ./... | \
