@@ -49,6 +49,7 @@ test:
 	echo "== MariaDB for tests: $$dsn"; \
 	echo "== make lint (go vet, gofmt -l, staticcheck)"; \
 	$(MAKE) --no-print-directory lint || exit $$?; \
+	scripts/promtool-test.sh || exit $$?; \
 	echo "== go test $(TESTFLAGS) ./..."; \
 	$(GO) test $(TESTFLAGS) ./... || exit $$?; \
 	targets=$$($(GO) test -vet=off -list '^Fuzz' ./... | \

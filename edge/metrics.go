@@ -66,9 +66,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "HTTP requests answered by the edge, by route and status code.",
 		}, []string{"route", "status"}),
 		propagation: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "seckill_edge_soldout_propagation_seconds",
-			Help:    "Delay from a sold-out or available event's sender to this edge's flag (sender clock vs local clock).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5ms … 4s
+			Name: "seckill_edge_soldout_propagation_seconds",
+			Help: "Delay from a sold-out or available event's sender to this edge's flag (sender clock vs local clock).",
+			// 0.5ms … 4s, doubling, plus the 100ms bound the
+			// SeckillSoldOutPropagationSlow alert counts against.
+			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .1, .128, .256, .512, 1.024, 2.048, 4.096},
 		}),
 	}
 	blocklist := prometheus.NewGaugeVec(prometheus.GaugeOpts{

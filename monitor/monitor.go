@@ -1,8 +1,10 @@
 // Package monitor publishes the sale's state as Prometheus gauges, sampled
 // periodically from Redis, the orders database and Kafka: per SKU the
 // remaining, occupied and ordered units and the time it sold out, and the
-// consumer lag per partition. Series exist from the first scrape for every
-// SKU in the catalog (value 0 until the first sample).
+// consumer lag per partition, and whether each dependency (the Redis
+// deployments, the store) answers. Series exist from the first scrape for
+// every SKU in the catalog and every dependency (value 0 until the first
+// sample).
 //
 //	seckill_sku_remaining_units{activity,sku}    Redis remaining stock
 //	seckill_sku_occupied_units{activity,sku}     units held by tickets not (yet) ordered
@@ -11,6 +13,7 @@
 //	seckill_sku_sold_out_timestamp_seconds{activity,sku}  when remaining first reached 0 (0: not sold out)
 //	seckill_consumer_lag_messages{partition}     newest offset − committed offset of the consumer group
 //	seckill_monitor_errors_total{source}         failed samples (redis, store, kafka)
+//	seckill_dependency_up{dep}                   1 while the dependency answers a ping, 0 otherwise (redis.default, redis.hot, store)
 package monitor
 
 import (
@@ -28,6 +31,13 @@ import (
 	"seckill/store"
 )
 
+// Dependency is something the process needs, pinged at every sample:
+// seckill_dependency_up{dep=Name} is 1 while Ping succeeds, 0 otherwise.
+type Dependency struct {
+	Name string // e.g. "redis.default", "redis.hot", "store"
+	Ping func(context.Context) error
+}
+
 // Monitor samples every Interval. Safe for concurrent use.
 type Monitor struct {
 	stock *stock.Stock
@@ -40,13 +50,16 @@ type Monitor struct {
 	remaining, occupied, ordered, initial, soldAt *prometheus.GaugeVec
 	lagG                                          *prometheus.GaugeVec
 	errs                                          *prometheus.CounterVec
+	deps                                          []Dependency
+	up                                            *prometheus.GaugeVec
 
 	mu      sync.Mutex
 	soldOut map[[2]int64]bool
+	down    map[string]bool // dependencies whose last ping failed
 }
 
-// New registers the gauges on reg.
-func New(stock *stock.Stock, st store.Store, l *lag.Reader, every time.Duration, log *zap.Logger, reg prometheus.Registerer) *Monitor {
+// New registers the gauges on reg; deps are pinged at every sample.
+func New(stock *stock.Stock, st store.Store, l *lag.Reader, every time.Duration, log *zap.Logger, reg prometheus.Registerer, deps ...Dependency) *Monitor {
 	labels := []string{"activity", "sku"}
 	g := func(name, help string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
@@ -62,13 +75,19 @@ func New(stock *stock.Stock, st store.Store, l *lag.Reader, every time.Duration,
 			Help: "Messages of the orders topic not yet committed by the consumer group."}, []string{"partition"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_monitor_errors_total",
 			Help: "Samples that failed, by source."}, []string{"source"}),
-		soldOut: map[[2]int64]bool{},
+		deps: deps,
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_dependency_up",
+			Help: "1 while the dependency answered the last sample's ping, 0 otherwise."}, []string{"dep"}),
+		soldOut: map[[2]int64]bool{}, down: map[string]bool{},
 	}
 	for _, s := range []string{"redis", "store", "kafka"} {
 		m.errs.WithLabelValues(s)
 	}
+	for _, d := range deps {
+		m.up.WithLabelValues(d.Name)
+	}
 	if reg != nil {
-		reg.MustRegister(m.remaining, m.occupied, m.ordered, m.initial, m.soldAt, m.lagG, m.errs)
+		reg.MustRegister(m.remaining, m.occupied, m.ordered, m.initial, m.soldAt, m.lagG, m.errs, m.up)
 	}
 	m.declare()
 	return m
@@ -104,6 +123,7 @@ func (m *Monitor) Run(ctx context.Context) {
 func (m *Monitor) Sample(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, m.every+time.Second)
 	defer cancel()
+	m.ping(ctx)
 	m.declare()
 	for _, a := range m.stock.Catalog().Activities() {
 		for _, k := range a.SKUs {
@@ -143,6 +163,36 @@ func (m *Monitor) Sample(ctx context.Context) {
 			m.lagG.WithLabelValues(strconv.Itoa(int(p))).Set(float64(v))
 		}
 	}
+}
+
+// ping sets seckill_dependency_up for every dependency, pinging them in
+// parallel so that one that hangs does not delay the others' verdict. A
+// change of state is logged once, not every sample.
+func (m *Monitor) ping(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, m.every)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, d := range m.deps {
+		wg.Go(func() {
+			err := d.Ping(ctx)
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			switch {
+			case err != nil && !m.down[d.Name]:
+				m.down[d.Name] = true
+				m.log.Warn("dependency down", zap.String("dep", d.Name), zap.Error(err))
+			case err == nil && m.down[d.Name]:
+				delete(m.down, d.Name)
+				m.log.Info("dependency up again", zap.String("dep", d.Name))
+			}
+			if err != nil {
+				m.up.WithLabelValues(d.Name).Set(0)
+			} else {
+				m.up.WithLabelValues(d.Name).Set(1)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // markSoldOut records the first sample that saw the SKU sold out; a SKU

@@ -111,3 +111,53 @@ func TestGaugesFollowTheSale(t *testing.T) {
 		t.Fatalf("sold-out time %v, want the event's %v", v, at.Unix())
 	}
 }
+
+func TestDependencyUpFollowsEachPing(t *testing.T) {
+	r := testenv.StartRedis(t)
+	hot := testenv.StartRedis(t)
+	hc := hot.Client(t)
+	scfg := store.DefaultConfig()
+	scfg.DSN = filepath.Join(t.TempDir(), "s.db")
+	st, err := store.Open(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	stk, _ := stocktest.Stock(t, r)
+	reg := prometheus.NewRegistry()
+	m := New(stk, st, nil, time.Second, zaptest.NewLogger(t), reg,
+		Dependency{Name: "redis.hot", Ping: func(ctx context.Context) error { return hc.Do(ctx, hc.B().Ping().Build()).Error() }},
+		Dependency{Name: "store", Ping: st.Ping})
+	up := func(dep string) float64 {
+		t.Helper()
+		v, ok := gauge(t, reg, "seckill_dependency_up", map[string]string{"dep": dep})
+		if !ok {
+			t.Fatalf("no seckill_dependency_up{dep=%q}", dep)
+		}
+		return v
+	}
+	// Declared at 0 (not known to be up) before the first sample.
+	if up("redis.hot") != 0 || up("store") != 0 {
+		t.Fatal("the series must exist at 0 before the first sample")
+	}
+	ctx := context.Background()
+	m.Sample(ctx)
+	if up("redis.hot") != 1 || up("store") != 1 {
+		t.Fatalf("both answer: hot %v, store %v", up("redis.hot"), up("store"))
+	}
+
+	hot.Stop()
+	m.Sample(ctx)
+	if up("redis.hot") != 0 || up("store") != 1 {
+		t.Fatalf("hot shard stopped: hot %v, store %v", up("redis.hot"), up("store"))
+	}
+
+	if err := hot.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	m.Sample(ctx)
+	if up("redis.hot") != 1 || up("store") != 0 {
+		t.Fatalf("hot shard back, store closed: hot %v, store %v", up("redis.hot"), up("store"))
+	}
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deps.sh [--test] — installs the servers and tools `make run` needs, only
 # those that are missing: redis-server, mariadbd (+ mariadb-install-db) and
-# wrk; with --test also chromium (the browser tests of `make test`). When all
+# wrk; with --test also chromium (the browser tests of `make test`) and
+# promtool (Debian's prometheus package: the alert rule tests). When all
 # are present it does not touch apt at all. Debian/Ubuntu, as root (or with
 # sudo).
 set -euo pipefail
@@ -21,10 +22,11 @@ have redis-server || missing+=(redis-server)
 have wrk || missing+=(wrk)
 if [ "${1:-}" = --test ]; then
 	have chromium || missing+=(chromium)
+	have promtool || missing+=(prometheus)
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then
-	echo "deps: redis-server, mariadbd, wrk${1:+ and chromium} are installed"
+	echo "deps: redis-server, mariadbd, wrk${1:+, chromium and promtool} are installed"
 	exit 0
 fi
 

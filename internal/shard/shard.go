@@ -98,6 +98,10 @@ func (s *Set) For(hot bool) rueidis.Client {
 	return s.Default
 }
 
+// HotApart reports whether the hot-SKU shard is a deployment of its own
+// (otherwise Hot is the default Redis).
+func (s *Set) HotApart() bool { return s.sepHot }
+
 // Ping checks every deployment within ctx.
 func (s *Set) Ping(ctx context.Context) error {
 	if err := s.Default.Do(ctx, s.Default.B().Ping().Build()).Error(); err != nil {

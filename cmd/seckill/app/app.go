@@ -17,6 +17,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/rueidis"
 	"go.uber.org/zap"
 
 	"seckill/admin"
@@ -227,7 +228,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		} else {
 			log.Warn("no consumer lag reader", zap.Error(lerr))
 		}
-		s.Monitor = monitor.New(s.Stock, s.Store, s.Lag, cfg.Metrics.SampleInterval, log.Named("monitor"), s.Reg)
+		s.Monitor = monitor.New(s.Stock, s.Store, s.Lag, cfg.Metrics.SampleInterval, log.Named("monitor"), s.Reg, s.dependencies()...)
 		s.Admin = admin.New(cfg.Admin.Token, admin.Deps{Stock: s.Stock, Store: s.Store, Results: s.Results, Lag: s.Lag, Reconcile: s.jobs.reconciler(),
 			Blocklist: blocklist.NewStore(s.Shards.Default), BlocklistConfig: admin.BlocklistConfig{IPs: cfg.Edge.Blocklist.IPs, Users: cfg.Edge.Blocklist.Users}},
 			log.Named("admin"))
@@ -254,18 +255,32 @@ func (s *System) forwardEvent(e sale.Event) {
 	}
 }
 
-// ready is the edge's readiness beyond its own Redis check: the store and,
-// in sidecar mode, nothing more (the circuit breaker answers for it).
+// ready is the edge's readiness beyond its own Redis check: every
+// dependency (in sidecar mode nothing more: the circuit breaker answers for
+// the engine).
 func (s *System) ready(ctx context.Context) error {
-	if err := s.Shards.Ping(ctx); err != nil {
-		return err
-	}
-	if s.Store != nil {
-		if err := s.Store.Ping(ctx); err != nil {
-			return fmt.Errorf("store: %w", err)
+	for _, d := range s.dependencies() {
+		if err := d.Ping(ctx); err != nil {
+			return fmt.Errorf("%s: %w", d.Name, err)
 		}
 	}
 	return nil
+}
+
+// dependencies are the Redis deployments and the store: what readiness
+// checks and what the monitor reports as seckill_dependency_up{dep}.
+func (s *System) dependencies() []monitor.Dependency {
+	ping := func(c rueidis.Client) func(context.Context) error {
+		return func(ctx context.Context) error { return c.Do(ctx, c.B().Ping().Build()).Error() }
+	}
+	deps := []monitor.Dependency{{Name: "redis.default", Ping: ping(s.Shards.Default)}}
+	if s.Shards.HotApart() {
+		deps = append(deps, monitor.Dependency{Name: "redis.hot", Ping: ping(s.Shards.Hot)})
+	}
+	if s.Store != nil {
+		deps = append(deps, monitor.Dependency{Name: "store", Ping: s.Store.Ping})
+	}
+	return deps
 }
 
 // Preheat writes an activity to the database (activity, items, snapshot)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
 	"seckill/internal/sale"
 )
 
@@ -31,7 +33,7 @@ var documentedMetrics = []string{
 	"seckill_reconcile_drift", "seckill_reconcile_runs_total", "seckill_reconcile_repairs_total",
 	"seckill_reconcile_orphans_released_total", "seckill_reconcile_rebuilds_total",
 	"seckill_payment_closed_total", "seckill_payment_releases_total", "seckill_payment_releases_pending",
-	"seckill_reqlog_steps_total", "seckill_monitor_errors_total",
+	"seckill_reqlog_steps_total", "seckill_monitor_errors_total", "seckill_dependency_up",
 }
 
 func TestEveryDocumentedSignalIsOnMetricsFromTheStart(t *testing.T) {
@@ -57,9 +59,87 @@ func TestEveryDocumentedSignalIsOnMetricsFromTheStart(t *testing.T) {
 		`seckill_consumer_messages_total{outcome="dlq"} 0`,
 		`seckill_sku_remaining_units{activity="1",sku="1001"} 10`,
 		`seckill_reconcile_drift{activity="1",kind="ledger",sku="1001"} 0`,
+		// The cluster's three dependencies answered the sample's pings.
+		`seckill_dependency_up{dep="redis.default"} 1`,
+		`seckill_dependency_up{dep="redis.hot"} 1`,
+		`seckill_dependency_up{dep="store"} 1`,
 	} {
 		if !strings.Contains(body, series) {
 			t.Errorf("series %s missing before any traffic", series)
+		}
+	}
+	// A histogram bucket an alert rule counts against must exist.
+	for _, r := range alertRules(t) {
+		for _, m := range regexp.MustCompile(`(seckill_[a-z_]+_bucket)\{le="([^"]+)"\}`).FindAllStringSubmatch(r.Expr, -1) {
+			if series := m[1] + `{le="` + m[2] + `"}`; !strings.Contains(body, series) {
+				t.Errorf("alert %s counts %s, which is not on /metrics", r.Alert, series)
+			}
+		}
+	}
+}
+
+// alertRule is one rule of deploy/prometheus/alerts.yml.
+type alertRule struct {
+	Alert       string
+	Expr        string
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+func alertRules(t *testing.T) []alertRule {
+	t.Helper()
+	b, err := os.ReadFile("../../../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct{ Groups []struct{ Rules []alertRule } }
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	var rules []alertRule
+	for _, g := range f.Groups {
+		rules = append(rules, g.Rules...)
+	}
+	if len(rules) < 8 {
+		t.Fatalf("%d alert rules in deploy/prometheus/alerts.yml", len(rules))
+	}
+	return rules
+}
+
+// TestAlertRulesUseOnlyDocumentedMetrics keeps deploy/prometheus/alerts.yml
+// in step with the code: every metric a rule reads is a documented one (and
+// so on /metrics, by the test above), and every alert has a severity, a
+// summary, a description and a runbook section of its own in
+// docs/runbook.md. promtool (scripts/promtool-test.sh) tests what the rules
+// do; it cannot know which names the code exports.
+func TestAlertRulesUseOnlyDocumentedMetrics(t *testing.T) {
+	known := map[string]bool{}
+	for _, n := range documentedMetrics {
+		known[n] = true
+	}
+	runbook, err := os.ReadFile("../../../docs/runbook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`seckill_[a-z_]+`)
+	for _, r := range alertRules(t) {
+		for _, n := range re.FindAllString(r.Expr, -1) {
+			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")
+			if !known[base] {
+				t.Errorf("alert %s uses %s, which is not a documented metric", r.Alert, n)
+			}
+		}
+		if s := r.Labels["severity"]; s != "critical" && s != "warning" {
+			t.Errorf("alert %s: severity %q, want critical or warning", r.Alert, s)
+		}
+		if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+			t.Errorf("alert %s needs a summary and a description", r.Alert)
+		}
+		if want := "docs/runbook.md#" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+			t.Errorf("alert %s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+		}
+		if !strings.Contains(string(runbook), "\n## "+r.Alert+"\n") {
+			t.Errorf("docs/runbook.md has no section \"## %s\"", r.Alert)
 		}
 	}
 }
