@@ -509,7 +509,7 @@ func TestRestockRaisesInitialAndAvailable(t *testing.T) {
 		}
 		wantStock(t, s, 1, 10, 5, 3)
 		out := save(t, s, msg("r3", 1, 10, 102))
-		wantOutcomes(t, out, Outcome{RequestNo: "r3", Kind: Created, OrderNo: sale.OrderNo("r3")})
+		wantOutcomes(t, out, Outcome{RequestNo: "r3", Kind: Created, OrderNo: testenv.OrderNo("r3")})
 		if err := s.Restock(context.Background(), 1, 99, 3); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("restock of an unknown sku: %v", err)
 		}
