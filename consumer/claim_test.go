@@ -49,7 +49,7 @@ func TestBatchClaimsRouteHotSKUsToTheirShard(t *testing.T) {
 				}
 				continue
 			}
-			if e.State != sale.ResultSuccess || e.OrderNo != sale.OrderNo(m.RequestNo) {
+			if e.State != sale.ResultSuccess || e.OrderNo != testenv.OrderNo(m.RequestNo) {
 				t.Errorf("hot ticket of user %d: %+v, want SUCCESS", m.UserID, e)
 			}
 		}

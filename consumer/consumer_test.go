@@ -233,7 +233,7 @@ func TestTicketsBecomeOrders(t *testing.T) {
 		c := r.start(t)
 		for _, m := range msgs {
 			e := r.result(t, m.RequestNo)
-			if e.State != sale.ResultSuccess || e.OrderNo != sale.OrderNo(m.RequestNo) || e.Owner != m.UserID {
+			if e.State != sale.ResultSuccess || e.OrderNo != testenv.OrderNo(m.RequestNo) || e.Owner != m.UserID {
 				t.Errorf("result of %s = %+v", m.RequestNo, e)
 			}
 			o, err := r.st.OrderByRequest(context.Background(), m.RequestNo)
@@ -301,7 +301,7 @@ func TestRedeliveredMessageMakesOneOrder(t *testing.T) {
 		if err != nil || sn.Sold != 1 {
 			t.Errorf("snapshot %+v, %v; want 1 sold", sn, err)
 		}
-		if e := r.result(t, m.RequestNo); e.State != sale.ResultSuccess || e.OrderNo != sale.OrderNo(m.RequestNo) {
+		if e := r.result(t, m.RequestNo); e.State != sale.ResultSuccess || e.OrderNo != testenv.OrderNo(m.RequestNo) {
 			t.Errorf("result after redelivery %+v", e)
 		}
 	})
@@ -477,7 +477,7 @@ func TestSecondTicketOfAUserWithAnOrderIsAnsweredWithThatOrder(t *testing.T) {
 		second := r.occupy(t, skuID, 8)
 		r.produce(t, second)
 		e := r.result(t, second.RequestNo)
-		if e.State != sale.ResultSuccess || e.OrderNo != sale.OrderNo(first.RequestNo) {
+		if e.State != sale.ResultSuccess || e.OrderNo != testenv.OrderNo(first.RequestNo) {
 			t.Errorf("second ticket %+v, want SUCCESS with the first order", e)
 		}
 		eventually(t, "second ticket released", func() bool {

@@ -2,39 +2,34 @@ package edge
 
 import (
 	"context"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
 	"seckill/internal/sale"
 )
 
-// ledger is the test's stand-in for the stock ledger's answer.
-type ledger struct {
-	soldOut atomic.Bool
-	checks  atomic.Int64
-}
-
-func (l *ledger) check(_ context.Context, activity, sku int64) (bool, error) {
-	l.checks.Add(1)
-	return l.soldOut.Load(), nil
-}
-
 // gatedLedger answers each check only when the test says so, so that the
 // test knows when the checker re-validated a flag instead of guessing it
 // from the ticker's period.
 type gatedLedger struct {
-	asked   chan struct{} // a check is waiting for its answer
-	answers chan bool     // the next check's answer: sold out or not
+	asked   chan int64 // the SKU a check is waiting for its answer about
+	answers chan bool  // the next check's answer: sold out or not
+
+	mu     sync.Mutex
+	checks map[int64]int // checks asked per SKU, answered or not
 }
 
 func newGatedLedger() *gatedLedger {
-	return &gatedLedger{asked: make(chan struct{}, 1), answers: make(chan bool, 1)}
+	return &gatedLedger{asked: make(chan int64, 1), answers: make(chan bool, 1), checks: map[int64]int{}}
 }
 
 func (l *gatedLedger) check(ctx context.Context, activity, sku int64) (bool, error) {
+	l.mu.Lock()
+	l.checks[sku]++
+	l.mu.Unlock()
 	select {
-	case l.asked <- struct{}{}:
+	case l.asked <- sku:
 	default: // a check that timed out already said so
 	}
 	select {
@@ -47,15 +42,31 @@ func (l *gatedLedger) check(ctx context.Context, activity, sku int64) (bool, err
 	}
 }
 
+// checked is the number of checks asked about sku so far.
+func (l *gatedLedger) checked(sku int64) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checks[sku]
+}
+
+// ask waits for the checker to ask and returns the SKU it asks about,
+// leaving the check waiting for its answer.
+func (l *gatedLedger) ask(t *testing.T) int64 {
+	t.Helper()
+	select {
+	case sku := <-l.asked:
+		return sku
+	case <-time.After(5 * time.Second):
+		t.Fatal("timed out waiting for a sold-out check")
+		return 0
+	}
+}
+
 // answer waits for the checker to ask and answers soldOut; it returns a
 // time no later than the moment the checker got the answer.
 func (l *gatedLedger) answer(t *testing.T, soldOut bool) time.Time {
 	t.Helper()
-	select {
-	case <-l.asked:
-	case <-time.After(5 * time.Second):
-		t.Fatal("timed out waiting for a sold-out check")
-	}
+	l.ask(t)
 	at := time.Now()
 	l.answers <- soldOut
 	return at
@@ -115,17 +126,47 @@ func TestCheckedSoldOutFlagOutlivesItsTTLWhileTheSKUIsSoldOut(t *testing.T) {
 }
 
 func TestAvailableEventWinsOverAnInFlightCheck(t *testing.T) {
-	l := &ledger{}
-	l.soldOut.Store(true)
-	e := newEdge(t, withConfig(func(c *Config) { c.SoldOutTTL = 100 * time.Millisecond }), withOptions(WithStockCheck(l.check)))
+	// The race: the checker asks the ledger about a flagged SKU; while the
+	// check is out, the stock comes back and the available event drops the
+	// flag; then the check answers what the ledger held before: sold out.
+	// That late answer must not raise the flag again. The flag's TTL is
+	// long, so a wrongly raised flag is still there when the test looks.
+	const ttl = 2 * time.Second
+	l := newGatedLedger()
+	e := newEdge(t, withConfig(func(c *Config) {
+		c.SoldOutTTL = ttl
+		c.RedisTimeout = time.Minute // the check waits for the test's answer, not a timeout
+	}), withOptions(WithStockCheck(l.check)))
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
-	e.srv.flags.Wait()
+	if sku := l.ask(t); sku != 1001 {
+		t.Fatalf("the checker asked about SKU %d, want 1001", sku)
+	}
+	// The check of 1001 is now in flight, blocked in the ledger.
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventAvailable, Activity: 7, SKU: 1001})
-	// The ledger still (wrongly) says sold out; the checker must not raise
-	// a flag the event dropped.
-	time.Sleep(300 * time.Millisecond)
+	if e.srv.soldOut(1001, 7) {
+		t.Fatal("the available event left the flag up")
+	}
+	l.answers <- true // the late answer: sold out
+	// The checker reads one SKU at a time: once it asks about another SKU
+	// it has applied the late answer about 1001.
+	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1002})
+	if sku := l.ask(t); sku != 1002 {
+		t.Fatalf("the checker asked about SKU %d after the late answer, want 1002", sku)
+	}
+	if n := l.checked(1001); n != 1 {
+		t.Fatalf("the ledger was checked %d times about SKU 1001, want exactly the one in flight", n)
+	}
 	e.srv.flags.Wait()
 	if e.srv.soldOut(1001, 7) {
-		t.Fatal("the checker raised a flag that an available event had dropped")
+		t.Fatal("the in-flight check's late sold-out answer raised a flag the available event had dropped")
+	}
+	if _, tracked := e.srv.flagged.m.Load(int64(1001)); tracked {
+		t.Fatal("the checker tracks SKU 1001 again after the available event")
+	}
+	if r := e.order("5", `{"skuId":1001}`); r.status != 200 {
+		t.Fatalf("a buyer after the stock came back: %d %s", r.status, r.raw)
+	}
+	if n := e.eng.calls.Load(); n != 1 {
+		t.Fatalf("engine calls %d, want 1", n)
 	}
 }

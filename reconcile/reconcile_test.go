@@ -539,7 +539,7 @@ func (r *rig) closedOrder(t *testing.T, sku, user int64) sale.Message {
 	t.Helper()
 	ctx := context.Background()
 	m := r.order(t, sku, user)
-	if _, closed, err := r.st.CloseOrder(ctx, sale.OrderNo(m.RequestNo), time.Now().Add(time.Hour)); err != nil || !closed {
+	if _, closed, err := r.st.CloseOrder(ctx, testenv.OrderNo(m.RequestNo), time.Now().Add(time.Hour)); err != nil || !closed {
 		t.Fatalf("close: %v %v", closed, err)
 	}
 	if out, err := r.stock.ReleaseClosed(ctx, &m); err != nil || out != stock.Released {

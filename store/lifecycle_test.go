@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"seckill/internal/sale"
+	"seckill/internal/testenv"
 )
 
 var (
@@ -76,14 +77,14 @@ func TestPayAndCloseNeverBothWin(t *testing.T) {
 				cerr     error
 			)
 			start := make(chan struct{})
-			wg.Go(func() { <-start; po, perr = s.PayOrder(ctx, sale.OrderNo(req), int64(1000+i), past) })
-			wg.Go(func() { <-start; _, didClose, cerr = s.CloseOrder(ctx, sale.OrderNo(req), future) })
+			wg.Go(func() { <-start; po, perr = s.PayOrder(ctx, testenv.OrderNo(req), int64(1000+i), past) })
+			wg.Go(func() { <-start; _, didClose, cerr = s.CloseOrder(ctx, testenv.OrderNo(req), future) })
 			close(start)
 			wg.Wait()
 			if perr != nil || cerr != nil {
 				t.Fatalf("round %d: pay %v, close %v", i, perr, cerr)
 			}
-			final, err := s.Order(ctx, sale.OrderNo(req))
+			final, err := s.Order(ctx, testenv.OrderNo(req))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +184,7 @@ func TestRequestHistoryTellsTheStory(t *testing.T) {
 		m := msg(rn, 1, 10, 100)
 		save(t, s, m)
 		if err := s.LogRequests(ctx, []LogEntry{{RequestNo: rn, ActivityID: 1, SKUID: 10, UserID: 100, Quantity: 1,
-			Status: StatusSuccess, OrderNo: sale.OrderNo(rn)}}); err != nil {
+			Status: StatusSuccess, OrderNo: testenv.OrderNo(rn)}}); err != nil {
 			t.Fatal(err)
 		}
 		evs, err := s.RequestEvents(ctx, rn)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -350,32 +351,53 @@ func TestRequestLogUpserts(t *testing.T) {
 }
 
 func TestConcurrentBatchesNeverOversell(t *testing.T) {
+	// Each SKU is oversubscribed six times over (60 distinct buyers for 10
+	// units) and every buyer sends three tickets per SKU from different
+	// workers, so concurrent batches race both on the snapshot's stock and
+	// on one buyer's order. The expectations are counted here, from the
+	// outcomes and the orders, not read from the store's own totals.
 	runTest(t, func(t *testing.T, r runner) {
 		const (
-			stock   = 50
+			stock   = 10
+			users   = 60 // distinct buyers per SKU
 			workers = 6
-			batches = 8
+			repeats = 3 // tickets per buyer per SKU, each from another worker
 			size    = 10
 		)
+		skus := []int64{10, 11}
 		s := r.open(t)
 		put(t, s, activity(1, sale.SKU{ID: 10, Stock: stock}, sale.SKU{ID: 11, Stock: stock}))
+		type ticket struct {
+			sku, user int64
+			out       Outcome
+		}
 		var (
 			wg        sync.WaitGroup
-			created   atomic.Int64
+			mu        sync.Mutex
+			tickets   []ticket
 			rollbacks atomic.Int64
 		)
 		for w := range workers {
+			// Worker w sends buyers w*10 … w*10+29 (mod 60) on both SKUs:
+			// every buyer is in exactly three workers' share. Each share
+			// goes in buyer order, so three workers open with buyers 0-4:
+			// the same buyers race from the first batches on.
+			share := make([]int64, 0, users*repeats/workers)
+			for k := range users * repeats / workers {
+				share = append(share, int64((w*size+k)%users))
+			}
+			slices.Sort(share)
+			var mine []sale.Message
+			for _, u := range share {
+				for _, sku := range skus {
+					mine = append(mine, msg(fmt.Sprintf("w%d-s%d-u%d", w, sku, u), 1, sku, u))
+				}
+			}
 			wg.Go(func() {
-				for b := range batches {
-					var msgs []sale.Message
-					for i := range size {
-						// Users overlap between workers, so the same user
-						// races on one SKU from several batches; SKUs
-						// alternate, so batches lock both snapshot rows.
-						u := int64((b*size + i) % 60)
-						req := fmt.Sprintf("w%d-b%d-i%d", w, b, i)
-						msgs = append(msgs, msg(req, 1, 10+int64(i%2), u))
-					}
+				for len(mine) > 0 {
+					n := min(size, len(mine))
+					msgs := mine[:n]
+					mine = mine[n:]
 					var (
 						out []Outcome
 						err error
@@ -390,30 +412,75 @@ func TestConcurrentBatchesNeverOversell(t *testing.T) {
 						t.Errorf("SaveBatch kept failing: %v", err)
 						return
 					}
-					for _, o := range out {
-						if o.Kind == Created {
-							created.Add(1)
-						}
+					mu.Lock()
+					for i, o := range out {
+						tickets = append(tickets, ticket{msgs[i].SKUID, msgs[i].UserID, o})
 					}
+					mu.Unlock()
 				}
 			})
 		}
 		wg.Wait()
 		t.Logf("%d batches rolled back and retried", rollbacks.Load())
-		var total int64
-		for _, sku := range []int64{10, 11} {
-			sn := snapshot(t, s, 1, sku)
-			n, units, err := s.CountOrders(context.Background(), 1, sku)
+		if want := len(skus) * users * repeats; len(tickets) != want {
+			t.Fatalf("%d outcomes, want %d", len(tickets), want)
+		}
+		for _, sku := range skus {
+			// One order per buyer: at most one Created ticket each, and
+			// every other ticket of a buyer with an order is a Duplicate
+			// naming it; a buyer without one was refused SoldOut.
+			orderOf := map[int64]string{}
+			kinds := map[OutcomeKind]int{}
+			for _, tk := range tickets {
+				if tk.sku != sku {
+					continue
+				}
+				kinds[tk.out.Kind]++
+				if tk.out.Kind == Created {
+					if prev, ok := orderOf[tk.user]; ok {
+						t.Errorf("sku %d: user %d got two orders, %s and %s", sku, tk.user, prev, tk.out.OrderNo)
+					}
+					orderOf[tk.user] = tk.out.OrderNo
+				}
+			}
+			if kinds[Created] != stock || len(orderOf) != stock {
+				t.Errorf("sku %d: %d tickets Created for %d users, want exactly %d (outcomes %v)",
+					sku, kinds[Created], len(orderOf), stock, kinds)
+			}
+			for _, tk := range tickets {
+				if tk.sku != sku || tk.out.Kind == Created {
+					continue
+				}
+				order, has := orderOf[tk.user]
+				switch {
+				case has && (tk.out.Kind != Duplicate || tk.out.OrderNo != order):
+					t.Errorf("sku %d: user %d holds order %s, another ticket got %+v", sku, tk.user, order, tk.out)
+				case !has && tk.out.Kind != SoldOut:
+					t.Errorf("sku %d: user %d without an order got %+v, want SoldOut", sku, tk.user, tk.out)
+				}
+			}
+			// The database agrees: the snapshot is empty and the orders are
+			// exactly the Created tickets, one per user.
+			sn, orders, err := s.Ledger(context.Background(), 1, sku)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sn.Available < 0 || units > stock || units != sn.Sold || sn.Available+sn.Sold != stock {
-				t.Errorf("sku %d: snapshot %+v, %d orders holding %d units", sku, sn, n, units)
+			if sn.Initial != stock || sn.Available != 0 || sn.Sold != stock {
+				t.Errorf("sku %d: snapshot %+v, want initial %d, available 0, sold %d", sku, sn, stock, stock)
 			}
-			total += n
-		}
-		if total != created.Load() {
-			t.Errorf("%d orders in the database, %d reported Created", total, created.Load())
+			if len(orders) != stock {
+				t.Errorf("sku %d: %d orders in the database, want %d", sku, len(orders), stock)
+			}
+			seen := map[int64]bool{}
+			for _, o := range orders {
+				if seen[o.UserID] {
+					t.Errorf("sku %d: user %d has two orders in the database", sku, o.UserID)
+				}
+				seen[o.UserID] = true
+				if _, ok := orderOf[o.UserID]; !ok || o.Quantity != 1 || !o.Live() {
+					t.Errorf("sku %d: order %+v is not one of the Created tickets", sku, o)
+				}
+			}
 		}
 	})
 }
@@ -442,7 +509,7 @@ func TestRestockRaisesInitialAndAvailable(t *testing.T) {
 		}
 		wantStock(t, s, 1, 10, 5, 3)
 		out := save(t, s, msg("r3", 1, 10, 102))
-		wantOutcomes(t, out, Outcome{RequestNo: "r3", Kind: Created, OrderNo: sale.OrderNo("r3")})
+		wantOutcomes(t, out, Outcome{RequestNo: "r3", Kind: Created, OrderNo: testenv.OrderNo("r3")})
 		if err := s.Restock(context.Background(), 1, 99, 3); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("restock of an unknown sku: %v", err)
 		}

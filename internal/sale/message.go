@@ -74,8 +74,9 @@ func DecodeMessage(b []byte) (Message, error) {
 	return m, nil
 }
 
-// OrderNo derives the order number from the ticket, so that a redelivered
-// message always names the same order.
+// OrderNo is the number of the order made from ticket requestNo: "O"
+// followed by the requestNo (README, "Numbers"). Derived, not drawn, so
+// that a redelivered message always names the same order.
 func OrderNo(requestNo string) string { return "O" + requestNo }
 
 func truncate(b []byte, n int) string {

@@ -6,9 +6,11 @@ import (
 	"time"
 )
 
-// RequestNos hands out ticket numbers: 19-digit decimals made of a
-// millisecond timestamp, a node id (0-1023) and a per-millisecond sequence,
-// unique across nodes with distinct ids and sortable by time. It is safe for
+// RequestNos hands out ticket numbers: positive decimals of at most 19
+// digits (18 until mid-2031), ms<<22 | node<<12 | seq with ms the
+// milliseconds since 2024-01-01 UTC, node the node id (0-1023) and seq a
+// per-millisecond sequence (README, "Numbers"): unique across nodes with
+// distinct ids and sortable by time. It is safe for
 // concurrent use and takes no lock.
 type RequestNos struct {
 	node  int64

@@ -296,7 +296,7 @@ func testFlashSale(t *testing.T, m mode) {
 		for {
 			r := c.result(t, rn, u)
 			if r.Code == sale.ResultSuccess {
-				if r.OrderNo != sale.OrderNo(rn) {
+				if r.OrderNo != testenv.OrderNo(rn) || !testenv.OrderNoPattern.MatchString(r.OrderNo) {
 					t.Fatalf("ticket %s: orderNo %q", rn, r.OrderNo)
 				}
 				success++

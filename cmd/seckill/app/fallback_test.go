@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"seckill/internal/sale"
+	"seckill/internal/testenv"
 )
 
 // A buyer whose result Redis lost (restart without persistence) still reads
@@ -31,7 +32,8 @@ func TestResultSurvivesRedisLosingIt(t *testing.T) {
 	if err := c.redis.Do(t, "DEL", sale.ResultKey(a.RequestNo)).Error(); err != nil {
 		t.Fatal(err)
 	}
-	if r := c.result(t, a.RequestNo, 77); r.Code != sale.ResultSuccess || r.OrderNo != sale.OrderNo(a.RequestNo) {
+	if r := c.result(t, a.RequestNo, 77); r.Code != sale.ResultSuccess || r.OrderNo != testenv.OrderNo(a.RequestNo) ||
+		!testenv.OrderNoPattern.MatchString(r.OrderNo) {
 		t.Fatalf("after Redis lost the result: %+v, want SUCCESS with the order from the database", r)
 	}
 	if r := c.result(t, a.RequestNo, 78); r.Status != 404 {
@@ -39,7 +41,7 @@ func TestResultSurvivesRedisLosingIt(t *testing.T) {
 	}
 	// The buyer page's result stream falls back the same way.
 	if status, body := stream(t, c.base+"/api/v1/flash-sale/result/"+a.RequestNo+"/events", 77); status != 200 ||
-		!strings.Contains(body, `"code":"SUCCESS"`) || !strings.Contains(body, sale.OrderNo(a.RequestNo)) {
+		!strings.Contains(body, `"code":"SUCCESS"`) || !strings.Contains(body, testenv.OrderNo(a.RequestNo)) {
 		t.Fatalf("the stream after Redis lost the result: %d %s", status, body)
 	}
 	if status, _ := stream(t, c.base+"/api/v1/flash-sale/result/"+a.RequestNo+"/events", 78); status != 404 {

@@ -45,7 +45,14 @@ func eachStore(t *testing.T, f func(t *testing.T, driver string)) {
 
 func startLedgerSys(t *testing.T, driver string, tweak func(*config.Config), opts ...Option) *ledgerSys {
 	t.Helper()
-	l := &ledgerSys{redis: testenv.StartRedis(t)}
+	return startLedgerSysOn(t, testenv.StartRedis(t), driver, tweak, opts...)
+}
+
+// startLedgerSysOn is startLedgerSys on a Redis the test started (with
+// persistence, say).
+func startLedgerSysOn(t *testing.T, r *testenv.Redis, driver string, tweak func(*config.Config), opts ...Option) *ledgerSys {
+	t.Helper()
+	l := &ledgerSys{redis: r}
 	k := testenv.StartKafka(t, 2)
 	cfg := config.Default()
 	cfg.Log.Format = "console"

@@ -1,0 +1,183 @@
+package stock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"seckill/internal/sale"
+)
+
+// TestBatchScriptAgainstHandComputedBatches checks occupy_batch.lua against
+// expectations worked out by hand from its documented rules (the header of
+// lua/occupy_batch.lua and README "The life of a ticket": status and window,
+// then the user's record, then the per-user limit, then the on-call mark and
+// the stock), not against occupy.lua: a rule broken in both scripts alike
+// passes TestBatchScriptAnswersLikeOneCallPerBuyer but not this table. Codes are the documented
+// strings, and the books are read from Redis by the key names of DESIGN §5.
+func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
+	const a, b, c, d = 1, 2, 3, 4 // buyers
+	type want struct {
+		code      string
+		remaining int64
+		holder    string
+	}
+	now := time.Now()
+	tests := []struct {
+		name         string
+		stock, limit int64
+		tweak        func(*sale.Activity)
+		before       []Buyer // an earlier call's buyers, all OK
+		mark         bool    // the on-call sold-out mark, set after before
+		buyers       []Buyer
+		want         []want
+		remaining    int64            // the stock key after the call
+		sold         int64            // the sold key
+		users        map[int64]string // the users hash: userId -> requestNo
+	}{
+		{
+			name:  "stock 3 sells to a, b and c; a's second ticket is a duplicate of its first; d finds it sold out",
+			stock: 3, limit: 1,
+			buyers:    []Buyer{{a, "ra", 1}, {b, "rb", 1}, {a, "ra2", 1}, {c, "rc", 1}, {d, "rd", 1}},
+			want:      []want{{"OK", 2, "ra"}, {"OK", 1, "rb"}, {"DUPLICATE", -1, "ra"}, {"OK", 0, "rc"}, {"SOLD_OUT", 0, ""}},
+			remaining: 0, sold: 3, users: map[int64]string{a: "ra", b: "rb", c: "rc"},
+		},
+		{
+			name:  "a quantity above the per-user limit takes nothing and does not bar the buyer's next ticket",
+			stock: 10, limit: 2,
+			buyers:    []Buyer{{a, "ra", 3}, {b, "rb", 2}, {a, "ra2", 1}, {c, "rc", 5}},
+			want:      []want{{"OVER_LIMIT", -1, ""}, {"OK", 8, "rb"}, {"OK", 7, "ra2"}, {"OVER_LIMIT", -1, ""}},
+			remaining: 7, sold: 3, users: map[int64]string{b: "rb", a: "ra2"},
+		},
+		{
+			name:  "a quantity above what remains is sold out, and a smaller one after it still fits",
+			stock: 4, limit: 3,
+			buyers:    []Buyer{{a, "ra", 3}, {b, "rb", 2}, {c, "rc", 1}, {d, "rd", 1}},
+			want:      []want{{"OK", 1, "ra"}, {"SOLD_OUT", 1, ""}, {"OK", 0, "rc"}, {"SOLD_OUT", 0, ""}},
+			remaining: 0, sold: 4, users: map[int64]string{a: "ra", c: "rc"},
+		},
+		{
+			name:  "a buyer holding a ticket from an earlier call is a duplicate of it, even over the limit",
+			stock: 5, limit: 1,
+			before:    []Buyer{{a, "r0", 1}},
+			buyers:    []Buyer{{a, "ra", 2}, {b, "rb", 1}, {b, "rb2", 1}},
+			want:      []want{{"DUPLICATE", -1, "r0"}, {"OK", 3, "rb"}, {"DUPLICATE", -1, "rb"}},
+			remaining: 3, sold: 2, users: map[int64]string{a: "r0", b: "rb"},
+		},
+		{
+			name:  "the on-call mark sells nothing with stock left; a duplicate and an over-limit keep their codes",
+			stock: 5, limit: 1,
+			before:    []Buyer{{a, "r0", 1}},
+			mark:      true,
+			buyers:    []Buyer{{b, "rb", 1}, {a, "ra", 1}, {c, "rc", 2}},
+			want:      []want{{"SOLD_OUT", 0, ""}, {"DUPLICATE", -1, "r0"}, {"OVER_LIMIT", -1, ""}},
+			remaining: 4, sold: 1, users: map[int64]string{a: "r0"},
+		},
+		{
+			name:  "before the window opens nothing sells",
+			stock: 5, limit: 1,
+			tweak:     func(x *sale.Activity) { x.Start, x.End = now.Add(time.Hour), now.Add(2*time.Hour) },
+			buyers:    []Buyer{{a, "ra", 1}, {b, "rb", 1}},
+			want:      []want{{"NOT_OPEN", -1, ""}, {"NOT_OPEN", -1, ""}},
+			remaining: 5, sold: 0, users: map[int64]string{},
+		},
+		{
+			name:  "after the window ends nothing sells",
+			stock: 5, limit: 1,
+			tweak:     func(x *sale.Activity) { x.Start, x.End = now.Add(-2*time.Hour), now.Add(-time.Second) },
+			buyers:    []Buyer{{a, "ra", 1}, {b, "rb", 1}},
+			want:      []want{{"ENDED", -1, ""}, {"ENDED", -1, ""}},
+			remaining: 5, sold: 0, users: map[int64]string{},
+		},
+		{
+			name:  "an offline activity sells nothing inside its window",
+			stock: 5, limit: 1,
+			tweak:     func(x *sale.Activity) { x.State = sale.StateOffline },
+			buyers:    []Buyer{{a, "ra", 1}, {b, "rb", 1}},
+			want:      []want{{"NOT_OPEN", -1, ""}, {"NOT_OPEN", -1, ""}},
+			remaining: 5, sold: 0, users: map[int64]string{},
+		},
+	}
+	r := newRig(t)
+	rdb := r.def.Client(t)
+	ctx := context.Background()
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			act := activity(int64(100+i), int64(1000+i), tc.stock, false)
+			act.SKUs[0].LimitPerUser = tc.limit
+			if tc.tweak != nil {
+				tc.tweak(&act)
+			}
+			pa, k := r.preheat(t, act)
+			if len(tc.before) > 0 {
+				got, err := r.stock.OccupyBatch(ctx, pa, k, tc.before, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j, g := range got {
+					if g.Code != "OK" {
+						t.Fatalf("earlier buyer %d: %+v", j, g)
+					}
+				}
+			}
+			if tc.mark {
+				if err := r.stock.SetSoldOut(ctx, act.ID, k.ID, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := r.stock.OccupyBatch(ctx, pa, k, tc.buyers, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d answers for %d buyers", len(got), len(tc.buyers))
+			}
+			for j, w := range tc.want {
+				if g := got[j]; g.Code != w.code || g.Remaining != w.remaining || g.Holder != w.holder {
+					t.Errorf("buyer %d %+v: %+v, want %+v", j, tc.buyers[j], g, w)
+				}
+			}
+			// DESIGN §5: sk:{a<activity>:s<sku>}:stock, :sold, :users.
+			p := fmt.Sprintf("sk:{a%d:s%d}:", act.ID, k.ID)
+			get := func(key string) int64 {
+				t.Helper()
+				n, err := rdb.Do(ctx, rdb.B().Get().Key(p+key).Build()).AsInt64()
+				if err != nil {
+					t.Fatalf("GET %s%s: %v", p, key, err)
+				}
+				return n
+			}
+			if rem, sold := get("stock"), get("sold"); rem != tc.remaining || sold != tc.sold {
+				t.Errorf("remaining %d sold %d, want %d and %d", rem, sold, tc.remaining, tc.sold)
+			}
+			users, err := rdb.Do(ctx, rdb.B().Hgetall().Key(p+"users").Build()).AsStrMap()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{}
+			for u, rn := range tc.users {
+				want[strconv.FormatInt(u, 10)] = rn
+			}
+			if fmt.Sprint(users) != fmt.Sprint(want) {
+				t.Errorf("users %v, want %v", users, want)
+			}
+		})
+	}
+	t.Run("an activity never preheated (or lost by Redis) is missing for every buyer", func(t *testing.T) {
+		act := activity(99, 999, 5, false)
+		got, err := r.stock.OccupyBatch(ctx, &act, &act.SKUs[0], []Buyer{{a, "ra", 1}, {b, "rb", 1}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, g := range got {
+			if g != (OccupyResult{Code: "MISSING", Remaining: -1}) {
+				t.Errorf("buyer %d: %+v, want MISSING", j, g)
+			}
+		}
+		if n, err := rdb.Do(ctx, rdb.B().Exists().Key("sk:{a99:s999}:stock", "sk:{a99:s999}:users").Build()).AsInt64(); err != nil || n != 0 {
+			t.Errorf("a missing SKU's keys were written: %d (%v)", n, err)
+		}
+	})
+}
