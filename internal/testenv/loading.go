@@ -74,17 +74,23 @@ func (r *Redis) Shutdown() {
 // loads); Loading reports when loading ends. Later restarts (Start) load
 // at full speed again.
 func (r *Redis) RestartLoading(d time.Duration) error {
-	keys, err := r.persist()
+	keys, err := r.Persist()
 	if err != nil {
 		return err
 	}
 	r.Shutdown()
 	saved := r.Args
-	r.Args = append(append([]string(nil), saved...), "--key-load-delay", strconv.Itoa(loadDelay(d, keys)),
-		"--loading-process-events-interval-bytes", "1024")
+	r.Args = append(append([]string(nil), saved...), SlowLoadArgs(d, keys)...)
 	err = r.Start()
 	r.Args = saved
 	return err
+}
+
+// SlowLoadArgs are the redis-server arguments that make loading a dataset
+// of keys keys (as Persist writes it) take about d, answering LOADING to
+// clients meanwhile.
+func SlowLoadArgs(d time.Duration, keys int) []string {
+	return []string{"--key-load-delay", strconv.Itoa(loadDelay(d, keys)), "--loading-process-events-interval-bytes", "1024"}
 }
 
 // loadDelay is the key-load-delay that makes loading keys keys take about
@@ -108,8 +114,10 @@ func loadDelay(d time.Duration, keys int) int {
 	}
 }
 
-// persist writes the dataset out and returns its number of keys.
-func (r *Redis) persist() (int, error) {
+// Persist writes the dataset out so that a restart loads it key by key
+// (BGREWRITEAOF, which leaves an RDB base, with the append-only file on;
+// SAVE otherwise) and returns its number of keys over every database.
+func (r *Redis) Persist() (int, error) {
 	info, err := r.info("persistence")
 	if err != nil {
 		return 0, err
