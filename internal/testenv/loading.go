@@ -32,22 +32,30 @@ const FillDB = 15
 // Fill writes n filler keys of size bytes each into database FillDB.
 func (r *Redis) Fill(t testing.TB, n, size int) {
 	t.Helper()
+	if err := r.fill(0, n, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fill writes filler keys from..to-1.
+func (r *Redis) fill(from, to, size int) error {
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{r.Addr}, DisableCache: true, SelectDB: FillDB, ForceSingleClient: true})
 	if err != nil {
-		t.Fatalf("fill %s: %v", r.Addr, err)
+		return fmt.Errorf("fill %s: %w", r.Addr, err)
 	}
 	defer c.Close()
 	val := strings.Repeat("x", size)
 	const batch = 1000
-	for i := 0; i < n; i += batch {
+	for i := from; i < to; i += batch {
 		cmd := c.B().Mset().KeyValue()
-		for j := i; j < min(i+batch, n); j++ {
+		for j := i; j < min(i+batch, to); j++ {
 			cmd = cmd.KeyValue("fill:"+strconv.Itoa(j), val)
 		}
 		if err := c.Do(context.Background(), cmd.Build()).Error(); err != nil {
-			t.Fatalf("fill %s: %v", r.Addr, err)
+			return fmt.Errorf("fill %s: %w", r.Addr, err)
 		}
 	}
+	return nil
 }
 
 // Shutdown stops the server with SIGTERM and waits for it: with the
@@ -78,6 +86,17 @@ func (r *Redis) RestartLoading(d time.Duration) error {
 	if err != nil {
 		return err
 	}
+	// The server sleeps between keys without answering anyone: a few
+	// large keys would leave clients hanging rather than answered LOADING.
+	// Filler keys spread the delay thinly.
+	if need := int(d / maxKeyDelay); keys < need {
+		if err := r.fill(keys, need, 64); err != nil {
+			return err
+		}
+		if keys, err = r.Persist(); err != nil {
+			return err
+		}
+	}
 	r.Shutdown()
 	saved := r.Args
 	r.Args = append(append([]string(nil), saved...), SlowLoadArgs(d, keys)...)
@@ -92,6 +111,10 @@ func (r *Redis) RestartLoading(d time.Duration) error {
 func SlowLoadArgs(d time.Duration, keys int) []string {
 	return []string{"--key-load-delay", strconv.Itoa(loadDelay(d, keys)), "--loading-process-events-interval-bytes", "1024"}
 }
+
+// maxKeyDelay is the longest pause between two keys RestartLoading lets
+// the server take.
+const maxKeyDelay = time.Millisecond
 
 // loadDelay is the key-load-delay that makes loading keys keys take about
 // d: sleeping costs about 63µs more than asked on this kind of machine
