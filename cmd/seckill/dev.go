@@ -65,7 +65,7 @@ func runDev(args []string) (err error) {
 		}
 	}()
 	start := startProbe(edgeLn, adminLn)
-	defer start.abort()
+	defer start.handover()
 	start.status.Set("embedded servers")
 
 	redisDef, err := devserver.StartRedis(filepath.Join(dir, "redis"), 0, cfg.Dev.RedisArgs...)
@@ -106,6 +106,7 @@ func runDev(args []string) (err error) {
 	}
 	sys, err := app.New(cfg, log, roles)
 	if err != nil {
+		start.handover()
 		return err
 	}
 	if cfg.Dev.Demo {
@@ -113,10 +114,12 @@ func runDev(args []string) (err error) {
 		err = sys.Preheat(ctx, DemoActivity(time.Now()))
 		cancel()
 		if err != nil {
+			start.handover()
 			sys.Shutdown(context.Background())
 			return fmt.Errorf("preload demo activity: %w", err)
 		}
 	}
+	start.handover()
 	pub, adm := edgeLn.Addr().String(), adminLn.Addr().String()
 	fmt.Printf(`
 seckill dev is up (data in %s)

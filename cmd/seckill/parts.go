@@ -41,15 +41,19 @@ func runEdge(args []string) error {
 		return err
 	}
 	roles := app.Roles{Edge: true, Engine: cfg.Edge.Engine == ""}
-	if ok, err := startProbe(l.Edge, l.Admin).wait(cfg, log, dependencies(cfg, roles)); !ok {
+	start := startProbe(l.Edge, l.Admin)
+	defer start.handover()
+	if ok, err := start.wait(cfg, log, dependencies(cfg, roles)); !ok {
 		closeListeners(l)
 		return err
 	}
 	sys, err := app.New(cfg, log, roles)
 	if err != nil {
+		start.handover()
 		closeListeners(l)
 		return err
 	}
+	start.handover()
 	return serveUntilSignal(sys, l, 30*time.Second, rateReloader(sys, *path))
 }
 
@@ -78,15 +82,19 @@ func runEngine(args []string) error {
 	if err != nil {
 		return err
 	}
-	if ok, err := startProbe(metrics).wait(cfg, log, dependencies(cfg, roles)); !ok {
+	start := startProbe(metrics)
+	defer start.handover()
+	if ok, err := start.wait(cfg, log, dependencies(cfg, roles)); !ok {
 		closeListeners(app.Listeners{Metrics: metrics})
 		return err
 	}
 	sys, err := app.New(cfg, log, roles)
 	if err != nil {
+		start.handover()
 		closeListeners(app.Listeners{Metrics: metrics})
 		return err
 	}
+	start.handover()
 	return startServing(sys, func() (l app.Listeners, err error) {
 		l.Metrics = metrics
 		if l.Sidecar, err = engine.Listen(cfg.Engine.Listen); err != nil {
@@ -112,15 +120,19 @@ func runConsumer(args []string) error {
 	if l.Metrics, err = metricsListener(cfg.Metrics.Listen); err != nil {
 		return err
 	}
-	if ok, err := startProbe(l.Metrics).wait(cfg, log, dependencies(cfg, roles)); !ok {
+	start := startProbe(l.Metrics)
+	defer start.handover()
+	if ok, err := start.wait(cfg, log, dependencies(cfg, roles)); !ok {
 		closeListeners(l)
 		return err
 	}
 	sys, err := app.New(cfg, log, roles)
 	if err != nil {
+		start.handover()
 		closeListeners(l)
 		return err
 	}
+	start.handover()
 	return serveUntilSignal(sys, l, 30*time.Second, nil)
 }
 

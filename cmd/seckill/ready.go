@@ -76,7 +76,7 @@ type starting struct {
 }
 
 // startProbe serves the start-up probe on the listeners given (nil ones
-// skipped) until wait or abort.
+// skipped) until handover, and captures SIGINT/SIGTERM until wait ends.
 func startProbe(lns ...net.Listener) *starting {
 	s := &starting{status: &ready.Status{}}
 	s.ctx, s.stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -84,12 +84,17 @@ func startProbe(lns ...net.Listener) *starting {
 	return s
 }
 
-// wait waits for deps, at most cfg.StartTimeout, then hands the listeners
-// back. ok false means the process must not go on: err says why (the
-// dependencies that never came), or is nil when a signal stopped it.
+// wait waits for deps, at most cfg.StartTimeout. ok false means the
+// process must not go on: err says why (the dependencies that never came),
+// or is nil when a signal stopped it; the probe has then stopped. With ok
+// the probe goes on answering (not ready) while the process builds its
+// parts, until handover; signals act as usual again.
 func (s *starting) wait(cfg config.Config, log *zap.Logger, deps []ready.Dependency) (ok bool, err error) {
-	defer s.abort()
+	defer s.stop()
 	err = ready.Waiter{Timeout: cfg.StartTimeout, Log: log.Named("start"), Status: s.status}.Wait(s.ctx, deps...)
+	if err != nil {
+		s.handover()
+	}
 	if errors.Is(err, ready.ErrInterrupted) {
 		log.Info("stopped while starting", zap.Error(err))
 		return false, nil
@@ -97,8 +102,9 @@ func (s *starting) wait(cfg config.Config, log *zap.Logger, deps []ready.Depende
 	return err == nil, err
 }
 
-// abort stops the probe and the signal capture (idempotent).
-func (s *starting) abort() {
+// handover stops the probe, leaving its listeners open for the process's
+// own servers, and the signal capture (idempotent).
+func (s *starting) handover() {
 	s.probe.Stop()
 	s.stop()
 }
