@@ -144,6 +144,7 @@ type Reconciler struct {
 	sweepMu sync.Mutex
 	watchMu sync.Mutex
 	missing map[[2]int64]bool // SKUs the last Watch found missing
+	loading bool              // the last Watch met a loading Redis (watchMu)
 }
 
 // Option is a test seam.

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/internal/sale"
+	"seckill/internal/shard"
 	"seckill/stock"
 	"seckill/store"
 )
@@ -40,9 +41,28 @@ import (
 // database a moment before Redis. It also puts back catalog entries the
 // default Redis lost, by the same two-checks rule. It returns how many SKUs
 // it rebuilt.
-func (r *Reconciler) Watch(ctx context.Context) (int, error) {
+//
+// A Redis that restarted on its files answers LOADING until it has read
+// them: it has the keys, just not yet. The watch then rebuilds nothing and
+// returns without an error — it waits for the next period — and logs once
+// when the loading begins and once when it ends, not every period.
+func (r *Reconciler) Watch(ctx context.Context) (n int, err error) {
 	r.watchMu.Lock()
 	defer r.watchMu.Unlock()
+	defer func() {
+		if shard.IsLoading(err) {
+			if !r.loading {
+				r.loading = true
+				r.log.Info("Redis is loading its dataset: the watcher rebuilds nothing and waits", zap.Error(err))
+			}
+			err = nil
+			return
+		}
+		if err == nil && r.loading {
+			r.loading = false
+			r.log.Info("Redis has loaded its dataset: the watcher resumes")
+		}
+	}()
 	now := r.now()
 	// Read every time: three small queries, and an activity created a
 	// moment ago is watched at once.
@@ -50,7 +70,6 @@ func (r *Reconciler) Watch(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("watch: %w", err)
 	}
-	n := 0
 	c := r.stock.Shards().Default
 	missing := map[[2]int64]bool{}
 	defer func() { r.missing = missing }()

@@ -35,8 +35,11 @@ func (s *Stock) Ledger(ctx context.Context, activity int64, sku *sale.SKU) (Ledg
 	k := sale.KeysFor(activity, sku.ID)
 	v, err := ledgerScript.Exec(ctx, s.shards.For(sku.Hot),
 		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim}, nil).AsIntSlice()
-	if err != nil || len(v) != 6 {
-		return Ledger{}, fmt.Errorf("ledger activity %d sku %d: %v (%d values)", activity, sku.ID, err, len(v))
+	if err != nil {
+		return Ledger{}, fmt.Errorf("ledger activity %d sku %d: %w", activity, sku.ID, err)
+	}
+	if len(v) != 6 {
+		return Ledger{}, fmt.Errorf("ledger activity %d sku %d: %d values, want 6", activity, sku.ID, len(v))
 	}
 	return Ledger{Present: v[0] == 1, Counts: Counts{Initial: v[1], Remaining: v[2], Sold: v[3], Holders: v[4], Claimed: v[5]}}, nil
 }

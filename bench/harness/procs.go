@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,6 +109,32 @@ func waitPort(p *proc, addr string, timeout time.Duration) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("%s did not listen on %s within %v", p.name, addr, timeout)
+}
+
+// waitReady waits until GET url answers 200 or p exits. A seckill process
+// listens before it is ready: while it waits for its servers its listeners
+// answer 503 (the start-up probe).
+func waitReady(p *proc, url string, timeout time.Duration) error {
+	c := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		if p.exited() {
+			return fmt.Errorf("%s exited before %s answered 200 (see %s)", p.name, url, p.log)
+		}
+		resp, err := c.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s: %s not 200 within %v (last: %s)", p.name, url, timeout, last)
 }
 
 // freeAddr is a free 127.0.0.1 port.

@@ -58,10 +58,7 @@ func startSystem(out, bin, config string) (*system, error) {
 		return nil, err
 	}
 	s.p = p
-	if err := waitPort(p, s.edge, 60*time.Second); err != nil {
-		return s, err
-	}
-	if err := waitPort(p, s.admin, 10*time.Second); err != nil {
+	if err := waitReady(p, "http://"+s.edge+"/readyz", 60*time.Second); err != nil {
 		return s, err
 	}
 	now := time.Now()

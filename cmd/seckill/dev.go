@@ -15,7 +15,7 @@ import (
 )
 
 // runDev is `seckill dev`: the whole system in one process.
-func runDev(args []string) error {
+func runDev(args []string) (err error) {
 	fs, path := newFlags("dev")
 	listenAddr := fs.String("listen", "", "public listener (default 127.0.0.1:8080)")
 	adminAddr := fs.String("admin-listen", "", "admin listener (default 127.0.0.1:8081)")
@@ -39,13 +39,41 @@ func runDev(args []string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 
-	redisDef, err := devserver.StartRedis(filepath.Join(dir, "redis"), 0)
+	// The listeners open first: while the embedded servers start and load
+	// their files (a large append-only file takes a while), /healthz
+	// answers and /readyz says what dev waits for.
+	edgeLn, err := listen(cfg.Edge.Listen)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			edgeLn.Close()
+		}
+	}()
+	adminLn, err := listen(cfg.Admin.Listen)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			adminLn.Close()
+		}
+	}()
+	start := startProbe(edgeLn, adminLn)
+	defer start.handover()
+	start.status.Set("embedded servers")
+
+	redisDef, err := devserver.StartRedis(filepath.Join(dir, "redis"), 0, cfg.Dev.RedisArgs...)
 	if err != nil {
 		return err
 	}
 	defer redisDef.Stop()
-	redisHot, err := devserver.StartRedis(filepath.Join(dir, "redis-hot"), 0)
+	redisHot, err := devserver.StartRedis(filepath.Join(dir, "redis-hot"), 0, cfg.Dev.RedisArgs...)
 	if err != nil {
 		return err
 	}
@@ -67,30 +95,31 @@ func runDev(args []string) error {
 		cfg.Admin.Token = "dev-admin-token"
 	}
 
-	sys, err := app.New(cfg, log, app.Roles{Edge: true, Engine: true, Consumer: true})
+	roles := app.Roles{Edge: true, Engine: true, Consumer: true}
+	ok, err := start.wait(cfg, log, dependencies(cfg, roles))
+	if !ok {
+		if err == nil {
+			edgeLn.Close()
+			adminLn.Close()
+		}
+		return err
+	}
+	sys, err := app.New(cfg, log, roles)
 	if err != nil {
+		start.handover()
 		return err
 	}
 	if cfg.Dev.Demo {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := sys.Preheat(ctx, DemoActivity(time.Now()))
+		err = sys.Preheat(ctx, DemoActivity(time.Now()))
 		cancel()
 		if err != nil {
+			start.handover()
 			sys.Shutdown(context.Background())
 			return fmt.Errorf("preload demo activity: %w", err)
 		}
 	}
-	edgeLn, err := listen(cfg.Edge.Listen)
-	if err != nil {
-		_ = sys.Shutdown(context.Background())
-		return err
-	}
-	adminLn, err := listen(cfg.Admin.Listen)
-	if err != nil {
-		edgeLn.Close()
-		_ = sys.Shutdown(context.Background())
-		return err
-	}
+	start.handover()
 	pub, adm := edgeLn.Addr().String(), adminLn.Addr().String()
 	fmt.Printf(`
 seckill dev is up (data in %s)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"time"
 
 	"seckill/cmd/seckill/app"
 	"seckill/engine"
@@ -26,19 +27,34 @@ func runEdge(args []string) error {
 	if cfg.Admin.Token == "" {
 		return fmt.Errorf("admin.token is empty: set SECKILL_ADMIN_TOKEN (the admin API refuses every call without it)")
 	}
-	sys, err := app.New(cfg, log, app.Roles{Edge: true, Engine: cfg.Edge.Engine == ""})
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	return startServing(sys, func() (l app.Listeners, err error) {
-		if l.Edge, err = listen(cfg.Edge.Listen); err != nil {
-			return l, err
-		}
-		if l.Admin, err = listen(cfg.Admin.Listen); err != nil {
-			l.Edge.Close()
-		}
-		return l, err
-	}, rateReloader(sys, *path))
+	// The listeners open first: while the process waits for its servers
+	// they answer /healthz (alive) and /readyz (not yet).
+	var l app.Listeners
+	if l.Edge, err = listen(cfg.Edge.Listen); err != nil {
+		return err
+	}
+	if l.Admin, err = listen(cfg.Admin.Listen); err != nil {
+		l.Edge.Close()
+		return err
+	}
+	roles := app.Roles{Edge: true, Engine: cfg.Edge.Engine == ""}
+	start := startProbe(l.Edge, l.Admin)
+	defer start.handover()
+	if ok, err := start.wait(cfg, log, dependencies(cfg, roles)); !ok {
+		closeListeners(l)
+		return err
+	}
+	sys, err := app.New(cfg, log, roles)
+	if err != nil {
+		start.handover()
+		closeListeners(l)
+		return err
+	}
+	start.handover()
+	return serveUntilSignal(sys, l, 30*time.Second, rateReloader(sys, *path))
 }
 
 // runEngine is `seckill engine`: the stock engine as a sidecar.
@@ -54,16 +70,35 @@ func runEngine(args []string) error {
 	if cfg.Engine.Listen == "" {
 		return fmt.Errorf("engine.listen (or --listen) is required")
 	}
-	sys, err := app.New(cfg, log, app.Roles{Engine: true})
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	// The metrics listener answers /healthz and /readyz from the start; the
+	// sidecar socket opens only once the engine can serve, so an edge's
+	// calls meanwhile fail at once (its breaker answers busy) instead of
+	// waiting in the socket's backlog.
+	roles := app.Roles{Engine: true}
+	metrics, err := metricsListener(cfg.Metrics.Listen)
 	if err != nil {
 		return err
 	}
+	start := startProbe(metrics)
+	defer start.handover()
+	if ok, err := start.wait(cfg, log, dependencies(cfg, roles)); !ok {
+		closeListeners(app.Listeners{Metrics: metrics})
+		return err
+	}
+	sys, err := app.New(cfg, log, roles)
+	if err != nil {
+		start.handover()
+		closeListeners(app.Listeners{Metrics: metrics})
+		return err
+	}
+	start.handover()
 	return startServing(sys, func() (l app.Listeners, err error) {
+		l.Metrics = metrics
 		if l.Sidecar, err = engine.Listen(cfg.Engine.Listen); err != nil {
-			return l, err
-		}
-		if l.Metrics, err = metricsListener(cfg.Metrics.Listen); err != nil {
-			l.Sidecar.Close()
+			closeListeners(l)
 		}
 		return l, err
 	}, nil)
@@ -77,14 +112,28 @@ func runConsumer(args []string) error {
 		return err
 	}
 	defer log.Sync()
-	sys, err := app.New(cfg, log, app.Roles{Consumer: true})
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	return startServing(sys, func() (l app.Listeners, err error) {
-		l.Metrics, err = metricsListener(cfg.Metrics.Listen)
-		return l, err
-	}, nil)
+	roles := app.Roles{Consumer: true}
+	l := app.Listeners{}
+	if l.Metrics, err = metricsListener(cfg.Metrics.Listen); err != nil {
+		return err
+	}
+	start := startProbe(l.Metrics)
+	defer start.handover()
+	if ok, err := start.wait(cfg, log, dependencies(cfg, roles)); !ok {
+		closeListeners(l)
+		return err
+	}
+	sys, err := app.New(cfg, log, roles)
+	if err != nil {
+		start.handover()
+		closeListeners(l)
+		return err
+	}
+	start.handover()
+	return serveUntilSignal(sys, l, 30*time.Second, nil)
 }
 
 // metricsListener opens metrics.listen, if set.

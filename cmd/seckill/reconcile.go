@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -36,6 +37,18 @@ func runReconcile(args []string, out io.Writer) error {
 	}
 	defer log.Sync()
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	// Redis and the database must answer (a Redis that restarted on a large
+	// file is loading for a while); Kafka is optional, as below.
+	deps := shard.Dependencies(cfg.Redis)
+	if cfg.Store.Driver == "mysql" {
+		deps = append(deps, databaseDependency(cfg))
+	}
+	if ok, err := startProbe().wait(cfg, log, deps); !ok {
+		if err == nil {
+			err = errors.New("stopped while waiting for Redis and the database")
+		}
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)

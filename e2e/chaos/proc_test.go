@@ -210,6 +210,15 @@ func (p *proc) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// grep counts the occurrences of s in the process's log.
+func (p *proc) grep(s string) int {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return 0
+	}
+	return bytes.Count(b, []byte(s))
+}
+
 // waitFor polls ok every 50ms until it returns nil, the process exits, or d
 // passes.
 func (p *proc) waitFor(d time.Duration, what string, ok func() error) error {
@@ -231,3 +240,6 @@ func (p *proc) waitFor(d time.Duration, what string, ok func() error) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// errNotYet is what a waitFor condition answers while it does not hold yet.
+var errNotYet = errors.New("not yet")

@@ -31,8 +31,11 @@ type Redis struct {
 }
 
 // StartRedis runs redis-server on 127.0.0.1:port (0 picks a free port) with
-// its files in dir, and waits until it answers.
-func StartRedis(dir string, port int) (*Redis, error) {
+// its files in dir and extra appended to its arguments (dev.redis_args),
+// and waits until its port accepts connections. A server restarted on a
+// large append-only file answers LOADING for a while after that: the
+// process waits for it as for any Redis (internal/ready).
+func StartRedis(dir string, port int, extra ...string) (*Redis, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		if _, serr := os.Stat("/usr/bin/redis-server"); serr != nil {
@@ -52,6 +55,7 @@ func StartRedis(dir string, port int) (*Redis, error) {
 	r.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
 		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
 		"--daemonize", "no", "--protected-mode", "no", "--logfile", filepath.Join(dir, "redis.log"))
+	r.cmd.Args = append(r.cmd.Args, extra...)
 	// The child dies with us even on SIGKILL.
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := r.cmd.Start(); err != nil {

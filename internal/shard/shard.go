@@ -79,7 +79,11 @@ func Open(cfg Config) (*Set, error) {
 }
 
 func open(cfg Config, r Redis) (rueidis.Client, error) {
-	return rueidis.NewClient(rueidis.ClientOption{
+	return rueidis.NewClient(clientOption(cfg, r))
+}
+
+func clientOption(cfg Config, r Redis) rueidis.ClientOption {
+	return rueidis.ClientOption{
 		InitAddress:       r.Addrs,
 		Password:          r.Password,
 		SelectDB:          r.DB,
@@ -87,7 +91,7 @@ func open(cfg Config, r Redis) (rueidis.Client, error) {
 		ConnWriteTimeout:  cfg.Timeout,
 		Dialer:            netDialer(cfg.Timeout),
 		PipelineMultiplex: cfg.PipelineMultiplex,
-	})
+	}
 }
 
 // For returns the client that owns a SKU's keys.

@@ -7,6 +7,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -346,7 +347,7 @@ func (s *System) Start(l Listeners) {
 		run("catalog refresh", func() error { s.refreshCatalog(ctx); return nil })
 	}
 	if l.Metrics != nil {
-		srv := &http.Server{Handler: promhttp.HandlerFor(s.Reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: s.metricsMux(), ReadHeaderTimeout: 5 * time.Second}
 		run("metrics", func() error {
 			if err := srv.Serve(l.Metrics); !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -356,6 +357,33 @@ func (s *System) Start(l Listeners) {
 		go func() { <-ctx.Done(); _ = srv.Close() }()
 	}
 	s.jobs.start()
+}
+
+// metricsMux is the metrics listener of a process without an edge:
+// /metrics (and any other path, as before), plus /healthz (200 while it
+// serves) and /readyz (Redis and the store answer), the probes the
+// start-up probe answered while the process waited for its servers.
+func (s *System) metricsMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", promhttp.HandlerFor(s.Reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"code":"OK","message":"alive"}`))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.Cfg.Redis.Timeout)
+		defer cancel()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := s.ready(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			b, _ := json.Marshal(map[string]string{"code": "NOT_READY", "message": err.Error()})
+			_, _ = w.Write(b)
+			return
+		}
+		_, _ = w.Write([]byte(`{"code":"OK","message":"ready"}`))
+	})
+	return mux
 }
 
 // refreshCatalog reloads the catalog every edge.refresh_interval until ctx

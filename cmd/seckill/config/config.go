@@ -32,6 +32,10 @@ type Config struct {
 	// Redis watcher (and whether this process runs them and the
 	// unpaid-order closer).
 	Reconcile reconcile.Config `yaml:"reconcile"`
+	// StartTimeout bounds how long a starting process waits for its
+	// servers (each Redis past LOADING, the broker with its topics, the
+	// database) before it exits naming the one that never came. Default 2m.
+	StartTimeout time.Duration `yaml:"start_timeout"`
 }
 
 // Metrics configures the sampled gauges (package monitor).
@@ -74,6 +78,10 @@ type Dev struct {
 	KafkaPort int `yaml:"kafka_port"`
 	// Partitions of the orders topic on the embedded broker. Default 4.
 	Partitions int `yaml:"partitions"`
+	// RedisArgs are extra redis-server arguments for both dev Redis
+	// servers, appended to dev's own (e.g. [--maxmemory, 2gb]). Empty by
+	// default.
+	RedisArgs []string `yaml:"redis_args"`
 }
 
 // Default returns every section's defaults.
@@ -91,7 +99,8 @@ func Default() Config {
 		Dev:      Dev{DataDir: "data", Demo: true, Partitions: 4},
 		Metrics:  Metrics{SampleInterval: time.Second},
 
-		Reconcile: reconcile.DefaultConfig(),
+		Reconcile:    reconcile.DefaultConfig(),
+		StartTimeout: 2 * time.Minute,
 	}
 }
 
@@ -120,6 +129,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Metrics.SampleInterval < 100*time.Millisecond {
 		return errors.New("metrics.sample_interval must be at least 100ms")
+	}
+	if c.StartTimeout <= 0 {
+		return errors.New("start_timeout must be positive")
 	}
 	if c.Dev.Partitions <= 0 {
 		return errors.New("dev.partitions must be positive")

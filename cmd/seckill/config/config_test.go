@@ -18,13 +18,14 @@ func TestEnvOverridesEveryKindOfKey(t *testing.T) {
 		"SECKILL_ENGINE_KAFKA_ACKS":   "leader",
 		"SECKILL_CONSUMER_BATCH_SIZE": "64",
 		"SECKILL_DEV_DEMO":            "false",
+		"SECKILL_START_TIMEOUT":       "30s",
 	}
 	if err := ApplyEnv(&c, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
 		t.Fatal(err)
 	}
 	if c.Edge.Listen != "0.0.0.0:9000" || c.Admin.Token != "s3cret" || c.Order.PayTimeout != 90*time.Second ||
 		len(c.Redis.Default.Addrs) != 2 || c.Redis.Default.Addrs[1] != "b:2" || c.Engine.Kafka.Acks != "leader" ||
-		c.Consumer.BatchSize != 64 || c.Dev.Demo {
+		c.Consumer.BatchSize != 64 || c.Dev.Demo || c.StartTimeout != 30*time.Second {
 		t.Fatalf("overrides not applied: %+v", c)
 	}
 }
