@@ -24,11 +24,15 @@ import (
 
 const adminToken = "bench-harness-token"
 
-// system is `seckill dev --config configs/bench.yaml` with its own data
-// directory and loopback listeners.
+// system is one seckill deployment under test with its own data directory
+// and loopback listeners: `seckill dev --config configs/bench.yaml`
+// (startSystem), or the parts as separate processes (startParts).
 type system struct {
-	p                  *proc
-	dir                string
+	p                  *proc   // the process serving the edge
+	procs              []*proc // every process of the system, stopped newest first
+	watch              []watched
+	activities         []int64 // the activities it sells
+	dir                string  // holds seckill.db, the orders database
 	edge, admin, pprof string
 	bin                string
 	http               *http.Client
@@ -48,22 +52,91 @@ const (
 	seedSKU       = 1001
 )
 
-func startSystem(out, bin, config string) (*system, error) {
-	s := &system{dir: filepath.Join(out, "seckill-data"), edge: freeAddr(), admin: freeAddr(), pprof: freeAddr(), bin: bin,
+func newSystem(bin, dir string, activities ...int64) *system {
+	_ = os.RemoveAll(dir)
+	return &system{dir: dir, edge: freeAddr(), admin: freeAddr(), bin: bin, activities: activities,
 		http: &http.Client{Timeout: 30 * time.Second}, accepted: map[skuKey]int64{}, unseen: map[skuKey]int64{}}
-	_ = os.RemoveAll(s.dir)
+}
+
+// startSystem runs `seckill dev` (the demo activity and the bench activity).
+func startSystem(out, bin, config string) (*system, error) {
+	s := newSystem(bin, filepath.Join(out, "seckill-data"), demoActivity, benchActivity)
+	s.pprof = freeAddr()
 	p, err := start(out, "seckill", bin, []string{"SECKILL_ADMIN_TOKEN=" + adminToken},
 		"dev", "--config", config, "--data-dir", s.dir, "--listen", s.edge, "--admin-listen", s.admin, "--pprof", s.pprof)
 	if err != nil {
 		return nil, err
 	}
 	s.p = p
+	s.procs = []*proc{p}
 	if err := waitPort(p, s.edge, 60*time.Second); err != nil {
 		return s, err
 	}
 	if err := waitPort(p, s.admin, 10*time.Second); err != nil {
 		return s, err
 	}
+	if s.watch, err = devWatch(p); err != nil {
+		return s, err
+	}
+	return s, s.preheat()
+}
+
+// stop stops the system's processes, newest first.
+func (s *system) stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		s.procs[i].stop(40 * time.Second)
+	}
+}
+
+// reDevRedis is seckill dev's banner line naming its redis-servers.
+var reDevRedis = regexp.MustCompile(`redis\s+(\S+) \(default\), (\S+) \(hot shard\)`)
+
+// devWatch finds what a cost row of seckill dev reads: the process itself
+// (edge, engine, broker and consumer in one) and its two redis-server
+// children, told apart by the banner's addresses.
+func devWatch(p *proc) ([]watched, error) {
+	pid := p.cmd.Process.Pid
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(p.log)
+		if m := reDevRedis.FindSubmatch(b); m != nil {
+			ws := []watched{{role: roleServer, pid: pid}}
+			ports := map[string]string{portOf(string(m[1])): roleRedisDef, portOf(string(m[2])): roleRedisHot}
+			addrs := map[string]string{roleRedisDef: string(m[1]), roleRedisHot: string(m[2])}
+			for _, c := range childrenNamed(pid, "redis-server") {
+				if role, ok := ports[cmdlinePort(c)]; ok {
+					ws = append(ws, watched{role: role, pid: c, redis: addrs[role]})
+				}
+			}
+			if len(ws) != 3 {
+				return nil, fmt.Errorf("seckill dev (pid %d): found %d of its 2 redis-servers", pid, len(ws)-1)
+			}
+			return ws, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("seckill dev printed no redis addresses (see %s)", p.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func portOf(addr string) string { _, port, _ := strings.Cut(addr, ":"); return port }
+
+// cmdlinePort is the value of --port on pid's command line.
+func cmdlinePort(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	args := strings.Split(string(b), "\x00")
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--port" {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// preheat creates the bench activity through the admin API and buys SKU
+// 2002's one unit as soon as the edge sells it.
+func (s *system) preheat() error {
 	now := time.Now()
 	a := sale.Activity{ID: benchActivity, Start: now.Add(-time.Second).Truncate(time.Second), End: now.Add(3 * time.Hour).Truncate(time.Second),
 		State: sale.StateOnline, SKUs: []sale.SKU{
@@ -71,7 +144,7 @@ func startSystem(out, bin, config string) (*system, error) {
 			{ID: soldOutSKU, Stock: 1, Price: 9900, LimitPerUser: 1},
 		}}
 	if err := s.adminCall("POST", "/admin/v1/activities", a, nil); err != nil {
-		return s, fmt.Errorf("preheat bench activity: %w", err)
+		return fmt.Errorf("preheat bench activity: %w", err)
 	}
 	// The edge reloads its catalog every refresh_interval; wait until it
 	// sells the new SKUs.
@@ -83,11 +156,11 @@ func startSystem(out, bin, config string) (*system, error) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return s, fmt.Errorf("the edge does not sell SKU %d (last answer %d, %v)", soldOutSKU, code, err)
+			return fmt.Errorf("the edge does not sell SKU %d (last answer %d, %v)", soldOutSKU, code, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return s, nil
+	return nil
 }
 
 func (s *system) orderURL() string { return "http://" + s.edge + "/api/v1/flash-sale/order" }
@@ -194,7 +267,7 @@ func (d drain) rate() float64 {
 // waitDrained polls the admin API until no ticket waits for its order.
 func (s *system) waitDrained(timeout time.Duration) (drain, error) {
 	start := time.Now()
-	orders0, occ0, err := s.ordered(demoActivity, benchActivity)
+	orders0, occ0, err := s.ordered(s.activities...)
 	if err != nil {
 		return drain{}, err
 	}
@@ -205,7 +278,7 @@ func (s *system) waitDrained(timeout time.Duration) (drain, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 		var orders int64
-		if orders, occ, err = s.ordered(demoActivity, benchActivity); err != nil {
+		if orders, occ, err = s.ordered(s.activities...); err != nil {
 			return d, err
 		}
 		d.Orders, d.Took = orders-orders0, time.Since(start)
@@ -224,7 +297,7 @@ func (s *system) check() check {
 	c := check{OK: true}
 	fail := func(f string, a ...any) { c.OK = false; c.Lines = append(c.Lines, "FAIL "+fmt.Sprintf(f, a...)) }
 	pass := func(f string, a ...any) { c.Lines = append(c.Lines, "ok   "+fmt.Sprintf(f, a...)) }
-	for _, a := range []int64{demoActivity, benchActivity} {
+	for _, a := range s.activities {
 		rep, err := s.stock(a)
 		if err != nil {
 			fail("stock report of activity %d: %v", a, err)
@@ -312,12 +385,12 @@ func (s *system) profile(out, name string, secs int) (p profiled) {
 	}
 	base := filepath.Join(out, name)
 	_ = get("/debug/pprof/allocs", base+".allocs0.pb.gz")
-	orders0, _, _ := s.ordered(demoActivity, benchActivity)
+	orders0, _, _ := s.ordered(s.activities...)
 	if err := get("/debug/pprof/profile?seconds="+strconv.Itoa(secs), base+".cpu.pb.gz"); err != nil {
 		p.cpuTop = "cpu profile: " + err.Error()
 		return p
 	}
-	orders1, _, _ := s.ordered(demoActivity, benchActivity)
+	orders1, _, _ := s.ordered(s.activities...)
 	p.orders = orders1 - orders0
 	_ = get("/debug/pprof/allocs", base+".allocs1.pb.gz")
 	top := func(args ...string) string {
