@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,63 +92,59 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ticks) * clockTick, nil
 }
 
-// childrenNamed finds the live children of ppid whose command name is comm
-// (seckill dev's redis-servers).
-func childrenNamed(ppid int, comm string) []int {
-	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var out []int
-	for _, d := range dirs {
-		b, err := os.ReadFile(d)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, shut := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || shut < open {
-			continue
-		}
-		f := strings.Fields(s[shut+1:])
-		if s[open+1:shut] != comm || len(f) < 2 {
-			continue
-		}
-		if p, _ := strconv.Atoi(f[1]); p == ppid {
-			pid, _ := strconv.Atoi(strings.Fields(s)[0])
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// commandStats reads INFO commandstats from the redis-server at addr over
-// a bare RESP connection (no client handshake: the only command the
-// harness adds is this INFO, which take subtracts).
-func commandStats(addr string) (map[string]cmdStat, error) {
+// info reads one INFO section from the redis-server at addr over a bare
+// RESP connection (no client handshake: the only command the harness adds
+// is this INFO, which costBetween takes out again).
+func info(addr, section string) (string, error) {
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write([]byte("*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n")); err != nil {
-		return nil, err
+	if _, err := fmt.Fprintf(c, "*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n", len(section), section); err != nil {
+		return "", err
 	}
 	r := bufio.NewReader(c)
 	head, err := r.ReadString('\n')
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if !strings.HasPrefix(head, "$") {
-		return nil, fmt.Errorf("INFO commandstats on %s: %q", addr, strings.TrimSpace(head))
+		return "", fmt.Errorf("INFO %s on %s: %q", section, addr, strings.TrimSpace(head))
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
+	if err != nil || n < 0 {
+		return "", fmt.Errorf("INFO %s on %s: %q", section, addr, strings.TrimSpace(head))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return "", err
+	}
+	return string(body), nil
+}
+
+// commandStats reads INFO commandstats from the redis-server at addr.
+func commandStats(addr string) (map[string]cmdStat, error) {
+	s, err := info(addr, "commandstats")
 	if err != nil {
 		return nil, err
 	}
-	body := make([]byte, n+2)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, err
+	return parseCommandStats(s), nil
+}
+
+// redisPID is the process id of the redis-server at addr (INFO server).
+func redisPID(addr string) (int, error) {
+	s, err := info(addr, "server")
+	if err != nil {
+		return 0, err
 	}
-	return parseCommandStats(string(body)), nil
+	for _, l := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("INFO server on %s: no process_id", addr)
 }
 
 // parseCommandStats reads lines like
@@ -270,23 +265,29 @@ func (c cost) redisRoles() []string {
 var scans = map[string]bool{"scan": true, "hscan": true, "sscan": true, "zscan": true,
 	"smembers": true, "hgetall": true, "hkeys": true, "hvals": true, "keys": true}
 
-// scanShare is the share of Redis' command time (commandstats usec) on
-// the redis-servers of rs spent in scans.
+// scanShare is the share of the CPU of the redis-servers of rs that went
+// to scans: their commandstats time (usec) over the processes' CPU time.
+// (Not over the sum of usec: a script's usec includes the commands it
+// runs, which commandstats counts again under their own names.)
 func (c cost) scanShare(rs ...string) (float64, bool) {
-	var all, sc int64
+	var cpu time.Duration
+	var sc int64
 	for _, r := range rs {
+		cpu += c.cpu[r]
 		for cmd, st := range c.cmds[r] {
-			all += st.usec
 			if scans[cmd] {
 				sc += st.usec
 			}
 		}
 	}
-	if all == 0 {
+	if cpu <= 0 {
 		return 0, false
 	}
-	return float64(sc) / float64(all), true
+	return float64(sc) / float64(cpu.Microseconds()), true
 }
+
+// scripts are the commands that run a script.
+var scripts = map[string]bool{"eval": true, "evalsha": true, "eval_ro": true, "evalsha_ro": true, "fcall": true, "fcall_ro": true}
 
 // renderCosts writes the two cost tables: CPU per accepted buyer by
 // process, and Redis commands per accepted buyer by redis-server, each
@@ -322,11 +323,13 @@ func renderCosts(b *strings.Builder, ref cost, rows []cost) {
 		}
 	}
 
-	b.WriteString("\nRedis commands per accepted buyer (INFO commandstats over the same window; commands run by scripts count too, so\n")
-	b.WriteString("one EVALSHA of occupy.lua shows with the commands the script runs; µs = Redis' own command time, usec):\n\n")
-	b.WriteString("| run | redis-server | calls | µs | vs ref: calls | µs | scans' share of µs | per command: calls (µs) |\n")
+	b.WriteString("\nRedis commands per accepted buyer (INFO commandstats over the same window). Redis counts the commands a\n")
+	b.WriteString("script runs as well, under their own names: one EVALSHA of occupy.lua shows with the HGET, DECRBY… it runs.\n")
+	b.WriteString("µs is commandstats' usec (time inside the command, wall clock; a script's includes its commands'), per\n")
+	b.WriteString("accepted buyer; scans (SCAN, HSCAN, SSCAN, SMEMBERS, HGETALL…) are shown as their usec over the redis-server's CPU:\n\n")
+	b.WriteString("| run | redis-server | calls | vs ref | script calls | vs ref | scans, share of Redis CPU | per command: calls (µs) |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---|\n")
-	refCalls, refUsec := ref.redisPerBuyer(ref.redisRoles()...)
+	refCalls, refScripts := ref.redisPerBuyer(ref.redisRoles()...)
 	for _, c := range all {
 		if !c.ok() {
 			continue
@@ -339,30 +342,33 @@ func renderCosts(b *strings.Builder, ref cost, rows []cost) {
 		}
 		rs := c.redisRoles()
 		for _, r := range rs {
-			calls, usec := c.redisPerBuyer(r)
-			fmt.Fprintf(b, "| %s | %s | %.2f | %.1f | %s | %s | %s | %s |\n", c.name, r, calls, usec,
-				ratio(calls, refCalls), ratio(usec, refUsec), share(r), c.commands(r))
+			calls, sc := c.redisPerBuyer(r)
+			fmt.Fprintf(b, "| %s | %s | %.2f | %s | %.3f | %s | %s | %s |\n", c.name, r, calls, ratio(calls, refCalls),
+				sc, ratio(sc, refScripts), share(r), c.commands(r))
 		}
 		if len(rs) > 1 {
-			calls, usec := c.redisPerBuyer(rs...)
-			fmt.Fprintf(b, "| %s | **all** | %.2f | %.1f | %s | %s | %s | |\n", c.name, calls, usec, ratio(calls, refCalls), ratio(usec, refUsec), share(rs...))
+			calls, sc := c.redisPerBuyer(rs...)
+			fmt.Fprintf(b, "| %s | **all** | %.2f | %s | %.3f | %s | %s | |\n", c.name, calls, ratio(calls, refCalls),
+				sc, ratio(sc, refScripts), share(rs...))
 		}
 	}
 }
 
-// redisPerBuyer is the calls and command µs per accepted buyer on the
-// redis-servers of rs.
-func (c cost) redisPerBuyer(rs ...string) (calls, usec float64) {
+// redisPerBuyer is the commands and the script calls among them per
+// accepted buyer on the redis-servers of rs.
+func (c cost) redisPerBuyer(rs ...string) (calls, scriptCalls float64) {
 	if c.accepted <= 0 {
 		return 0, 0
 	}
 	for _, r := range rs {
-		for _, st := range c.cmds[r] {
+		for cmd, st := range c.cmds[r] {
 			calls += float64(st.calls)
-			usec += float64(st.usec)
+			if scripts[cmd] {
+				scriptCalls += float64(st.calls)
+			}
 		}
 	}
-	return calls / float64(c.accepted), usec / float64(c.accepted)
+	return calls / float64(c.accepted), scriptCalls / float64(c.accepted)
 }
 
 // commands lists a redis-server's commands per accepted buyer, most

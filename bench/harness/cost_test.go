@@ -79,9 +79,9 @@ func TestCostCountsTheCommandsOfTheWindow(t *testing.T) {
 	if _, ok := cmds["info"]; ok {
 		t.Fatalf("the harness' own INFO is counted: %+v", cmds)
 	}
-	calls, _ := got.redisPerBuyer(roleRedisDef)
-	if want := float64(14+others(cmds)) / 5; calls != want {
-		t.Fatalf("calls per buyer %v, want %v", calls, want)
+	calls, scripts := got.redisPerBuyer(roleRedisDef)
+	if want := float64(14+others(cmds)) / 5; calls != want || scripts != 0.2 {
+		t.Fatalf("calls per buyer %v, want %v; script calls %v, want 0.2", calls, want, scripts)
 	}
 	if s := got.commands(roleRedisDef); !strings.HasPrefix(s, "set 2 (") || !strings.Contains(s, "incr 0.6 (") {
 		t.Fatalf("per command: %s", s)
@@ -98,4 +98,29 @@ func others(m map[string]cmdStat) int64 {
 		}
 	}
 	return n
+}
+
+// TestCostPerBuyerArithmetic: differences of two snapshots, divided by the
+// accepted buyers; scans as a share of the redis-servers' CPU.
+func TestCostPerBuyerArithmetic(t *testing.T) {
+	at := time.Now()
+	a := snapshot{at: at, cpu: map[string]time.Duration{roleServer: time.Second, roleRedisDef: 0, roleRedisHot: 0},
+		cmds: map[string]map[string]cmdStat{roleRedisDef: {"hscan": {1, 10}, "info": {3, 30}}, roleRedisHot: {}}}
+	b := snapshot{at: at.Add(2 * time.Second), cpu: map[string]time.Duration{roleServer: 3 * time.Second, roleRedisDef: 800 * time.Millisecond, roleRedisHot: 200 * time.Millisecond},
+		cmds: map[string]map[string]cmdStat{roleRedisDef: {"hscan": {11, 20_010}, "evalsha": {1000, 9000}, "info": {4, 40}}, roleRedisHot: {"evalsha": {10, 500}}}}
+	c := costBetween("x", "", a, b, 1000)
+	if c.window != 2*time.Second || c.perBuyer(roleServer) != 2000 || c.perBuyer(roleRedisDef, roleRedisHot) != 1000 || c.perBuyer() != 3000 {
+		t.Fatalf("per buyer: server %v, redis %v, all %v", c.perBuyer(roleServer), c.perBuyer(roleRedisDef, roleRedisHot), c.perBuyer())
+	}
+	if _, ok := c.cmds[roleRedisDef]["info"]; ok {
+		t.Fatal("the harness' INFO is counted")
+	}
+	calls, scripts := c.redisPerBuyer(roleRedisDef, roleRedisHot)
+	if calls != 1.02 || scripts != 1.01 {
+		t.Fatalf("calls %v, script calls %v per buyer", calls, scripts)
+	}
+	// 20,000 µs of HSCAN over 1 s of Redis CPU.
+	if s, ok := c.scanShare(roleRedisDef, roleRedisHot); !ok || s != 0.02 {
+		t.Fatalf("scan share %v %v", s, ok)
+	}
 }

@@ -14,9 +14,13 @@
 // Scenarios on the system: (a) accept — distinct buyers on a SKU whose stock
 // outlasts the run; (b) reject — a sold-out SKU; (c) the seed's
 // bench/flash_sale.lua unmodified; (d) result polling; (e) the accept load
-// from -bigc (10,000) connections. It also measures how fast the consumer
-// drains the accept backlog against a raw batched INSERT IGNORE reference,
-// and takes CPU and allocation profiles of (a) and (b).
+// from -bigc (10,000) connections; then (f) the accept load on the parts as
+// separate processes (seckill broker, edge, consumer; -parts). It also
+// measures how fast the consumer drains the accept backlog against a raw
+// batched INSERT IGNORE reference, takes CPU and allocation profiles of (a)
+// and (b), and tells where the CPU goes: CPU-µs per accepted buyer of each
+// process and redis-server, and Redis commands per accepted buyer, for the
+// EVALSHA reference, (a) and (f) (cost.go).
 //
 // Everything it starts is stopped by PID before it exits; MariaDB comes and
 // goes through scripts/mariadb-test.sh. Run from the repository root:

@@ -135,7 +135,7 @@ func (r *report) render() string {
 		target(redis <= refRedis, "%s: Redis CPU per accepted buyer ≤ 1.0× the reference's per request — %.1f µs vs %.1f µs (%s)",
 			c.name, redis, refRedis, ratio(redis, refRedis))
 		if share, ok := c.scanShare(c.redisRoles()...); ok {
-			target(share <= 0.02, "%s: scans of whole sets ≤ 2%% of Redis command time while selling — %.1f%%", c.name, 100*share)
+			target(share <= 0.02, "%s: scans of whole sets ≤ 2%% of Redis CPU while selling — %.1f%%", c.name, 100*share)
 		}
 	}
 	if c := r.partsCost; c.ok() && ref.ok() {

@@ -93,23 +93,21 @@ var reDevRedis = regexp.MustCompile(`redis\s+(\S+) \(default\), (\S+) \(hot shar
 
 // devWatch finds what a cost row of seckill dev reads: the process itself
 // (edge, engine, broker and consumer in one) and its two redis-server
-// children, told apart by the banner's addresses.
+// children, found by the addresses its banner prints (INFO server names
+// each one's process id).
 func devWatch(p *proc) ([]watched, error) {
-	pid := p.cmd.Process.Pid
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		b, _ := os.ReadFile(p.log)
 		if m := reDevRedis.FindSubmatch(b); m != nil {
-			ws := []watched{{role: roleServer, pid: pid}}
-			ports := map[string]string{portOf(string(m[1])): roleRedisDef, portOf(string(m[2])): roleRedisHot}
-			addrs := map[string]string{roleRedisDef: string(m[1]), roleRedisHot: string(m[2])}
-			for _, c := range childrenNamed(pid, "redis-server") {
-				if role, ok := ports[cmdlinePort(c)]; ok {
-					ws = append(ws, watched{role: role, pid: c, redis: addrs[role]})
+			ws := []watched{{role: roleServer, pid: p.cmd.Process.Pid}}
+			for i, role := range []string{roleRedisDef, roleRedisHot} {
+				addr := string(m[i+1])
+				pid, err := redisPID(addr)
+				if err != nil {
+					return nil, fmt.Errorf("seckill dev's %s: %w", role, err)
 				}
-			}
-			if len(ws) != 3 {
-				return nil, fmt.Errorf("seckill dev (pid %d): found %d of its 2 redis-servers", pid, len(ws)-1)
+				ws = append(ws, watched{role: role, pid: pid, redis: addr})
 			}
 			return ws, nil
 		}
@@ -118,20 +116,6 @@ func devWatch(p *proc) ([]watched, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func portOf(addr string) string { _, port, _ := strings.Cut(addr, ":"); return port }
-
-// cmdlinePort is the value of --port on pid's command line.
-func cmdlinePort(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	args := strings.Split(string(b), "\x00")
-	for i := 0; i+1 < len(args); i++ {
-		if args[i] == "--port" {
-			return args[i+1]
-		}
-	}
-	return ""
 }
 
 // preheat creates the bench activity through the admin API and buys SKU
