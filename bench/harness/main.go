@@ -14,9 +14,13 @@
 // Scenarios on the system: (a) accept — distinct buyers on a SKU whose stock
 // outlasts the run; (b) reject — a sold-out SKU; (c) the seed's
 // bench/flash_sale.lua unmodified; (d) result polling; (e) the accept load
-// from -bigc (10,000) connections. It also measures how fast the consumer
-// drains the accept backlog against a raw batched INSERT IGNORE reference,
-// and takes CPU and allocation profiles of (a) and (b).
+// from -bigc (10,000) connections; then (f) the accept load on the parts as
+// separate processes (seckill broker, edge, consumer; -parts). It also
+// measures how fast the consumer drains the accept backlog against a raw
+// batched INSERT IGNORE reference, takes CPU and allocation profiles of (a)
+// and (b), and tells where the CPU goes: CPU-µs per accepted buyer of each
+// process and redis-server, and Redis commands per accepted buyer, for the
+// EVALSHA reference, (a) and (f) (cost.go).
 //
 // Everything it starts is stopped by PID before it exits; MariaDB comes and
 // goes through scripts/mariadb-test.sh. Run from the repository root:
@@ -42,7 +46,7 @@ type options struct {
 	threads, conns     int
 	bigConns           int
 	out, config, root  string
-	noSync             bool
+	noSync, parts      bool
 	seckillBin         string
 	drainRows, drainBt int
 }
@@ -57,6 +61,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "bench/out", "directory for logs, wrk reports, profiles and the table")
 	flag.StringVar(&o.config, "config", "configs/bench.yaml", "the system's configuration")
 	flag.BoolVar(&o.noSync, "no-sync", false, "skip the MariaDB references (sync baseline, INSERT IGNORE)")
+	flag.BoolVar(&o.parts, "parts", true, "run (f): the accept load on seckill broker, edge and consumer as separate processes, for the CPU per part")
 	flag.StringVar(&o.seckillBin, "seckill", "", "a prebuilt seckill binary to run instead of building ./cmd/seckill")
 	flag.IntVar(&o.drainRows, "drain-rows", 200000, "rows of the INSERT IGNORE reference")
 	flag.IntVar(&o.drainBt, "drain-batch", 500, "rows per INSERT IGNORE statement of the reference")
@@ -170,9 +175,12 @@ func run(o options) error {
 			return err
 		}
 		logf("ref evalsha: wrk -c%d %v", o.conns, o.dur)
+		ws := []watched{{role: roleServer, pid: p.cmd.Process.Pid}, {role: roleRedisDef, pid: rp.cmd.Process.Pid, redis: raddr}}
+		m := measure(ws)
 		if r.evalsha, err = runWrk(out, "ref-evalsha", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
 			return err
 		}
+		r.refCost = m.done("ref: fasthttp + 1 EVALSHA occupy/req", "the reference server and its redis-server, over the wrk run", r.evalsha.Codes["200"])
 		p.stop(5 * time.Second)
 		rp.stop(10 * time.Second)
 	}
@@ -222,6 +230,7 @@ func run(o options) error {
 
 	// (a) accept path, profiled in the middle.
 	logf("(a) accept: wrk -c%d %v on SKU %d", o.conns, o.dur, acceptSKU)
+	m := measure(sys.watch)
 	prof := r.startProfile(sys, out, "accept", o)
 	if r.accept, err = runWrk(out, "a-accept", std(url, fmt.Sprint(acceptSKU), "1000000000000")); err != nil {
 		return err
@@ -233,6 +242,11 @@ func run(o options) error {
 	if r.drain, err = sys.waitDrained(5 * time.Minute); err != nil {
 		return err
 	}
+	note := "seckill dev: edge, engine, broker, consumer and SQLite in one process (the edge+engine column), its two redis-server children"
+	if o.profile > 0 && o.profile < o.dur {
+		note += fmt.Sprintf("; CPU-profiled for %v of the run (a few %% more CPU)", o.profile)
+	}
+	r.devCost = m.done("(a) accept, seckill dev (one process)", note, r.accept.Codes["200"])
 
 	// (b) reject path: SKU 2002 was bought out at start.
 	logf("(b) reject: wrk -c%d %v on sold-out SKU %d", o.conns, o.dur, soldOutSKU)
@@ -289,7 +303,15 @@ func run(o options) error {
 	// threads alike) may hold one order per distinct id: at most -t.
 	sys.unseen[skuKey{demoActivity, seedSKU}] = int64(o.threads)
 	r.check = sys.check()
-	sys.p.stop(40 * time.Second)
+	sys.stop()
+
+	// (f) the accept load on the parts as separate processes: where the
+	// CPU goes.
+	if o.parts {
+		if err := r.runParts(out, seckillBin, o, std); err != nil {
+			return err
+		}
+	}
 
 	// The bare reference once more: how much the machine drifted.
 	{
@@ -313,7 +335,7 @@ func run(o options) error {
 	if err := os.WriteFile(filepath.Join(out, "table.md"), []byte(text), 0o644); err != nil {
 		return err
 	}
-	if !r.check.OK {
+	if !r.check.OK || r.partsRun && !r.partsCheck.OK {
 		return fmt.Errorf("correctness check failed (see above)")
 	}
 	return nil

@@ -18,14 +18,19 @@ import (
 // persistence settings `seckill dev` gives its own (append-only, fsync every
 // second).
 func startRedis(out string) (*proc, string, error) {
+	return startRedisIn(out, "ref-redis", filepath.Join(out, "ref-redis"))
+}
+
+// startRedisIn runs a redis-server named name (its log: out/name.log) with
+// its files in dir, with seckill dev's persistence settings.
+func startRedisIn(out, name, dir string) (*proc, string, error) {
 	addr := freeAddr()
 	_, port, _ := strings.Cut(addr, ":")
-	dir := filepath.Join(out, "ref-redis")
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", err
 	}
-	p, err := start(out, "ref-redis", "redis-server", nil, "--port", port, "--bind", "127.0.0.1", "--dir", dir,
+	p, err := start(out, name, "redis-server", nil, "--port", port, "--bind", "127.0.0.1", "--dir", dir,
 		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--daemonize", "no", "--protected-mode", "no")
 	if err != nil {
 		return nil, "", err

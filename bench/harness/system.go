@@ -24,11 +24,15 @@ import (
 
 const adminToken = "bench-harness-token"
 
-// system is `seckill dev --config configs/bench.yaml` with its own data
-// directory and loopback listeners.
+// system is one seckill deployment under test with its own data directory
+// and loopback listeners: `seckill dev --config configs/bench.yaml`
+// (startSystem), or the parts as separate processes (startParts).
 type system struct {
-	p                  *proc
-	dir                string
+	p                  *proc   // the process serving the edge
+	procs              []*proc // every process of the system, stopped newest first
+	watch              []watched
+	activities         []int64 // the activities it sells
+	dir                string  // holds seckill.db, the orders database
 	edge, admin, pprof string
 	bin                string
 	http               *http.Client
@@ -48,19 +52,72 @@ const (
 	seedSKU       = 1001
 )
 
-func startSystem(out, bin, config string) (*system, error) {
-	s := &system{dir: filepath.Join(out, "seckill-data"), edge: freeAddr(), admin: freeAddr(), pprof: freeAddr(), bin: bin,
+func newSystem(bin, dir string, activities ...int64) *system {
+	_ = os.RemoveAll(dir)
+	return &system{dir: dir, edge: freeAddr(), admin: freeAddr(), bin: bin, activities: activities,
 		http: &http.Client{Timeout: 30 * time.Second}, accepted: map[skuKey]int64{}, unseen: map[skuKey]int64{}}
-	_ = os.RemoveAll(s.dir)
+}
+
+// startSystem runs `seckill dev` (the demo activity and the bench activity).
+func startSystem(out, bin, config string) (*system, error) {
+	s := newSystem(bin, filepath.Join(out, "seckill-data"), demoActivity, benchActivity)
+	s.pprof = freeAddr()
 	p, err := start(out, "seckill", bin, []string{"SECKILL_ADMIN_TOKEN=" + adminToken},
 		"dev", "--config", config, "--data-dir", s.dir, "--listen", s.edge, "--admin-listen", s.admin, "--pprof", s.pprof)
 	if err != nil {
 		return nil, err
 	}
 	s.p = p
+	s.procs = []*proc{p}
 	if err := waitReady(p, "http://"+s.edge+"/readyz", 60*time.Second); err != nil {
 		return s, err
 	}
+	if s.watch, err = devWatch(p); err != nil {
+		return s, err
+	}
+	return s, s.preheat()
+}
+
+// stop stops the system's processes, newest first.
+func (s *system) stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		s.procs[i].stop(40 * time.Second)
+	}
+}
+
+// reDevRedis is seckill dev's banner line naming its redis-servers.
+var reDevRedis = regexp.MustCompile(`redis\s+(\S+) \(default\), (\S+) \(hot shard\)`)
+
+// devWatch finds what a cost row of seckill dev reads: the process itself
+// (edge, engine, broker and consumer in one) and its two redis-server
+// children, found by the addresses its banner prints (INFO server names
+// each one's process id).
+func devWatch(p *proc) ([]watched, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(p.log)
+		if m := reDevRedis.FindSubmatch(b); m != nil {
+			ws := []watched{{role: roleServer, pid: p.cmd.Process.Pid}}
+			for i, role := range []string{roleRedisDef, roleRedisHot} {
+				addr := string(m[i+1])
+				pid, err := redisPID(addr)
+				if err != nil {
+					return nil, fmt.Errorf("seckill dev's %s: %w", role, err)
+				}
+				ws = append(ws, watched{role: role, pid: pid, redis: addr})
+			}
+			return ws, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("seckill dev printed no redis addresses (see %s)", p.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// preheat creates the bench activity through the admin API and buys SKU
+// 2002's one unit as soon as the edge sells it.
+func (s *system) preheat() error {
 	now := time.Now()
 	a := sale.Activity{ID: benchActivity, Start: now.Add(-time.Second).Truncate(time.Second), End: now.Add(3 * time.Hour).Truncate(time.Second),
 		State: sale.StateOnline, SKUs: []sale.SKU{
@@ -68,7 +125,7 @@ func startSystem(out, bin, config string) (*system, error) {
 			{ID: soldOutSKU, Stock: 1, Price: 9900, LimitPerUser: 1},
 		}}
 	if err := s.adminCall("POST", "/admin/v1/activities", a, nil); err != nil {
-		return s, fmt.Errorf("preheat bench activity: %w", err)
+		return fmt.Errorf("preheat bench activity: %w", err)
 	}
 	// The edge reloads its catalog every refresh_interval; wait until it
 	// sells the new SKUs.
@@ -80,11 +137,11 @@ func startSystem(out, bin, config string) (*system, error) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return s, fmt.Errorf("the edge does not sell SKU %d (last answer %d, %v)", soldOutSKU, code, err)
+			return fmt.Errorf("the edge does not sell SKU %d (last answer %d, %v)", soldOutSKU, code, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return s, nil
+	return nil
 }
 
 func (s *system) orderURL() string { return "http://" + s.edge + "/api/v1/flash-sale/order" }
@@ -191,7 +248,7 @@ func (d drain) rate() float64 {
 // waitDrained polls the admin API until no ticket waits for its order.
 func (s *system) waitDrained(timeout time.Duration) (drain, error) {
 	start := time.Now()
-	orders0, occ0, err := s.ordered(demoActivity, benchActivity)
+	orders0, occ0, err := s.ordered(s.activities...)
 	if err != nil {
 		return drain{}, err
 	}
@@ -202,7 +259,7 @@ func (s *system) waitDrained(timeout time.Duration) (drain, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 		var orders int64
-		if orders, occ, err = s.ordered(demoActivity, benchActivity); err != nil {
+		if orders, occ, err = s.ordered(s.activities...); err != nil {
 			return d, err
 		}
 		d.Orders, d.Took = orders-orders0, time.Since(start)
@@ -221,7 +278,7 @@ func (s *system) check() check {
 	c := check{OK: true}
 	fail := func(f string, a ...any) { c.OK = false; c.Lines = append(c.Lines, "FAIL "+fmt.Sprintf(f, a...)) }
 	pass := func(f string, a ...any) { c.Lines = append(c.Lines, "ok   "+fmt.Sprintf(f, a...)) }
-	for _, a := range []int64{demoActivity, benchActivity} {
+	for _, a := range s.activities {
 		rep, err := s.stock(a)
 		if err != nil {
 			fail("stock report of activity %d: %v", a, err)
@@ -309,12 +366,12 @@ func (s *system) profile(out, name string, secs int) (p profiled) {
 	}
 	base := filepath.Join(out, name)
 	_ = get("/debug/pprof/allocs", base+".allocs0.pb.gz")
-	orders0, _, _ := s.ordered(demoActivity, benchActivity)
+	orders0, _, _ := s.ordered(s.activities...)
 	if err := get("/debug/pprof/profile?seconds="+strconv.Itoa(secs), base+".cpu.pb.gz"); err != nil {
 		p.cpuTop = "cpu profile: " + err.Error()
 		return p
 	}
-	orders1, _, _ := s.ordered(demoActivity, benchActivity)
+	orders1, _, _ := s.ordered(s.activities...)
 	p.orders = orders1 - orders0
 	_ = get("/debug/pprof/allocs", base+".allocs1.pb.gz")
 	top := func(args ...string) string {

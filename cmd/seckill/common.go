@@ -17,10 +17,15 @@ import (
 	"seckill/internal/obs"
 )
 
-// loadConfig reads --config and the environment; fs's own flags are
-// applied by the caller afterwards (flags win over both).
-func loadConfig(path string) (config.Config, *zap.Logger, error) {
-	cfg, err := config.Load(path)
+// loader reads a --config file (may be empty) over a command's defaults
+// and applies the environment: config.Load (production defaults) for the
+// parts, config.LoadDev (the dev defaults, configs/dev.yaml) for dev.
+type loader func(path string) (config.Config, error)
+
+// loadConfig reads --config and the environment with load; fs's own flags
+// are applied by the caller afterwards (flags win over both).
+func loadConfig(load loader, path string) (config.Config, *zap.Logger, error) {
+	cfg, err := load(path)
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -38,12 +43,13 @@ func newFlags(name string) (*flag.FlagSet, *string) {
 }
 
 // parseAndLoad parses a subcommand's flags and loads the configuration its
-// --config names; the caller applies its own flags over the result.
-func parseAndLoad(fs *flag.FlagSet, path *string, args []string) (config.Config, *zap.Logger, error) {
+// --config names with load; the caller applies its own flags over the
+// result.
+func parseAndLoad(fs *flag.FlagSet, path *string, args []string, load loader) (config.Config, *zap.Logger, error) {
 	if err := fs.Parse(args); err != nil {
 		return config.Config{}, nil, err
 	}
-	return loadConfig(*path)
+	return loadConfig(load, *path)
 }
 
 // override sets *dst to v when the flag was given.

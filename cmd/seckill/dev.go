@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/cmd/seckill/app"
+	"seckill/cmd/seckill/config"
 	"seckill/internal/devserver"
 	"seckill/internal/sale"
 )
@@ -21,7 +22,7 @@ func runDev(args []string) (err error) {
 	adminAddr := fs.String("admin-listen", "", "admin listener (default 127.0.0.1:8081)")
 	dataDir := fs.String("data-dir", "", "data directory (default ./data)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this loopback address (off by default)")
-	cfg, log, err := parseAndLoad(fs, path, args)
+	cfg, log, err := parseAndLoad(fs, path, args, config.LoadDev)
 	if err != nil {
 		return err
 	}
@@ -136,7 +137,7 @@ seckill dev is up (data in %s)
 Ctrl-C drains in-flight tickets into orders and stops.
 `, dir, pub, pub, pub, adm, cfg.Admin.Token, redisDef.Addr, redisHot.Addr, kafka.Addrs[0], pub, pub, adm, cfg.Admin.Token)
 	log.Info("seckill dev started", zap.String("listen", pub), zap.String("admin", adm))
-	return serveUntilSignal(sys, app.Listeners{Edge: edgeLn, Admin: adminLn}, 30*time.Second, rateReloader(sys, *path))
+	return serveUntilSignal(sys, app.Listeners{Edge: edgeLn, Admin: adminLn}, 30*time.Second, rateReloader(sys, config.LoadDev, *path))
 }
 
 // DemoActivity is the preloaded sale of `seckill dev`: activity 1, open from

@@ -24,6 +24,9 @@ commands:
 
 Every command takes --config FILE (YAML); every key can be overridden by
 an environment variable SECKILL_<KEY_PATH> (edge.listen -> SECKILL_EDGE_LISTEN).
+dev reads the file over its dev defaults (configs/dev.yaml, built in: with
+no file it runs what make run runs); the other commands over the
+production defaults.
 `
 
 var version = "dev"

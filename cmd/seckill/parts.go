@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"seckill/cmd/seckill/app"
+	"seckill/cmd/seckill/config"
 	"seckill/engine"
 )
 
@@ -16,7 +17,7 @@ func runEdge(args []string) error {
 	listenAddr := fs.String("listen", "", "public listener (edge.listen)")
 	adminAddr := fs.String("admin-listen", "", "admin listener (admin.listen)")
 	eng := fs.String("engine", "", "sidecar engine address, unix:///path.sock or tcp://host:port (edge.engine)")
-	cfg, log, err := parseAndLoad(fs, path, args)
+	cfg, log, err := parseAndLoad(fs, path, args, config.Load)
 	if err != nil {
 		return err
 	}
@@ -54,14 +55,14 @@ func runEdge(args []string) error {
 		return err
 	}
 	start.handover()
-	return serveUntilSignal(sys, l, 30*time.Second, rateReloader(sys, *path))
+	return serveUntilSignal(sys, l, 30*time.Second, rateReloader(sys, config.Load, *path))
 }
 
 // runEngine is `seckill engine`: the stock engine as a sidecar.
 func runEngine(args []string) error {
 	fs, path := newFlags("engine")
 	listenAddr := fs.String("listen", "", "unix:///path.sock or tcp://host:port (engine.listen)")
-	cfg, log, err := parseAndLoad(fs, path, args)
+	cfg, log, err := parseAndLoad(fs, path, args, config.Load)
 	if err != nil {
 		return err
 	}
@@ -107,7 +108,7 @@ func runEngine(args []string) error {
 // runConsumer is `seckill consumer`.
 func runConsumer(args []string) error {
 	fs, path := newFlags("consumer")
-	cfg, log, err := parseAndLoad(fs, path, args)
+	cfg, log, err := parseAndLoad(fs, path, args, config.Load)
 	if err != nil {
 		return err
 	}

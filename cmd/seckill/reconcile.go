@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"seckill/cmd/seckill/config"
 	"seckill/internal/catalog"
 	"seckill/internal/lag"
 	"seckill/internal/results"
@@ -31,7 +32,7 @@ func runReconcile(args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, log, err := loadConfig(*path)
+	cfg, log, err := loadConfig(config.Load, *path)
 	if err != nil {
 		return err
 	}

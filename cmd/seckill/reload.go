@@ -4,18 +4,19 @@ import (
 	"fmt"
 
 	"seckill/cmd/seckill/app"
-	"seckill/cmd/seckill/config"
 )
 
 // rateReloader is SIGHUP for `seckill edge` and `seckill dev`: it re-reads
-// the configuration file and the environment and applies the edge.rate
+// the configuration file and the environment with load (the loader the
+// process started with, so dev re-reads over the dev defaults, not the
+// production ones) and applies the edge.rate
 // section to the running edge (edge.Server.SetRate logs what changed). A
 // file that does not load or validate is refused whole, and the limits in
 // force stay. Nothing else of the file is applied: other changes need a
 // restart.
-func rateReloader(sys *app.System, path string) func() error {
+func rateReloader(sys *app.System, load loader, path string) func() error {
 	return func() error {
-		cfg, err := config.Load(path)
+		cfg, err := load(path)
 		if err == nil {
 			err = cfg.Validate()
 		}

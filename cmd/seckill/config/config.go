@@ -2,8 +2,10 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
+	"seckill/configs"
 	"seckill/consumer"
 	"seckill/edge"
 	"seckill/engine"
@@ -104,10 +106,37 @@ func Default() Config {
 	}
 }
 
+// DevDefaults returns the defaults of `seckill dev`: configs/dev.yaml (built into
+// the binary) read over Default. They differ from production where one
+// machine and a local crowd need it: 127.0.0.1 exempt from the per-address
+// limits (every local buyer shares it) and limited per user instead, dev
+// token keys and admin token, the demo sale, console logs.
+func DevDefaults() (Config, error) {
+	c := Default()
+	if err := Decode(configs.Dev, &c); err != nil {
+		return c, fmt.Errorf("config: built-in configs/dev.yaml: %w", err)
+	}
+	return c, nil
+}
+
 // Load reads path (may be empty) over the defaults and applies SECKILL_*
 // environment overrides.
 func Load(path string) (Config, error) {
 	c := Default()
+	if err := LoadFile(path, &c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// LoadDev is Load for `seckill dev`: path (may be empty) is read over the
+// dev defaults (DevDefaults) instead of the production ones, so a key a file
+// leaves out keeps its dev value, and no file at all runs configs/dev.yaml.
+func LoadDev(path string) (Config, error) {
+	c, err := DevDefaults()
+	if err != nil {
+		return c, err
+	}
 	if err := LoadFile(path, &c); err != nil {
 		return c, err
 	}

@@ -109,11 +109,12 @@ func TestLoopbackCrowdsAreLimitedPerUserOutsideProduction(t *testing.T) {
 		}
 		return false
 	}
-	for _, f := range []string{"dev.yaml", "bench.yaml"} {
-		c, err := Load("../../../configs/" + f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	dev, err := DevDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f, c := range map[string]Config{"dev defaults (seckill dev without --config)": dev,
+		"dev.yaml": mustLoad(t, "../../../configs/dev.yaml"), "bench.yaml": mustLoad(t, "../../../configs/bench.yaml")} {
 		if c.Edge.Rate.IPPerSecond > 0 && !exempt(c) {
 			t.Errorf("%s limits 127.0.0.1 as one client", f)
 		}
