@@ -5,8 +5,9 @@
 -- KEYS[3] users    hash: userId -> requestNo
 -- KEYS[4] sold     integer: units occupied or ordered
 -- KEYS[5] claimed  set of claimed requestNos
+-- KEYS[6] pending  sorted set of unclaimed records ("userId:requestNo")
 -- Returns {meta exists (0/1), initial, remaining, sold, user records,
--- claimed}; a missing counter reads 0.
+-- claimed, pending}; a missing counter reads 0.
 return {
   redis.call('EXISTS', KEYS[1]),
   tonumber(redis.call('HGET', KEYS[1], 'initial') or '0'),
@@ -14,4 +15,5 @@ return {
   tonumber(redis.call('GET', KEYS[4]) or '0'),
   redis.call('HLEN', KEYS[3]),
   redis.call('SCARD', KEYS[5]),
+  redis.call('ZCARD', KEYS[6]),
 }

@@ -23,3 +23,9 @@ var Settle string
 //
 //go:embed rebuild.lua
 var Rebuild string
+
+// Reindex makes the pending index agree with the user records of the
+// tickets given: see reindex.lua.
+//
+//go:embed reindex.lua
+var Reindex string

@@ -5,34 +5,25 @@ package lua
 
 import _ "embed"
 
-// Occupy takes stock for one buyer: see occupy.lua.
+// OccupyBatch takes stock for n ≥ 1 buyers of one SKU in one call: the one
+// definition of the occupy rules (a single buyer is a batch of one). See
+// occupy_batch.lua.
 //
-//go:embed occupy.lua
-var Occupy string
+//go:embed occupy_batch.lua
+var OccupyBatch string
 
 // Release gives one ticket's stock back, idempotently: see release.lua.
 //
 //go:embed release.lua
 var Release string
 
-// Claim marks a ticket as becoming an order: see claim.lua.
+// ClaimBatch marks n ≥ 1 tickets of one SKU as becoming orders in one call:
+// the one definition of the claim rule. See claim_batch.lua.
 //
-//go:embed claim.lua
-var Claim string
+//go:embed claim_batch.lua
+var ClaimBatch string
 
 // Restock adds units to a live SKU: see restock.lua.
 //
 //go:embed restock.lua
 var Restock string
-
-// OccupyBatch takes stock for n buyers of one SKU in one call, with the
-// answers occupy.lua would give one after another: see occupy_batch.lua.
-//
-//go:embed occupy_batch.lua
-var OccupyBatch string
-
-// ClaimBatch marks n tickets of one SKU as becoming orders in one call: see
-// claim_batch.lua.
-//
-//go:embed claim_batch.lua
-var ClaimBatch string

@@ -1,35 +1,48 @@
--- occupy_batch: take stock for n buyers of one SKU in one call (group
--- commit). Each buyer gets exactly the answer occupy.lua would give if it ran
--- once per buyer in ARGV order: a buyer repeated in the batch is DUPLICATE
--- naming the requestNo the earlier one took, a buyer whose quantity no longer
--- fits is SOLD_OUT while a smaller one after it may still be OK.
--- KEYS[1] meta   hash: status, start_ms, end_ms, limit, soldout, rebuy
--- KEYS[2] stock  integer: remaining units
--- KEYS[3] users  hash: userId -> requestNo
--- KEYS[4] sold   integer: units occupied or ordered
--- KEYS[5] closed hash: userId -> requestNo of the buyer's order closed unpaid
--- KEYS[6] qty    hash: requestNo -> units, for every record of a SKU that
---                sells more than one unit per ticket (meta limit > 1)
+-- occupy_batch: take stock for n buyers of one SKU in one call, n >= 1 (DESIGN
+-- §5). This is the one definition of the occupy rules: a single buyer is a
+-- batch of one, and the engine's group commit sends the buyers that queued
+-- for a SKU together. Buyers are judged one after another in ARGV order, so
+-- each gets the answer it would get alone in that order: a buyer repeated in
+-- the batch is DUPLICATE naming the requestNo the earlier one took, a buyer
+-- whose quantity no longer fits is SOLD_OUT while a smaller one after it may
+-- still be OK.
+-- KEYS[1] meta    hash: status, start_ms, end_ms, limit, soldout ("1": on-call
+--                 marked the SKU sold out whatever its stock), rebuy ("0": a
+--                 buyer whose order was closed unpaid may not buy again)
+-- KEYS[2] stock   integer: remaining units
+-- KEYS[3] users   hash: userId -> requestNo
+-- KEYS[4] sold    integer: units occupied or ordered
+-- KEYS[5] closed  hash: userId -> requestNo of the buyer's order closed unpaid
+-- KEYS[6] qty     hash: requestNo -> units, for every record of a SKU that
+--                 sells more than one unit per ticket (meta limit > 1)
+-- KEYS[7] pending sorted set: "userId:requestNo" -> accept time (server ms)
+--                 of every record not claimed yet (the orphan sweeper's index)
 -- ARGV    n triples, buyer i = 1..n:
 --   ARGV[3i-2] userId
 --   ARGV[3i-1] requestNo
 --   ARGV[3i]   quantity (positive integer)
 -- Returns a flat array of 3n values, {code, remaining, holder} of buyer i at
--- 3i-2, 3i-1, 3i, with the codes and meanings of occupy.lua:
---   "OK"         remaining after this buyer's decrement; holder = its requestNo
---   "MISSING"    no meta hash (Redis lost the SKU, or not preheated yet)
+-- 3i-2, 3i-1, 3i (one buyer: {code, remaining, holder}):
+--   "OK"         stock taken; remaining after this buyer's decrement;
+--                holder = its requestNo
+--   "MISSING"    no meta hash: Redis lost the SKU (restart without
+--                persistence, FLUSHALL) and the watcher has not rebuilt it
+--                from the database yet, or it is not preheated yet. Not a
+--                business answer: the engine answers busy (fail closed)
 --   "NOT_OPEN"   status not ONLINE, or server time before start_ms
 --   "ENDED"      server time at or after end_ms
 --   "DUPLICATE"  the user holds a ticket (before or earlier in the batch);
 --                holder = that requestNo. Also where meta rebuy is "0" and
 --                the user's order was closed unpaid: holder = its requestNo
 --   "OVER_LIMIT" quantity above the per-user limit
---   "SOLD_OUT"   remaining below quantity, or the on-call sold-out mark is set
---                (remaining 0)
--- remaining is -1 where stock was not read. Redis work per call: one HMGET of
--- meta, one TIME, one HMGET of users (and one of closed where rebuy is "0"),
--- one GET, one DECRBY, one INCRBY and one HSET of all new records (and one
--- of their units where limit > 1), whatever n is.
+--   "SOLD_OUT"   remaining below quantity (remaining may be above 0), or the
+--                on-call sold-out mark is set (remaining 0: nothing sellable)
+-- remaining is -1 where stock was not read. Redis work per call, whatever n
+-- is: one HMGET of meta, one TIME, one HMGET of users (and one of closed
+-- where rebuy is "0"); where anyone may buy, one GET; where anyone bought,
+-- one DECRBY, one INCRBY, one HSET of the new records, one ZADD of their
+-- pending entries (and one HSET of their units where limit > 1). One buyer
+-- who buys: 8 commands.
 local n = #ARGV / 3
 local out = {}
 local function all(code)
@@ -67,10 +80,11 @@ if meta[6] == '0' then
 end
 local limit = tonumber(meta[4] or '1')
 local marked = meta[5] == '1'
-local stock -- read on first need, like occupy.lua
+local stock -- read on first need
 local taken = 0
-local seen = {} -- userId -> requestNo taken earlier in this batch
-local set = {}  -- field, value pairs for one HSET
+local seen = {}  -- userId -> requestNo taken earlier in this batch
+local set = {}   -- field, value pairs for one HSET of users
+local pend = {}  -- score, member pairs for one ZADD of pending
 local units = {} -- requestNo, quantity pairs for the qty HSET (limit > 1)
 for i = 1, n do
   local uid, rn, q = uids[i], ARGV[3 * i - 1], tonumber(ARGV[3 * i])
@@ -94,6 +108,8 @@ for i = 1, n do
       seen[uid] = rn
       set[#set + 1] = uid
       set[#set + 1] = rn
+      pend[#pend + 1] = now
+      pend[#pend + 1] = uid .. ':' .. rn
       if limit > 1 then
         units[#units + 1] = rn
         units[#units + 1] = q
@@ -106,6 +122,7 @@ if #set > 0 then
   redis.call('DECRBY', KEYS[2], taken)
   redis.call('INCRBY', KEYS[4], taken)
   redis.call('HSET', KEYS[3], unpack(set))
+  redis.call('ZADD', KEYS[7], unpack(pend))
   if #units > 0 then
     redis.call('HSET', KEYS[6], unpack(units))
   end

@@ -4,7 +4,8 @@
 -- its data are gone with it (their messages fail the claim and are answered
 -- FAIL), so only the database's orders still hold stock.
 -- KEYS[1] meta, KEYS[2] stock, KEYS[3] users, KEYS[4] sold, KEYS[5] claimed,
--- KEYS[6] closed, KEYS[7] qty
+-- KEYS[6] closed, KEYS[7] qty, KEYS[8] pending (emptied: every record
+-- written back is claimed)
 -- ARGV[1] initial units
 -- ARGV[2] units of the live orders
 -- ARGV[3] n: the number of meta field/value pairs that follow
@@ -26,7 +27,7 @@ local rem = initial - ordered
 if rem < 0 then
   rem = 0
 end
-redis.call('DEL', KEYS[3], KEYS[5], KEYS[7])
+redis.call('DEL', KEYS[3], KEYS[5], KEYS[7], KEYS[8])
 redis.call('SET', KEYS[2], rem)
 redis.call('SET', KEYS[4], ordered)
 local n = tonumber(ARGV[3])

@@ -5,6 +5,7 @@
 -- KEYS[4] claimed set: requestNos the consumer claimed for an order
 -- KEYS[5] closed  hash: userId -> requestNo of the buyer's order closed unpaid
 -- KEYS[6] qty     hash: requestNo -> units (SKUs of several units per ticket)
+-- KEYS[7] pending sorted set: "userId:requestNo" -> accept ms (unclaimed)
 -- ARGV[1] userId
 -- ARGV[2] requestNo
 -- ARGV[3] quantity, used where qty does not record the ticket's units
@@ -21,10 +22,13 @@
 --               already, or never occupied): nothing changed
 --   "CLAIMED"   the ticket was claimed for an order and ARGV[4] is not "1":
 --               nothing changed
+-- Whatever the outcome the ticket is not pending afterwards: released, it
+-- holds nothing; not held or claimed, it does not belong in the index.
 -- Stock is restored only through the user's record, never by a bare INCR.
 if ARGV[5] == '1' then
   redis.call('HSET', KEYS[5], ARGV[1], ARGV[2])
 end
+redis.call('ZREM', KEYS[7], ARGV[1] .. ':' .. ARGV[2])
 local holder = redis.call('HGET', KEYS[2], ARGV[1])
 if holder ~= ARGV[2] then
   return {'NOT_HELD', tonumber(redis.call('GET', KEYS[1]) or '0')}

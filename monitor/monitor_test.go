@@ -3,6 +3,7 @@ package monitor
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -159,5 +160,97 @@ func TestDependencyUpFollowsEachPing(t *testing.T) {
 	m.Sample(ctx)
 	if up("redis.hot") != 1 || up("store") != 0 {
 		t.Fatalf("hot shard back, store closed: hot %v, store %v", up("redis.hot"), up("store"))
+	}
+}
+
+// readsOfOrders is a store that records every call that reads the orders
+// table (counts, lists, lookups) and every snapshot read.
+type readsOfOrders struct {
+	store.Store
+	orders    []string
+	snapshots int
+}
+
+func (s *readsOfOrders) CountOrders(ctx context.Context, a, k int64) (int64, int64, error) {
+	s.orders = append(s.orders, "CountOrders")
+	return s.Store.CountOrders(ctx, a, k)
+}
+
+func (s *readsOfOrders) Ledger(ctx context.Context, a, k int64) (store.Snapshot, []store.OrderRef, error) {
+	s.orders = append(s.orders, "Ledger")
+	return s.Store.Ledger(ctx, a, k)
+}
+
+func (s *readsOfOrders) Order(ctx context.Context, no string) (store.Order, error) {
+	s.orders = append(s.orders, "Order")
+	return s.Store.Order(ctx, no)
+}
+
+func (s *readsOfOrders) OrderByRequest(ctx context.Context, rn string) (store.Order, error) {
+	s.orders = append(s.orders, "OrderByRequest")
+	return s.Store.OrderByRequest(ctx, rn)
+}
+
+func (s *readsOfOrders) ExpiredOrders(ctx context.Context, t time.Time, limit int) ([]store.Order, error) {
+	s.orders = append(s.orders, "ExpiredOrders")
+	return s.Store.ExpiredOrders(ctx, t, limit)
+}
+
+func (s *readsOfOrders) Snapshot(ctx context.Context, a, k int64) (store.Snapshot, error) {
+	s.snapshots++
+	return s.Store.Snapshot(ctx, a, k)
+}
+
+// TestSampleReadsCountersNotTheOrders: a sample costs the database one
+// snapshot row per SKU (the ordered units the order transactions keep),
+// never a count or a list of the orders, however many there are — that is
+// the reconciler's full comparison, on its own interval.
+func TestSampleReadsCountersNotTheOrders(t *testing.T) {
+	r := testenv.StartRedis(t)
+	scfg := store.DefaultConfig()
+	scfg.DSN = filepath.Join(t.TempDir(), "s.db")
+	db, err := store.Open(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st := &readsOfOrders{Store: db}
+	ledger, _ := stocktest.Stock(t, r)
+	ctx := context.Background()
+	now := time.Now()
+	a := sale.Activity{ID: 4, Start: now.Add(-time.Minute), End: now.Add(time.Hour), State: sale.StateOnline,
+		SKUs: []sale.SKU{{ID: 40, Stock: 500, Price: 100, LimitPerUser: 1}, {ID: 41, Stock: 5, Price: 100, LimitPerUser: 1}}}
+	if err := st.PutActivity(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.Preheat(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	pa, k, _ := ledger.Catalog().Lookup(4, 40)
+	var msgs []sale.Message
+	for u := int64(1); u <= 300; u++ {
+		rn := "rn" + strconv.FormatInt(u, 10)
+		if res, err := ledger.Occupy(ctx, pa, k, u, rn, 1); err != nil || res.Code != stock.CodeOK {
+			t.Fatal(res, err)
+		}
+		msgs = append(msgs, sale.Message{RequestNo: rn, ActivityID: 4, SKUID: 40, UserID: u, Quantity: 1, UnitPrice: 100})
+	}
+	if _, err := st.SaveBatch(ctx, msgs[:250]); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m := New(ledger, st, nil, time.Second, zaptest.NewLogger(t), reg)
+	for range 3 {
+		m.Sample(ctx)
+	}
+	if len(st.orders) != 0 || st.snapshots != 3*2 {
+		t.Fatalf("3 samples of 2 SKUs read the orders %v and %d snapshot rows, want none and 6", st.orders, st.snapshots)
+	}
+	l := map[string]string{"activity": "4", "sku": "40"}
+	for name, want := range map[string]float64{"seckill_sku_ordered_units": 250, "seckill_sku_occupied_units": 50,
+		"seckill_sku_remaining_units": 200} {
+		if v, _ := gauge(t, reg, name, l); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
 	}
 }

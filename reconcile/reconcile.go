@@ -102,6 +102,7 @@ type SKUReport struct {
 		Sold      int64 `json:"sold"`
 		Records   int64 `json:"records"`
 		Claimed   int64 `json:"claimed"`
+		Pending   int64 `json:"pending"` // entries of the pending index
 	} `json:"redis"`
 	DB struct {
 		Initial   int64 `json:"initial"`
@@ -112,6 +113,11 @@ type SKUReport struct {
 	} `json:"db"`
 	Drifts  []Drift  `json:"drifts,omitempty"`
 	Repairs []Repair `json:"repairs,omitempty"`
+	// Reindexed counts pending-index entries this run added (unclaimed
+	// records missing from it: tickets taken before the index existed) or
+	// removed (entries of no unclaimed record). Done on every run, repair
+	// or not: the index is the sweeper's view and changes no stock.
+	Reindexed int64 `json:"reindexed,omitempty"`
 }
 
 // Drift is one kind of drift found.
@@ -304,6 +310,7 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 	}
 	line.Redis.Present, line.Redis.Initial, line.Redis.Remaining = led.Present, led.Initial, led.Remaining
 	line.Redis.Sold, line.Redis.Records, line.Redis.Claimed = led.Sold, led.Holders, led.Claimed
+	line.Redis.Pending = led.Pending
 	var recs stock.Records
 	if led.Present {
 		if recs, err = r.stock.Records(ctx, a.ID, k); err != nil {
@@ -409,6 +416,9 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 	occupied := led.Sold - withRec
 	add(KindLedger, cmpUnits+occupied+led.Remaining-sn.Initial,
 		"ordered %d + occupied %d + remaining %d vs initial %d", cmpUnits, occupied, led.Remaining, sn.Initial)
+	if err := r.reindex(ctx, a, k, &recs, &line); err != nil {
+		return line, err
+	}
 	if !repair {
 		return line, nil
 	}
@@ -456,6 +466,44 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 		}
 	}
 	return line, nil
+}
+
+// reindex puts the SKU's pending index in step with its records (see
+// SKUReport.Reindexed): every unclaimed record in it, under its requestNo's
+// time (one without a time is never judged stale by the sweeper, so it is
+// left out), nothing else. The scan of recs is not atomic; reindex.lua
+// judges each ticket again.
+func (r *Reconciler) reindex(ctx context.Context, a *sale.Activity, k *sale.SKU, recs *stock.Records, line *SKUReport) error {
+	var fix []stock.PendingTicket
+	for u, rn := range recs.Users {
+		if recs.Claimed[rn] {
+			continue
+		}
+		if _, ok := recs.Pending[stock.PendingMember(u, rn)]; ok {
+			continue
+		}
+		if at, ok := sale.RequestNoTime(rn); ok {
+			fix = append(fix, stock.PendingTicket{UserID: u, RequestNo: rn, At: at})
+		}
+	}
+	for _, p := range recs.Pending {
+		if recs.Users[p.UserID] != p.RequestNo || recs.Claimed[p.RequestNo] {
+			fix = append(fix, p)
+		}
+	}
+	if len(fix) == 0 {
+		return nil
+	}
+	added, removed, err := r.stock.Reindex(ctx, a.ID, k, fix)
+	if err != nil {
+		return err
+	}
+	line.Reindexed = added + removed
+	if line.Reindexed > 0 {
+		r.log.Info("pending index put in step with the records", zap.Int64("activityId", a.ID), zap.Int64("skuId", k.ID),
+			zap.Int64("added", added), zap.Int64("removed", removed))
+	}
+	return nil
 }
 
 // release gives back one ticket's occupancy, answers its buyer and records

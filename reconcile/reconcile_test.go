@@ -179,7 +179,8 @@ func TestCleanBooksShowNoDrift(t *testing.T) {
 		if rep.Drifts != 0 {
 			t.Fatalf("drift in clean books: %v", drifts(rep))
 		}
-		if len(rep.SKUs) != 5 || rep.SKUs[0].DB.Orders != 3 || rep.SKUs[0].Redis.Records != 5 {
+		if len(rep.SKUs) != 5 || rep.SKUs[0].DB.Orders != 3 || rep.SKUs[0].Redis.Records != 5 ||
+			rep.SKUs[0].Redis.Pending != 1 || rep.SKUs[0].Reindexed != 0 {
 			t.Errorf("report %+v", rep.SKUs[0])
 		}
 		if n := gaugeSeries(t, reg); n != 5*len(Kinds) {

@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
+	"seckill/internal/sale"
 	"seckill/store"
 )
+
+// sweepPage is how many pending tickets one index read returns.
+const sweepPage = 256
 
 // Sweep releases orphan occupancies: user records that are not claimed,
 // whose ticket is older than the grace period, whose message Kafka proves
@@ -18,6 +23,14 @@ import (
 // a ticket the consumer claims at the last moment is left alone (the
 // script decides, atomically). The buyer's result becomes FAIL RELEASED
 // and the request log records STOCK_OCCUPIED and FAILED.
+//
+// It reads only the SKU's pending index (stock.Stock.Pending: unclaimed
+// tickets by accept time), up to min(now, consumed-through) − grace, a page
+// at a time: one ZRANGEBYSCORE per SKU when nothing is that old, whatever
+// number of buyers the SKU has had. Each candidate is then judged by its
+// requestNo's time as before (the index's time is Redis's clock, the
+// requestNo's the engine's). A ticket taken before the index existed is not
+// in it until the reconciler's next full comparison puts it there.
 //
 // Each orphan gives back the units its ticket took: 1 on a SKU of one unit
 // per ticket, else what the SKU's qty hash recorded at occupy. A ticket of
@@ -40,58 +53,87 @@ func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("sweep: %w", err)
 	}
 	now := r.now()
-	loaded := false
+	before := now
+	if through.Before(before) {
+		before = through
+	}
+	before = before.Add(-r.cfg.OrphanGrace)
 	n := 0
 	for i := range acts {
 		a := &acts[i]
 		for j := range a.SKUs {
-			k := &a.SKUs[j]
-			led, err := r.stock.Ledger(ctx, a.ID, k)
+			m, err := r.sweepSKU(ctx, a, &a.SKUs[j], before, now, through)
+			n += m
 			if err != nil {
 				return n, fmt.Errorf("sweep: %w", err)
-			}
-			if !led.Present || led.Holders == led.Claimed {
-				continue // every record is claimed: no orphan
-			}
-			recs, err := r.stock.Records(ctx, a.ID, k)
-			if err != nil {
-				return n, fmt.Errorf("sweep: %w", err)
-			}
-			for u, rn := range recs.Users {
-				if recs.Claimed[rn] || !r.stale(rn, now, through) {
-					continue
-				}
-				if _, err := r.st.OrderByRequest(ctx, rn); !errors.Is(err, store.ErrNotFound) {
-					if err != nil {
-						return n, fmt.Errorf("sweep: %w", err)
-					}
-					continue // an order exists: not an orphan (the reconciler looks at it)
-				}
-				if !loaded {
-					if _, _, ok := r.stock.Catalog().Lookup(a.ID, k.ID); !ok {
-						if err := r.stock.Catalog().Load(ctx); err != nil {
-							return n, fmt.Errorf("sweep: %w", err)
-						}
-					}
-					loaded = true
-				}
-				q, known := recs.UnitsOf(rn, k.LimitPerUser)
-				if !known {
-					continue
-				}
-				ok, err := r.release(ctx, a, k, ticket{user: u, rn: rn, qty: q,
-					reason: "orphan: no order, and its message never reached the consumer"})
-				if err != nil {
-					return n, fmt.Errorf("sweep: %w", err)
-				}
-				if ok {
-					n++
-					r.m.orphans.Inc()
-					r.log.Warn("orphan occupancy released", zap.String("requestNo", rn), zap.Int64("activityId", a.ID),
-						zap.Int64("skuId", k.ID), zap.Int64("userId", u), zap.Time("consumedThrough", through))
-				}
 			}
 		}
 	}
 	return n, nil
+}
+
+// sweepSKU sweeps one SKU's pending tickets accepted before before.
+func (r *Reconciler) sweepSKU(ctx context.Context, a *sale.Activity, k *sale.SKU, before, now, through time.Time) (int, error) {
+	n := 0
+	routed := false
+	// offset skips the entries an earlier page left in the index (not stale
+	// by their requestNo, an order found, units unknown). Every release
+	// attempted removes its entry (release.lua, whatever its outcome), so
+	// each page either shrinks the index below before or moves offset on.
+	offset := 0
+	for {
+		page, read, err := r.stock.Pending(ctx, a.ID, k, before, offset, sweepPage)
+		if err != nil {
+			return n, err
+		}
+		attempted := 0
+		for _, p := range page {
+			if !r.stale(p.RequestNo, now, through) {
+				continue
+			}
+			if _, err := r.st.OrderByRequest(ctx, p.RequestNo); !errors.Is(err, store.ErrNotFound) {
+				if err != nil {
+					return n, err
+				}
+				continue // an order exists: not an orphan (the reconciler looks at it)
+			}
+			q := p.Units
+			if q == 0 {
+				if k.LimitPerUser > 1 {
+					continue // units known only to the lost message
+				}
+				q = 1
+			}
+			if !routed {
+				// Release routes by the catalog: a SKU it does not know
+				// would be looked for on the wrong shard.
+				cat := r.stock.Catalog()
+				if _, _, ok := cat.Lookup(a.ID, k.ID); !ok {
+					if err := cat.Load(ctx); err != nil {
+						return n, err
+					}
+					if _, _, ok := cat.Lookup(a.ID, k.ID); !ok {
+						return n, nil
+					}
+				}
+				routed = true
+			}
+			attempted++
+			ok, err := r.release(ctx, a, k, ticket{user: p.UserID, rn: p.RequestNo, qty: q,
+				reason: "orphan: no order, and its message never reached the consumer"})
+			if err != nil {
+				return n, err
+			}
+			if ok {
+				n++
+				r.m.orphans.Inc()
+				r.log.Warn("orphan occupancy released", zap.String("requestNo", p.RequestNo), zap.Int64("activityId", a.ID),
+					zap.Int64("skuId", k.ID), zap.Int64("userId", p.UserID), zap.Time("consumedThrough", through))
+			}
+		}
+		if read < sweepPage {
+			return n, nil
+		}
+		offset += read - attempted
+	}
 }

@@ -25,20 +25,20 @@ type Buyer struct {
 	Quantity  int64
 }
 
-// OccupyBatch runs the batched occupy script (occupy_batch.lua) for buyers
-// of one SKU, in order: each buyer's result is the one Occupy would have
-// given it called once per buyer in that order. The results are appended
-// to out. An error is a Redis failure and holds for every buyer. Like
-// Occupy, a remaining stock of 0 publishes the sold-out event (once).
+// OccupyBatch runs the occupy script (occupy_batch.lua) for buyers of one
+// SKU, in order: each buyer's result is the one Occupy would have given it
+// called once per buyer in that order. The results are appended to out. An
+// error is a Redis failure and holds for every buyer. A remaining stock of
+// 0 publishes the sold-out event (once).
 func (s *Stock) OccupyBatch(ctx context.Context, a *sale.Activity, sku *sale.SKU, buyers []Buyer, out []OccupyResult) ([]OccupyResult, error) {
 	args := AppendBatchArgs(make([]string, 0, 3*len(buyers)), buyers)
 	return s.OccupyBatchArgs(ctx, a, sku, BatchKeys(a.ID, sku.ID), buyers, args, out)
 }
 
-// BatchKeys returns the KEYS of the batch script for one SKU.
+// BatchKeys returns the KEYS of the occupy script for one SKU.
 func BatchKeys(activity, sku int64) []string {
 	k := sale.KeysFor(activity, sku)
-	return []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty}
+	return []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending}
 }
 
 // AppendBatchArgs appends the script's ARGV triples of buyers to args.

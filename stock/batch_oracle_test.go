@@ -3,20 +3,25 @@ package stock
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"seckill/internal/sale"
 )
 
-// TestBatchScriptAgainstHandComputedBatches checks occupy_batch.lua against
-// expectations worked out by hand from its documented rules (the header of
-// lua/occupy_batch.lua and README "The life of a ticket": status and window,
-// then the user's record, then the per-user limit, then the on-call mark and
-// the stock), not against occupy.lua: a rule broken in both scripts alike
-// passes TestBatchScriptAnswersLikeOneCallPerBuyer but not this table. Codes are the documented
-// strings, and the books are read from Redis by the key names of DESIGN §5.
+// TestBatchScriptAgainstHandComputedBatches checks the occupy script
+// (occupy_batch.lua, the one definition of the occupy rules: one buyer is a
+// batch of one) against expectations worked out by hand from its documented
+// rules (the header of lua/occupy_batch.lua and README "The life of a
+// ticket": status and window, then the user's record, then the per-user
+// limit, then the on-call mark and the stock) — the oracle for single and
+// batched occupy alike, which no longer have two scripts to compare. Codes
+// are the documented strings, and the books — stock, sold, users and the
+// pending index — are read from Redis by the key names of DESIGN §5.
 func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 	const a, b, c, d = 1, 2, 3, 4 // buyers
 	type want struct {
@@ -33,9 +38,11 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 		mark         bool    // the on-call sold-out mark, set after before
 		buyers       []Buyer
 		want         []want
-		remaining    int64            // the stock key after the call
-		sold         int64            // the sold key
-		users        map[int64]string // the users hash: userId -> requestNo
+		remaining    int64             // the stock key after the call
+		sold         int64             // the sold key
+		users        map[int64]string  // the users hash: userId -> requestNo
+		pending      []string          // the pending index's members, "userId:requestNo"
+		units        map[string]string // the qty hash (limit > 1): requestNo -> units
 	}{
 		{
 			name:  "stock 3 sells to a, b and c; a's second ticket is a duplicate of its first; d finds it sold out",
@@ -43,6 +50,7 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			buyers:    []Buyer{{a, "ra", 1}, {b, "rb", 1}, {a, "ra2", 1}, {c, "rc", 1}, {d, "rd", 1}},
 			want:      []want{{"OK", 2, "ra"}, {"OK", 1, "rb"}, {"DUPLICATE", -1, "ra"}, {"OK", 0, "rc"}, {"SOLD_OUT", 0, ""}},
 			remaining: 0, sold: 3, users: map[int64]string{a: "ra", b: "rb", c: "rc"},
+			pending: []string{"1:ra", "2:rb", "3:rc"},
 		},
 		{
 			name:  "a quantity above the per-user limit takes nothing and does not bar the buyer's next ticket",
@@ -50,6 +58,8 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			buyers:    []Buyer{{a, "ra", 3}, {b, "rb", 2}, {a, "ra2", 1}, {c, "rc", 5}},
 			want:      []want{{"OVER_LIMIT", -1, ""}, {"OK", 8, "rb"}, {"OK", 7, "ra2"}, {"OVER_LIMIT", -1, ""}},
 			remaining: 7, sold: 3, users: map[int64]string{b: "rb", a: "ra2"},
+			pending: []string{"1:ra2", "2:rb"},
+			units:   map[string]string{"rb": "2", "ra2": "1"},
 		},
 		{
 			name:  "a quantity above what remains is sold out, and a smaller one after it still fits",
@@ -57,6 +67,8 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			buyers:    []Buyer{{a, "ra", 3}, {b, "rb", 2}, {c, "rc", 1}, {d, "rd", 1}},
 			want:      []want{{"OK", 1, "ra"}, {"SOLD_OUT", 1, ""}, {"OK", 0, "rc"}, {"SOLD_OUT", 0, ""}},
 			remaining: 0, sold: 4, users: map[int64]string{a: "ra", c: "rc"},
+			pending: []string{"1:ra", "3:rc"},
+			units:   map[string]string{"ra": "3", "rc": "1"},
 		},
 		{
 			name:  "a buyer holding a ticket from an earlier call is a duplicate of it, even over the limit",
@@ -65,6 +77,7 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			buyers:    []Buyer{{a, "ra", 2}, {b, "rb", 1}, {b, "rb2", 1}},
 			want:      []want{{"DUPLICATE", -1, "r0"}, {"OK", 3, "rb"}, {"DUPLICATE", -1, "rb"}},
 			remaining: 3, sold: 2, users: map[int64]string{a: "r0", b: "rb"},
+			pending: []string{"1:r0", "2:rb"},
 		},
 		{
 			name:  "the on-call mark sells nothing with stock left; a duplicate and an over-limit keep their codes",
@@ -74,13 +87,41 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			buyers:    []Buyer{{b, "rb", 1}, {a, "ra", 1}, {c, "rc", 2}},
 			want:      []want{{"SOLD_OUT", 0, ""}, {"DUPLICATE", -1, "r0"}, {"OVER_LIMIT", -1, ""}},
 			remaining: 4, sold: 1, users: map[int64]string{a: "r0"},
+			pending: []string{"1:r0"},
 		},
 		{
-			name:  "before the window opens nothing sells",
+			name:  "one buyer alone takes its units, recorded where the limit is above one",
+			stock: 5, limit: 2,
+			buyers:    []Buyer{{a, "ra", 2}},
+			want:      []want{{"OK", 3, "ra"}},
+			remaining: 3, sold: 2, users: map[int64]string{a: "ra"},
+			pending: []string{"1:ra"},
+			units:   map[string]string{"ra": "2"},
+		},
+		{
+			name:  "one buyer alone who holds a ticket is a duplicate of it",
+			stock: 5, limit: 1,
+			before:    []Buyer{{a, "r0", 1}},
+			buyers:    []Buyer{{a, "ra", 1}},
+			want:      []want{{"DUPLICATE", -1, "r0"}},
+			remaining: 4, sold: 1, users: map[int64]string{a: "r0"},
+			pending: []string{"1:r0"},
+		},
+		{
+			name:  "one buyer alone takes the last unit; the next finds it sold out",
+			stock: 1, limit: 1,
+			before:    []Buyer{{a, "r0", 1}},
+			buyers:    []Buyer{{b, "rb", 1}},
+			want:      []want{{"SOLD_OUT", 0, ""}},
+			remaining: 0, sold: 1, users: map[int64]string{a: "r0"},
+			pending: []string{"1:r0"},
+		},
+		{
+			name:  "before the window opens nothing sells, a buyer named twice included",
 			stock: 5, limit: 1,
 			tweak:     func(x *sale.Activity) { x.Start, x.End = now.Add(time.Hour), now.Add(2*time.Hour) },
-			buyers:    []Buyer{{a, "ra", 1}, {b, "rb", 1}},
-			want:      []want{{"NOT_OPEN", -1, ""}, {"NOT_OPEN", -1, ""}},
+			buyers:    []Buyer{{a, "ra", 1}, {b, "rb", 1}, {a, "ra2", 1}},
+			want:      []want{{"NOT_OPEN", -1, ""}, {"NOT_OPEN", -1, ""}, {"NOT_OPEN", -1, ""}},
 			remaining: 5, sold: 0, users: map[int64]string{},
 		},
 		{
@@ -111,6 +152,7 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 				tc.tweak(&act)
 			}
 			pa, k := r.preheat(t, act)
+			t0 := serverMs(t, rdb)
 			if len(tc.before) > 0 {
 				got, err := r.stock.OccupyBatch(ctx, pa, k, tc.before, nil)
 				if err != nil {
@@ -131,6 +173,7 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t1 := serverMs(t, rdb)
 			if len(got) != len(tc.want) {
 				t.Fatalf("%d answers for %d buyers", len(got), len(tc.buyers))
 			}
@@ -163,6 +206,30 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			if fmt.Sprint(users) != fmt.Sprint(want) {
 				t.Errorf("users %v, want %v", users, want)
 			}
+			units, err := rdb.Do(ctx, rdb.B().Hgetall().Key(p+"qty").Build()).AsStrMap()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(units) != fmt.Sprint(tc.units) {
+				t.Errorf("qty %v, want %v", units, tc.units)
+			}
+			// :pending, the sweeper's index: every record taken, by accept
+			// time (Redis server ms, so between the TIMEs read around it).
+			pend, err := rdb.Do(ctx, rdb.B().Zrange().Key(p+"pending").Min("0").Max("-1").Withscores().Build()).AsZScores()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var members []string
+			for _, z := range pend {
+				members = append(members, z.Member)
+				if ms := int64(z.Score); ms < t0 || ms > t1 {
+					t.Errorf("pending %s at %d, not between %d and %d", z.Member, ms, t0, t1)
+				}
+			}
+			sort.Strings(members)
+			if fmt.Sprint(members) != fmt.Sprint(tc.pending) {
+				t.Errorf("pending %v, want %v", members, tc.pending)
+			}
 		})
 	}
 	t.Run("an activity never preheated (or lost by Redis) is missing for every buyer", func(t *testing.T) {
@@ -176,8 +243,20 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 				t.Errorf("buyer %d: %+v, want MISSING", j, g)
 			}
 		}
-		if n, err := rdb.Do(ctx, rdb.B().Exists().Key("sk:{a99:s999}:stock", "sk:{a99:s999}:users").Build()).AsInt64(); err != nil || n != 0 {
+		if n, err := rdb.Do(ctx, rdb.B().Exists().Key("sk:{a99:s999}:stock", "sk:{a99:s999}:users", "sk:{a99:s999}:pending").Build()).AsInt64(); err != nil || n != 0 {
 			t.Errorf("a missing SKU's keys were written: %d (%v)", n, err)
 		}
 	})
+}
+
+// serverMs is Redis server time in ms, as the scripts compute it.
+func serverMs(t *testing.T, c rueidis.Client) int64 {
+	t.Helper()
+	v, err := c.Do(context.Background(), c.B().Time().Build()).AsStrSlice()
+	if err != nil || len(v) != 2 {
+		t.Fatalf("TIME: %v %v", v, err)
+	}
+	sec, _ := strconv.ParseInt(v[0], 10, 64)
+	usec, _ := strconv.ParseInt(v[1], 10, 64)
+	return sec*1000 + usec/1000
 }

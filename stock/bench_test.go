@@ -17,7 +17,8 @@ import (
 
 const benchStock = 1 << 40
 
-// BenchmarkStockOccupy is one occupy.lua call per buyer, one at a time.
+// BenchmarkStockOccupy is one occupy script call per buyer (a batch of
+// one), one at a time.
 func BenchmarkStockOccupy(b *testing.B) {
 	r := newRig(b)
 	a, k := r.preheat(b, activity(1, 1001, benchStock, true))
@@ -32,7 +33,7 @@ func BenchmarkStockOccupy(b *testing.B) {
 	}
 }
 
-// benchmarkOccupyBatch is one occupy_batch.lua call for n buyers at a time;
+// benchmarkOccupyBatch is one occupy script call for n buyers at a time;
 // buyers/s is what one shard connection sustains call after call.
 func benchmarkOccupyBatch(b *testing.B, n int) {
 	r := newRig(b)

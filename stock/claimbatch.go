@@ -13,10 +13,10 @@ import (
 
 var claimBatchScript = rueidis.NewLuaScript(lua.ClaimBatch)
 
-// ClaimBatch claims many tickets, as Claim would one by one, with one
-// claim_batch.lua call per SKU (at most MaxBatch tickets each) instead of
-// one script call per ticket: a consumer batch of a hot SKU costs its shard
-// one HMGET and one SADD. held[i] answers msgs[i]; an error is a Redis
+// ClaimBatch claims many tickets with one claim_batch.lua call per SKU (at
+// most MaxBatch tickets each): a consumer batch of a hot SKU costs its shard
+// one HMGET, one SADD and one ZREM (the claimed tickets leave the pending
+// index). Each ticket gets the answer it would get claimed alone. held[i] answers msgs[i]; an error is a Redis
 // failure and holds for the whole call (claims are idempotent: retry all).
 func (s *Stock) ClaimBatch(ctx context.Context, msgs []*sale.Message) (held []bool, err error) {
 	held = make([]bool, len(msgs))
@@ -43,7 +43,7 @@ func (s *Stock) ClaimBatch(ctx context.Context, msgs []*sale.Message) (held []bo
 		c := s.client(k.activity, k.sku)
 		for lo := 0; lo < len(g.idx); lo += MaxBatch {
 			hi := min(lo+MaxBatch, len(g.idx))
-			codes, err := claimBatchScript.Exec(ctx, c, []string{keys.Users, keys.Claim}, g.args[2*lo:2*hi]).AsStrSlice()
+			codes, err := claimBatchScript.Exec(ctx, c, []string{keys.Users, keys.Claim, keys.Pending}, g.args[2*lo:2*hi]).AsStrSlice()
 			if err != nil {
 				return held, fmt.Errorf("claim %d tickets of sku %d: %w", hi-lo, k.sku, err)
 			}

@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -51,32 +52,48 @@ func newRig(t testing.TB) *rig {
 // occupyFunc is Stock.Occupy's shape.
 type occupyFunc func(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (OccupyResult, error)
 
-// eachOccupy runs f over a fresh rig once with one occupy.lua call per buyer
-// and once through the batch script (occupy_batch.lua, one buyer per call,
-// as the engine's group commit sends an occupy that finds its SKU idle), so
-// every Stock-level test holds for both scripts. Batches of many buyers are
-// proven equal to single calls by TestBatchScriptAnswersLikeOneCallPerBuyer
-// here, and the engine's group commit (engine.Batcher) under concurrency by
-// its own tests.
+// eachOccupy runs f over a fresh rig once with each buyer alone in its
+// script call (Stock.Occupy: a batch of one, as the engine sends a buyer
+// who finds its SKU idle) and once with each buyer in a call beside others
+// (between two bystanders who take nothing), as group commit sends it: the
+// one occupy script must give a buyer the same answer either way. The
+// rules themselves are checked against hand-computed batches
+// (TestBatchScriptAgainstHandComputedBatches), and the engine's group
+// commit under concurrency by its own tests.
 func eachOccupy(t *testing.T, f func(t *testing.T, r *rig)) {
-	for _, mode := range []string{"single", "batched"} {
+	for _, mode := range []string{"alone", "in a batch"} {
 		t.Run(mode, func(t *testing.T) {
 			r := newRig(t)
-			if mode == "batched" {
-				r.occupy = r.batchOfOne
+			if mode == "in a batch" {
+				r.occupy = r.amongBystanders
 			}
 			f(t, r)
 		})
 	}
 }
 
-// batchOfOne is one buyer's occupy through the batch script.
-func (r *rig) batchOfOne(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (OccupyResult, error) {
-	out, err := r.stock.OccupyBatch(ctx, a, sku, []Buyer{{UserID: user, RequestNo: requestNo, Quantity: q}}, nil)
+// bystanderQty is above any test SKU's per-user limit: a bystander is
+// OVER_LIMIT (or a DUPLICATE, or shares a whole-batch answer) and changes
+// nothing.
+const bystanderQty = 1 << 40
+
+// amongBystanders is one buyer's occupy in a batch of three: a bystander
+// before it and one after it, users no test uses.
+func (r *rig) amongBystanders(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (OccupyResult, error) {
+	out, err := r.stock.OccupyBatch(ctx, a, sku, []Buyer{
+		{UserID: -1, RequestNo: "bystander-before", Quantity: bystanderQty},
+		{UserID: user, RequestNo: requestNo, Quantity: q},
+		{UserID: -2, RequestNo: "bystander-after", Quantity: bystanderQty},
+	}, nil)
 	if err != nil {
 		return OccupyResult{}, err
 	}
-	return out[0], nil
+	for _, i := range []int{0, 2} {
+		if c := out[i].Code; c != CodeOverLimit && c != out[1].Code {
+			return OccupyResult{}, fmt.Errorf("bystander %d answered %+v beside %+v", i, out[i], out[1])
+		}
+	}
+	return out[1], nil
 }
 
 // activity is open now for an hour with one SKU of the given stock.

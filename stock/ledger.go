@@ -20,6 +20,7 @@ var (
 	restoreScript = rueidis.NewLuaScript(lua.Restore)
 	settleScript  = rueidis.NewLuaScript(lua.Settle)
 	rebuildScript = rueidis.NewLuaScript(lua.Rebuild)
+	reindexScript = rueidis.NewLuaScript(lua.Reindex)
 )
 
 // Ledger is one SKU's counters read in one atomic step.
@@ -34,22 +35,26 @@ type Ledger struct {
 func (s *Stock) Ledger(ctx context.Context, activity int64, sku *sale.SKU) (Ledger, error) {
 	k := sale.KeysFor(activity, sku.ID)
 	v, err := ledgerScript.Exec(ctx, s.shards.For(sku.Hot),
-		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim}, nil).AsIntSlice()
+		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Pending}, nil).AsIntSlice()
 	if err != nil {
 		return Ledger{}, fmt.Errorf("ledger activity %d sku %d: %w", activity, sku.ID, err)
 	}
-	if len(v) != 6 {
-		return Ledger{}, fmt.Errorf("ledger activity %d sku %d: %d values, want 6", activity, sku.ID, len(v))
+	if len(v) != 7 {
+		return Ledger{}, fmt.Errorf("ledger activity %d sku %d: %d values, want 7", activity, sku.ID, len(v))
 	}
-	return Ledger{Present: v[0] == 1, Counts: Counts{Initial: v[1], Remaining: v[2], Sold: v[3], Holders: v[4], Claimed: v[5]}}, nil
+	return Ledger{Present: v[0] == 1, Counts: Counts{Initial: v[1], Remaining: v[2], Sold: v[3], Holders: v[4],
+		Claimed: v[5], Pending: v[6]}}, nil
 }
 
-// Records are a SKU's user records, claimed requestNos and the units of
-// its tickets (SKUs of several units per ticket).
+// Records are a SKU's user records, claimed requestNos, the units of its
+// tickets (SKUs of several units per ticket) and its pending index.
 type Records struct {
 	Users   map[int64]string // userId -> requestNo
 	Claimed map[string]bool
 	Units   map[string]int64 // requestNo -> units (the qty hash)
+	// Pending holds the entries of the pending index by their member
+	// (PendingMember), each with its accept time.
+	Pending map[string]PendingTicket
 }
 
 // UnitsOf returns the units ticket requestNo holds: the recorded units,
@@ -66,13 +71,17 @@ func (r Records) UnitsOf(requestNo string, limit int64) (int64, bool) {
 	return 0, false
 }
 
-// Records scans the user records and the claimed set of (activity, sku)
-// with HSCAN/SSCAN, so a large SKU does not block its shard. The scan is
-// not atomic: a record added or removed while it runs may be missed.
+// Records scans the user records, the claimed set, the units and the
+// pending index of (activity, sku) with HSCAN/SSCAN/ZSCAN, so a large SKU
+// does not block its shard. Its cost grows with every holder the SKU ever
+// had: only the reconciler's full comparison, on its own interval, reads
+// it. The scan is not atomic: a record added or removed while it runs may
+// be missed.
 func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Records, error) {
 	k := sale.KeysFor(activity, sku.ID)
 	c := s.shards.For(sku.Hot)
-	out := Records{Users: map[int64]string{}, Claimed: map[string]bool{}, Units: map[string]int64{}}
+	out := Records{Users: map[int64]string{}, Claimed: map[string]bool{}, Units: map[string]int64{},
+		Pending: map[string]PendingTicket{}}
 	var cursor uint64
 	for {
 		e, err := c.Do(ctx, c.B().Hscan().Key(k.Users).Cursor(cursor).Count(1000).Build()).AsScanEntry()
@@ -113,6 +122,25 @@ func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Rec
 				return out, fmt.Errorf("units activity %d sku %d: %q: %w", activity, sku.ID, e.Elements[i+1], err)
 			}
 			out.Units[e.Elements[i]] = q
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			break
+		}
+	}
+	for {
+		e, err := c.Do(ctx, c.B().Zscan().Key(k.Pending).Cursor(cursor).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return out, fmt.Errorf("pending activity %d sku %d: %w", activity, sku.ID, err)
+		}
+		for i := 0; i+1 < len(e.Elements); i += 2 {
+			ms, err := strconv.ParseFloat(e.Elements[i+1], 64)
+			if err != nil {
+				return out, fmt.Errorf("pending activity %d sku %d: score %q: %w", activity, sku.ID, e.Elements[i+1], err)
+			}
+			if t, err := parsePending(e.Elements[i], ms); err == nil {
+				out.Pending[e.Elements[i]] = t
+			} // else not written by the scripts (a hand edit): ignored
+
 		}
 		if cursor = e.Cursor; cursor == 0 {
 			break
@@ -178,7 +206,7 @@ func (s *Stock) RestoreRecords(ctx context.Context, activity int64, sku *sale.SK
 	for len(hs) > 0 {
 		part := hs[:min(len(hs), 1000)]
 		hs = hs[len(part):]
-		v, err := restoreScript.Exec(ctx, s.shards.For(sku.Hot), []string{k.Users, k.Claim, k.Qty},
+		v, err := restoreScript.Exec(ctx, s.shards.For(sku.Hot), []string{k.Users, k.Claim, k.Qty, k.Pending},
 			recordArgs(make([]string, 0, 3*len(part)), sku, part)).AsInt64()
 		if err != nil {
 			return n, fmt.Errorf("restore records activity %d sku %d: %w", activity, sku.ID, err)
@@ -242,7 +270,7 @@ func (s *Stock) Rebuild(ctx context.Context, a *sale.Activity, sku *sale.SKU, in
 	args = recordArgs(args, sku, holds)
 	args = holdArgs(args, closed)
 	code, err := rebuildScript.Exec(ctx, s.shards.For(sku.Hot),
-		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty}, args).ToString()
+		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty, k.Pending}, args).ToString()
 	if err != nil {
 		return false, fmt.Errorf("rebuild activity %d sku %d: %w", a.ID, sku.ID, err)
 	}

@@ -22,11 +22,13 @@ func TestLedgerRestoreSettleAndRebuild(t *testing.T) {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	l, err := r.stock.Ledger(ctx, 1, sku)
-	if err != nil || !l.Present || l.Initial != 10 || l.Remaining != 7 || l.Sold != 3 || l.Holders != 3 || l.Claimed != 1 {
+	if err != nil || !l.Present || l.Initial != 10 || l.Remaining != 7 || l.Sold != 3 || l.Holders != 3 || l.Claimed != 1 ||
+		l.Pending != 2 {
 		t.Fatalf("ledger %+v, %v", l, err)
 	}
 	recs, err := r.stock.Records(ctx, 1, sku)
-	if err != nil || len(recs.Users) != 3 || recs.Users[2] != "rn2" || !recs.Claimed["rn1"] || len(recs.Claimed) != 1 {
+	if err != nil || len(recs.Users) != 3 || recs.Users[2] != "rn2" || !recs.Claimed["rn1"] || len(recs.Claimed) != 1 ||
+		len(recs.Pending) != 2 || recs.Pending["2:rn2"].RequestNo != "rn2" || recs.Pending["3:rn3"].UserID != 3 {
 		t.Fatalf("records %+v, %v", recs, err)
 	}
 	if rn, claimed, err := r.stock.Holder(ctx, 1, 1001, 1); err != nil || rn != "rn1" || !claimed {
@@ -37,9 +39,13 @@ func TestLedgerRestoreSettleAndRebuild(t *testing.T) {
 	// gives back 9's, keeps 3's own ticket over an order of 3's.
 	k := sale.KeysFor(1, 1001)
 	r.hot.Do(t, "HDEL", k.Users, "2")
+	r.hot.Do(t, "ZADD", k.Pending, "1", "9:rn9") // a stale entry: a restored record is claimed
 	n, err := r.stock.RestoreRecords(ctx, 1, sku, []Hold{{UserID: 9, RequestNo: "rn9"}, {UserID: 3, RequestNo: "old3"}})
 	if err != nil || n != 1 {
 		t.Fatalf("restore: %d %v", n, err)
+	}
+	if s, err := r.hot.Do(t, "ZSCORE", k.Pending, "9:rn9").ToString(); err == nil {
+		t.Fatalf("the restored record is still pending (%s)", s)
 	}
 	if rn, claimed, _ := r.stock.Holder(ctx, 1, 1001, 3); rn != "rn3" || claimed {
 		t.Fatalf("user 3's own record was replaced: %q %v", rn, claimed)
@@ -68,12 +74,13 @@ func TestLedgerRestoreSettleAndRebuild(t *testing.T) {
 	if l, _ := r.stock.Ledger(ctx, 1, sku); l.Present {
 		t.Fatal("ledger sees the flushed sku")
 	}
+	r.hot.Do(t, "ZADD", k.Pending, "1", "7:left-over") // lost with the rest, in truth: the rebuild empties it
 	ok, err := r.stock.Rebuild(ctx, a, sku, 10, 2, []Hold{{UserID: 1, RequestNo: "rn1"}, {UserID: 4, RequestNo: "rn4"}}, nil)
 	if err != nil || !ok {
 		t.Fatalf("rebuild: %v %v", ok, err)
 	}
 	l, _ = r.stock.Ledger(ctx, 1, sku)
-	if !l.Present || l.Initial != 10 || l.Remaining != 8 || l.Sold != 2 || l.Holders != 2 || l.Claimed != 2 {
+	if !l.Present || l.Initial != 10 || l.Remaining != 8 || l.Sold != 2 || l.Holders != 2 || l.Claimed != 2 || l.Pending != 0 {
 		t.Fatalf("rebuilt ledger %+v", l)
 	}
 	if res, err := r.stock.Occupy(ctx, a, sku, 4, "again", 1); err != nil || res.Code != CodeDuplicate || res.Holder != "rn4" {

@@ -28,9 +28,7 @@ import (
 type Stock struct {
 	shards        *shard.Set
 	cat           *catalog.Catalog
-	occupy        *rueidis.Lua
 	releaseScript *rueidis.Lua
-	claim         *rueidis.Lua
 	onEvent       func(sale.Event)
 	ordered       OrderedFunc
 	now           func() time.Time
@@ -48,9 +46,7 @@ func New(shards *shard.Set, cat *catalog.Catalog, opts ...Option) *Stock {
 	s := &Stock{
 		shards:        shards,
 		cat:           cat,
-		occupy:        rueidis.NewLuaScript(lua.Occupy),
 		releaseScript: rueidis.NewLuaScript(lua.Release),
-		claim:         rueidis.NewLuaScript(lua.Claim),
 		now:           time.Now,
 	}
 	for _, o := range opts {
@@ -68,8 +64,8 @@ func (s *Stock) Shards() *shard.Set { return s.shards }
 // skuKey names one SKU of one activity.
 type skuKey struct{ activity, sku int64 }
 
-// Occupy codes returned by the occupy scripts (occupy.lua,
-// occupy_batch.lua); outcome.go maps each to its sentinel.
+// Occupy codes returned by the occupy script (occupy_batch.lua);
+// outcome.go maps each to its sentinel.
 const (
 	CodeOK        = "OK"
 	CodeNotOpen   = "NOT_OPEN"
@@ -104,31 +100,18 @@ func (s *Stock) client(activity, sku int64) rueidis.Client {
 	return s.shards.For(ok && k.Hot)
 }
 
-// Occupy runs the occupy script for one buyer. An error is a Redis failure;
-// business outcomes are in the result's Code.
+// Occupy takes stock for one buyer: the occupy script (occupy_batch.lua)
+// with a batch of one, so one buyer is judged by exactly the rules a
+// group-commit batch applies. An error is a Redis failure; business
+// outcomes are in the result's Code. A remaining stock of 0 publishes the
+// sold-out event.
 func (s *Stock) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (OccupyResult, error) {
-	k := sale.KeysFor(a.ID, sku.ID)
-	vals, err := s.occupy.Exec(ctx, s.shards.For(sku.Hot),
-		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty},
-		[]string{strconv.FormatInt(user, 10), requestNo, strconv.FormatInt(q, 10)}).ToArray()
+	var out [1]OccupyResult
+	res, err := s.OccupyBatch(ctx, a, sku, []Buyer{{UserID: user, RequestNo: requestNo, Quantity: q}}, out[:0])
 	if err != nil {
-		return OccupyResult{}, fmt.Errorf("occupy sku %d: %w", sku.ID, err)
+		return OccupyResult{}, err
 	}
-	if len(vals) != 3 {
-		return OccupyResult{}, fmt.Errorf("occupy sku %d: script answered %d values", sku.ID, len(vals))
-	}
-	var r OccupyResult
-	if r.Code, err = vals[0].ToString(); err != nil {
-		return r, fmt.Errorf("occupy sku %d: %w", sku.ID, err)
-	}
-	if r.Remaining, err = vals[1].AsInt64(); err != nil {
-		return r, fmt.Errorf("occupy sku %d: %w", sku.ID, err)
-	}
-	r.Holder, _ = vals[2].ToString()
-	if r.Code == CodeOK && r.Remaining == 0 || r.Code == CodeSoldOut && r.Remaining == 0 {
-		s.publish(ctx, sale.Event{Kind: sale.EventSoldOut, Activity: a.ID, SKU: sku.ID})
-	}
-	return r, nil
+	return res[0], nil
 }
 
 // ReleaseOutcome is what a release did.
@@ -185,7 +168,7 @@ func (s *Stock) release(ctx context.Context, m *sale.Message, force, closed bool
 		c = "1"
 	}
 	vals, err := s.releaseScript.Exec(ctx, s.client(m.ActivityID, m.SKUID),
-		[]string{k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty},
+		[]string{k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty, k.Pending},
 		[]string{strconv.FormatInt(m.UserID, 10), m.RequestNo, strconv.FormatInt(m.Quantity, 10), f, c}).ToArray()
 	if err != nil {
 		return 0, fmt.Errorf("release %s sku %d: %w", m.RequestNo, m.SKUID, err)
@@ -206,17 +189,15 @@ func (s *Stock) release(ctx context.Context, m *sale.Message, force, closed bool
 	return 0, fmt.Errorf("release %s: script answered %q", m.RequestNo, code)
 }
 
-// Claim marks m's ticket as becoming an order. false means the record no
-// longer names the ticket (it was released): no order may be made for it.
+// Claim marks m's ticket as becoming an order: ClaimBatch with one ticket
+// (claim_batch.lua). false means the record no longer names the ticket (it
+// was released): no order may be made for it.
 func (s *Stock) Claim(ctx context.Context, m *sale.Message) (bool, error) {
-	k := sale.KeysFor(m.ActivityID, m.SKUID)
-	code, err := s.claim.Exec(ctx, s.client(m.ActivityID, m.SKUID),
-		[]string{k.Users, k.Claim},
-		[]string{strconv.FormatInt(m.UserID, 10), m.RequestNo}).ToString()
+	held, err := s.ClaimBatch(ctx, []*sale.Message{m})
 	if err != nil {
-		return false, fmt.Errorf("claim %s sku %d: %w", m.RequestNo, m.SKUID, err)
+		return false, err
 	}
-	return code == "CLAIMED", nil
+	return held[0], nil
 }
 
 // Counts is one SKU's stock as Redis holds it.
@@ -226,6 +207,7 @@ type Counts struct {
 	Sold      int64 // occupied or ordered
 	Holders   int64 // user records (live occupancies + orders)
 	Claimed   int64 // records claimed for an order
+	Pending   int64 // entries of the pending index (records not claimed)
 }
 
 // Counts reads one SKU's counters.
@@ -238,9 +220,10 @@ func (s *Stock) Counts(ctx context.Context, activity, sku int64) (Counts, error)
 		c.B().Get().Key(k.Sold).Build(),
 		c.B().Hlen().Key(k.Users).Build(),
 		c.B().Scard().Key(k.Claim).Build(),
+		c.B().Zcard().Key(k.Pending).Build(),
 	)
 	var out Counts
-	dst := []*int64{&out.Initial, &out.Remaining, &out.Sold, &out.Holders, &out.Claimed}
+	dst := []*int64{&out.Initial, &out.Remaining, &out.Sold, &out.Holders, &out.Claimed, &out.Pending}
 	for i, r := range rs {
 		v, err := r.AsInt64()
 		if err != nil && !rueidis.IsRedisNil(err) {

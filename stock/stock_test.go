@@ -212,8 +212,8 @@ func testReleaseIsBoundToTheTicket(t *testing.T, r *rig) {
 	if out, err := r.stock.Release(ctx, &foreign, true); err != nil || out != NotHeld {
 		t.Fatalf("release with a foreign requestNo: %v %v, want not_held", out, err)
 	}
-	if c := r.counts(t, 1, 11); c.Remaining != 9 {
-		t.Fatalf("a foreign release changed stock: %+v", c)
+	if c := r.counts(t, 1, 11); c.Remaining != 9 || c.Pending != 1 {
+		t.Fatalf("a foreign release changed stock or the pending index: %+v", c)
 	}
 	if out, err := r.stock.Release(ctx, m, false); err != nil || out != Released {
 		t.Fatalf("first release: %v %v", out, err)
@@ -221,8 +221,8 @@ func testReleaseIsBoundToTheTicket(t *testing.T, r *rig) {
 	if out, err := r.stock.Release(ctx, m, false); err != nil || out != NotHeld {
 		t.Fatalf("second release: %v %v, want not_held", out, err)
 	}
-	if c := r.counts(t, 1, 11); c.Remaining != 10 || c.Sold != 0 || c.Holders != 0 {
-		t.Fatalf("after two releases: %+v, want stock restored once", c)
+	if c := r.counts(t, 1, 11); c.Remaining != 10 || c.Sold != 0 || c.Holders != 0 || c.Pending != 0 {
+		t.Fatalf("after two releases: %+v, want stock restored once and nothing pending", c)
 	}
 	// The user may buy again once released.
 	if res, _ := r.occupy(ctx, a, k, 7, "rn-7b", 1); res.Code != CodeOK {
@@ -250,8 +250,8 @@ func testClaimedTicketIsOnlyReleasedByForce(t *testing.T, r *rig) {
 	if out, _ := r.stock.Release(ctx, m, false); out != Claimed {
 		t.Fatalf("unforced release of a claimed ticket: %v, want claimed", out)
 	}
-	if c := r.counts(t, 1, 11); c.Remaining != 9 || c.Claimed != 1 {
-		t.Fatalf("counts: %+v", c)
+	if c := r.counts(t, 1, 11); c.Remaining != 9 || c.Claimed != 1 || c.Pending != 0 {
+		t.Fatalf("counts: %+v, want the claimed ticket out of the pending index", c)
 	}
 	if out, _ := r.stock.Release(ctx, m, true); out != Released {
 		t.Fatalf("forced release: %v", out)

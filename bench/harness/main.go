@@ -6,7 +6,7 @@
 // references measured in the same run:
 //
 //   - bare:    a fasthttp handler that only answers (bench/refs/bare)
-//   - evalsha: fasthttp + one rueidis EVALSHA of lua/occupy.lua per request
+//   - evalsha: fasthttp + one rueidis EVALSHA of the occupy script (lua/occupy_batch.lua, one buyer) per request
 //     (bench/refs/evalsha)
 //   - sync:    the seed's synchronous path, UPDATE … stock - 1 … AND stock > 0
 //   - INSERT in one MariaDB transaction per request (bench/refs/syncdb)

@@ -22,12 +22,18 @@ type SKUKeys struct {
 	// release, the orphan sweeper and the reconciler give back exactly what
 	// a ticket took even when its message is lost.
 	Qty string
+	// Pending is a sorted set "userId:requestNo" -> accept time (Redis
+	// server ms) of every record (Users) not claimed: written by occupy,
+	// removed by claim and release in the same scripts, so the orphan
+	// sweeper reads only the tickets older than its grace period instead
+	// of every holder of the SKU.
+	Pending string
 }
 
 // KeysFor builds the keys of (activity, sku).
 func KeysFor(activity, sku int64) SKUKeys {
 	p := "sk:{a" + strconv.FormatInt(activity, 10) + ":s" + strconv.FormatInt(sku, 10) + "}:"
-	return SKUKeys{Meta: p + "meta", Stock: p + "stock", Users: p + "users", Sold: p + "sold", Claim: p + "claimed", Closed: p + "closed", Qty: p + "qty"}
+	return SKUKeys{Meta: p + "meta", Stock: p + "stock", Users: p + "users", Sold: p + "sold", Claim: p + "claimed", Closed: p + "closed", Qty: p + "qty", Pending: p + "pending"}
 }
 
 // ResultKey is the key of a ticket's result hash on the default Redis.

@@ -1,7 +1,8 @@
 // Command evalsha is the bench harness's Redis reference: fasthttp plus one
-// rueidis EVALSHA of lua/occupy.lua per request (auto-pipelined), nothing
-// else — no Kafka, no result write. The engine's accept path, which does
-// all of that, is compared with it.
+// rueidis EVALSHA of the occupy script (lua/occupy_batch.lua with one buyer,
+// as the engine sends a buyer who finds its SKU idle) per request
+// (auto-pipelined), nothing else — no Kafka, no result write. The engine's
+// accept path, which does all of that, is compared with it.
 //
 //	evalsha -listen 127.0.0.1:18081 -redis 127.0.0.1:6379 -stock 100000000
 //
@@ -40,7 +41,7 @@ func main() {
 	now := time.Now().UnixMilli()
 	ctx := context.Background()
 	for _, c := range []rueidis.Completed{
-		rc.B().Del().Key(k.Meta, k.Stock, k.Users, k.Sold).Build(),
+		rc.B().Del().Key(k.Meta, k.Stock, k.Users, k.Sold, k.Pending).Build(),
 		rc.B().Hset().Key(k.Meta).FieldValue().FieldValue("status", "ONLINE").
 			FieldValue("start_ms", strconv.FormatInt(now-1000, 10)).
 			FieldValue("end_ms", strconv.FormatInt(now+86_400_000, 10)).
@@ -51,8 +52,8 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	script := rueidis.NewLuaScript(lua.Occupy)
-	keys := []string{k.Meta, k.Stock, k.Users, k.Sold}
+	script := rueidis.NewLuaScript(lua.OccupyBatch)
+	keys := []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending}
 	var seq atomic.Int64
 	ct := []byte("application/json")
 	srv := &fasthttp.Server{

@@ -1,0 +1,88 @@
+package stock
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"seckill/internal/sale"
+	"seckill/internal/testenv"
+)
+
+// TestScriptCallsCostTheDocumentedCommands counts, with INFO commandstats
+// on a real redis-server, the Redis commands each ledger call runs: the
+// numbers the script headers promise. One buyer through the one occupy
+// script costs what the retired single-buyer occupy.lua did (HMGET of
+// meta, TIME, a read of the user's record, GET, DECRBY, INCRBY, HSET)
+// plus the ZADD of the pending index; a batch of many costs the same
+// commands as a batch of one. A claim of one ticket costs what claim.lua
+// did (a read of the record, SADD) plus the ZREM.
+func TestScriptCallsCostTheDocumentedCommands(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	a, k := r.preheat(t, activity(1, 11, 100, false))
+	c := r.def.Client(t)
+	// Load the scripts first: a first call answers NOSCRIPT and runs EVAL.
+	if _, err := r.stock.Occupy(ctx, a, k, 1000, "warm", 1); err != nil {
+		t.Fatal(err)
+	}
+	warm := sale.Message{RequestNo: "warm", ActivityID: 1, SKUID: 11, UserID: 1000, Quantity: 1}
+	if _, err := r.stock.Claim(ctx, &warm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.stock.Release(ctx, &warm, true); err != nil {
+		t.Fatal(err)
+	}
+
+	cost := func(f func() error) testenv.Commands {
+		t.Helper()
+		before := testenv.CommandStats(t, c)
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+		return testenv.CommandStats(t, c).Since(before)
+	}
+	buy := testenv.Commands{"evalsha": 1, "hmget": 2, "time": 1, "get": 1, "decrby": 1, "incrby": 1, "hset": 1, "zadd": 1}
+	tests := []struct {
+		name string
+		call func() error
+		want testenv.Commands
+	}{
+		{"one buyer who buys", func() error {
+			res, err := r.stock.Occupy(ctx, a, k, 1, "rn-1", 1)
+			if err == nil && res.Code != CodeOK {
+				err = fmt.Errorf("%+v", res)
+			}
+			return err
+		}, buy},
+		{"one buyer who holds a ticket", func() error {
+			res, err := r.stock.Occupy(ctx, a, k, 1, "rn-1b", 1)
+			if err == nil && res.Code != CodeDuplicate {
+				err = fmt.Errorf("%+v", res)
+			}
+			return err
+		}, testenv.Commands{"evalsha": 1, "hmget": 2, "time": 1}},
+		{"a batch of 64 buyers who buy", func() error {
+			var buyers []Buyer
+			for u := int64(100); u < 164; u++ {
+				buyers = append(buyers, Buyer{UserID: u, RequestNo: fmt.Sprint("b-", u), Quantity: 1})
+			}
+			out, err := r.stock.OccupyBatch(ctx, a, k, buyers, nil)
+			if err == nil && out[63].Code != CodeOK {
+				err = fmt.Errorf("%+v", out[63])
+			}
+			return err
+		}, buy},
+		{"a claim of one ticket", func() error {
+			_, err := r.stock.Claim(ctx, &sale.Message{RequestNo: "rn-1", ActivityID: 1, SKUID: 11, UserID: 1, Quantity: 1})
+			return err
+		}, testenv.Commands{"evalsha": 1, "hmget": 1, "sadd": 1, "zrem": 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := cost(tc.call); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("commands %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
