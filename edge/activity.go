@@ -22,10 +22,13 @@ type view struct {
 	start, end   int64 // server unix nanos
 	offline      bool
 	requireToken bool
-	act          *sale.Activity // read only
+	// act and sku are the catalog entries resolved (read only): what the
+	// engine is handed, so that it does not resolve the SKU again.
+	act *sale.Activity
+	sku *sale.SKU
 }
 
-func makeView(a *sale.Activity) view {
+func makeView(a *sale.Activity, k *sale.SKU) view {
 	return view{
 		activity:     a.ID,
 		start:        a.Start.UnixNano(),
@@ -33,6 +36,7 @@ func makeView(a *sale.Activity) view {
 		offline:      a.State == sale.StateOffline,
 		requireToken: a.RequireToken,
 		act:          a,
+		sku:          k,
 	}
 }
 
@@ -40,11 +44,11 @@ func makeView(a *sale.Activity) view {
 // current one at server time now.
 func (s *Server) resolve(activity, sku, now int64) (view, bool) {
 	if activity != 0 {
-		a, _, ok := s.cat.Lookup(activity, sku)
+		a, k, ok := s.cat.Lookup(activity, sku)
 		if !ok {
 			return view{}, false
 		}
-		return makeView(a), true
+		return makeView(a, k), true
 	}
 	// Read the generation before the catalog: a load stores its snapshot
 	// and then bumps the generation, so a view can never carry a newer
@@ -53,13 +57,13 @@ func (s *Server) resolve(activity, sku, now int64) (view, bool) {
 	if v, ok := s.views.Get(sku); ok && v.gen == gen && now < v.until {
 		return *v, true
 	}
-	a, _, ok := s.cat.Current(sku, time.Unix(0, now))
+	a, k, ok := s.cat.Current(sku, time.Unix(0, now))
 	if !ok {
 		// Unknown SKUs are not cached: the catalog answers them from a map
 		// miss, and caching them would let a scan of ids fill the cache.
 		return view{}, false
 	}
-	v := makeView(a)
+	v := makeView(a, k)
 	v.gen = gen
 	v.until = s.nextBoundary(sku, now)
 	s.views.SetWithTTL(sku, &v, 1, s.cfg.ViewTTL)

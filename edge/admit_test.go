@@ -161,7 +161,7 @@ func TestUserSKUWindowTripsAndRecoversInRedis(t *testing.T) {
 func TestAdmissionGateTripsAndRecovers(t *testing.T) {
 	e := newEdge(t, withConfig(func(c *Config) { c.Rate.GateK, c.Rate.GateFloor = 1, 5 }))
 	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
-		return engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: 2}, nil
+		return engine.Ticket{RequestNo: "1", Remaining: 2}, nil
 	})
 	user := 100
 	buy := func() response {
@@ -194,7 +194,7 @@ func TestAdmissionGateTripsAndRecovers(t *testing.T) {
 		t.Fatalf("after available: remaining %d, want -1", got)
 	}
 	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
-		return engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: -1}, fmt.Errorf("x: %w", engine.ErrBusy)
+		return engine.Ticket{RequestNo: "1", Remaining: -1}, fmt.Errorf("x: %w", engine.ErrBusy)
 	})
 	for range 10 {
 		if r := buy(); r.status != 503 {
@@ -213,14 +213,14 @@ func TestInflightBoundRefusesBeyondItAndFreesOnAnswer(t *testing.T) {
 	release := make(chan struct{})
 	var entered atomic.Int64
 	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
-		if r.SKUID == 1001 {
+		if r.SKU.ID == 1001 {
 			entered.Add(1)
 			<-release
 			if r.UserID == 101 {
 				return engine.Ticket{Remaining: -1}, fmt.Errorf("x: %w", engine.ErrBusy)
 			}
 		}
-		return engine.Ticket{RequestNo: strconv.FormatInt(r.UserID, 10), ActivityID: r.ActivityID, Remaining: 50}, nil
+		return engine.Ticket{RequestNo: strconv.FormatInt(r.UserID, 10), Remaining: 50}, nil
 	})
 	done := make(chan response, 2)
 	for _, u := range []string{"100", "101"} {
@@ -279,7 +279,7 @@ func TestInflightWaitLetsTheNextBuyerInWhenAPlaceFrees(t *testing.T) {
 		if r.UserID == 400 {
 			<-release
 		}
-		return engine.Ticket{RequestNo: strconv.FormatInt(r.UserID, 10), ActivityID: r.ActivityID, Remaining: 50}, nil
+		return engine.Ticket{RequestNo: strconv.FormatInt(r.UserID, 10), Remaining: 50}, nil
 	})
 	first := make(chan response, 1)
 	go func() { first <- e.order("400", `{"skuId":1001}`) }()

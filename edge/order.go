@@ -80,7 +80,9 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		}
 	}
 
-	req := &engine.Request{ActivityID: v.activity, SKUID: o.SKUID, UserID: user, Quantity: o.Quantity}
+	// The engine gets the resolution itself and does not look the SKU up
+	// again.
+	req := &engine.Request{Activity: v.act, SKU: v.sku, UserID: user, Quantity: o.Quantity}
 	// engine.Request has no field for the client's idempotency key; it
 	// travels as the trace id unless the gateway set one.
 	if tr := ctx.Request.Header.Peek("X-Trace-Id"); len(tr) > 0 && len(tr) <= maxRequestIDLen {
@@ -105,9 +107,6 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 func (s *Server) answer(ctx *fasthttp.RequestCtx, sku, activity int64, t engine.Ticket, err error, borderline bool) {
 	outcome, a := engineOutcome(err)
 	s.m.engineCalls[outcome].Inc()
-	if t.ActivityID != 0 {
-		activity = t.ActivityID
-	}
 	if t.Remaining >= 0 {
 		// The admission gate follows the stock the engine saw.
 		s.gate.Observe(sku, t.Remaining)

@@ -115,7 +115,7 @@ func TestOrderStatuses(t *testing.T) {
 			body: `{"skuId":1001}`, status: c.status, code: c.code, engineHit: true,
 			setup: func(t *testing.T, e *edgeEnv) {
 				e.eng.answer(func(*engine.Request) (engine.Ticket, error) {
-					return engine.Ticket{RequestNo: "424242", ActivityID: 7, Remaining: -1}, err
+					return engine.Ticket{RequestNo: "424242", Remaining: -1}, err
 				})
 			},
 		})
@@ -165,22 +165,24 @@ func TestOrderPassesTheRequestToTheEngine(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("got %d %s", r.status, r.raw)
 	}
+	// The engine gets the edge's resolution: the catalog's own entries.
+	a, k, _ := e.cat.Lookup(7, 1002)
 	got := e.eng.lastRequest()
-	want := engine.Request{ActivityID: 7, SKUID: 1002, UserID: 77, Quantity: 2, TraceID: "client-key-1"}
+	want := engine.Request{Activity: a, SKU: k, UserID: 77, Quantity: 2, TraceID: "client-key-1"}
 	if got != want {
 		t.Fatalf("engine got %+v, want %+v", got, want)
 	}
 	// Without activityId the edge resolves the current activity itself.
 	e.order("78", `{"skuId":1001}`)
-	if got := e.eng.lastRequest(); got.ActivityID != 7 || got.Quantity != 1 {
-		t.Fatalf("engine got %+v, want activity 7 quantity 1", got)
+	if got := e.eng.lastRequest(); got.Activity.ID != 7 || got.SKU.ID != 1001 || got.SKU.Price != 990 || got.Quantity != 1 {
+		t.Fatalf("engine got %+v, want activity 7's SKU 1001, quantity 1", got)
 	}
 }
 
 func TestDuplicateAnswerNamesTheHeldTicket(t *testing.T) {
 	e := newEdge(t)
 	e.eng.answer(func(*engine.Request) (engine.Ticket, error) {
-		return engine.Ticket{RequestNo: "123456789", ActivityID: 7, Remaining: 3}, fmt.Errorf("occupy: %w", stock.ErrDuplicate)
+		return engine.Ticket{RequestNo: "123456789", Remaining: 3}, fmt.Errorf("occupy: %w", stock.ErrDuplicate)
 	})
 	r := e.order("5", `{"skuId":1001}`)
 	if r.status != 409 || r.body["requestNo"] != "123456789" {
@@ -196,11 +198,11 @@ func TestSoldOutFlagFromEngineAnswers(t *testing.T) {
 		status  int
 		flagged bool
 	}{
-		{"a sold-out answer with nothing left raises the flag", engine.Ticket{ActivityID: 7, Remaining: 0}, stock.ErrSoldOut, 410, true},
-		{"a sold-out answer that did not read the stock raises the flag", engine.Ticket{ActivityID: 7, Remaining: -1}, stock.ErrSoldOut, 410, true},
-		{"a sold-out answer with stock left for smaller orders does not", engine.Ticket{ActivityID: 7, Remaining: 1}, stock.ErrSoldOut, 410, false},
-		{"a ticket for the last unit raises the flag", engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: 0}, nil, 200, true},
-		{"a ticket with stock left does not", engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: 4}, nil, 200, false},
+		{"a sold-out answer with nothing left raises the flag", engine.Ticket{Remaining: 0}, stock.ErrSoldOut, 410, true},
+		{"a sold-out answer that did not read the stock raises the flag", engine.Ticket{Remaining: -1}, stock.ErrSoldOut, 410, true},
+		{"a sold-out answer with stock left for smaller orders does not", engine.Ticket{Remaining: 1}, stock.ErrSoldOut, 410, false},
+		{"a ticket for the last unit raises the flag", engine.Ticket{RequestNo: "1", Remaining: 0}, nil, 200, true},
+		{"a ticket with stock left does not", engine.Ticket{RequestNo: "1", Remaining: 4}, nil, 200, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -259,14 +261,14 @@ func TestCurrentActivityChangesAtTheBoundary(t *testing.T) {
 		t.Fatalf("before the boundary: %d %s", r.status, r.raw)
 	}
 	e.srv.views.Wait()
-	if got := e.eng.lastRequest().ActivityID; got != 20 {
+	if got := e.eng.lastRequest().Activity.ID; got != 20 {
 		t.Fatalf("before the boundary: activity %d, want 20", got)
 	}
 	e.clock.set(mid)
 	if r := e.order("5", `{"skuId":3001}`); r.status != 200 {
 		t.Fatalf("at the boundary: %d %s", r.status, r.raw)
 	}
-	if got := e.eng.lastRequest().ActivityID; got != 21 {
+	if got := e.eng.lastRequest().Activity.ID; got != 21 {
 		t.Fatalf("at the boundary: activity %d, want 21", got)
 	}
 }
@@ -374,9 +376,9 @@ func TestTokenIsRefundedWhenTheEngineIsBusy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
 				if tc.err != nil {
-					return engine.Ticket{ActivityID: r.ActivityID, Remaining: 3}, fmt.Errorf("x: %w", tc.err)
+					return engine.Ticket{Remaining: 3}, fmt.Errorf("x: %w", tc.err)
 				}
-				return engine.Ticket{RequestNo: "1", ActivityID: r.ActivityID, Remaining: 3}, nil
+				return engine.Ticket{RequestNo: "1", Remaining: 3}, nil
 			})
 			user := map[string]string{"busy": "5", "queued": "6", "sold out": "7"}[tc.name]
 			tok := "ok-" + user + "-8"

@@ -63,7 +63,7 @@ func BenchmarkLocalOccupy(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		u++
-		if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: u, Quantity: 1}); err != nil {
+		if _, err := e.Occupy(ctx, r.order(b, 1001, u)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -83,7 +83,7 @@ func BenchmarkLocalCrowd256(b *testing.B) {
 	for b.Loop() {
 		for range 256 {
 			wg.Go(func() {
-				if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: u.Add(1), Quantity: 1}); err != nil {
+				if _, err := e.Occupy(ctx, r.order(b, 1001, u.Add(1))); err != nil {
 					b.Error(err)
 				}
 			})

@@ -174,7 +174,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		}
 		s.Engine = s.Local
 		if !roles.Edge {
-			s.Sidecar = engine.NewServer(s.Local, log.Named("sidecar"))
+			s.Sidecar = engine.NewServer(s.Local, s.Catalog, cfg.Engine, log.Named("sidecar"))
 		}
 	}
 	if roles.Edge && cfg.Edge.Engine != "" {
