@@ -22,7 +22,7 @@ func TestSidecarDownAnswersBusyFastAndRecovers(t *testing.T) {
 	// answers without dialing at all.
 	for i := 0; i < 10; i++ {
 		start := time.Now()
-		_, err := c.Occupy(ctx, r.order(t, 1001, int64(i + 1)))
+		_, err := c.Occupy(ctx, r.order(t, 1001, int64(i+1)))
 		if !errors.Is(err, ErrBusy) {
 			t.Fatalf("call %d with the sidecar down: %v, want ErrBusy", i, err)
 		}
