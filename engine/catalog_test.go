@@ -54,11 +54,12 @@ func TestBuyersWaitForTheCatalogReloadTheirMissStarted(t *testing.T) {
 	r := newRig(t)
 	_, c := engineProcess(t, r)
 	r.preheat(t, activity(1, 1001, 100, false))
+	buy := r.buyers(t, 1001)
 	var wg sync.WaitGroup
 	errs := make(chan error, 50)
 	for u := int64(1); u <= 50; u++ {
 		wg.Go(func() {
-			if _, err := c.Occupy(context.Background(), r.order(t, 1001, u)); err != nil {
+			if _, err := c.Occupy(context.Background(), buy(u)); err != nil {
 				errs <- err
 			}
 		})

@@ -79,6 +79,18 @@ func (r *rig) order(t testing.TB, sku, user int64) *Request {
 	return &Request{Activity: a, SKU: k, UserID: user, Quantity: 1}
 }
 
+// buyers resolves sku once, as the edge does, and returns a maker of
+// one-unit requests for it that any goroutine may call.
+func (r *rig) buyers(t testing.TB, sku int64) func(user int64) *Request {
+	t.Helper()
+	base := r.order(t, sku, 0)
+	return func(user int64) *Request {
+		q := *base
+		q.UserID = user
+		return &q
+	}
+}
+
 func (r *rig) counts(t *testing.T, a, sku int64) stock.Counts {
 	t.Helper()
 	c, err := r.stock.Counts(context.Background(), a, sku)

@@ -131,6 +131,7 @@ func TestScriptFlushMidRunRecovers(t *testing.T) { eachMode(t, testScriptFlushMi
 
 func testScriptFlushMidRunRecovers(t *testing.T, r *rig, _ *testenv.Kafka, e Engine) {
 	r.preheat(t, activity(1, 1001, 400, false))
+	buy := r.buyers(t, 1001)
 	ctx := context.Background()
 	var ok, failed atomic.Int64
 	var wg sync.WaitGroup
@@ -139,7 +140,7 @@ func testScriptFlushMidRunRecovers(t *testing.T, r *rig, _ *testenv.Kafka, e Eng
 		go func(g int) {
 			defer wg.Done()
 			for i := 0; i < 50; i++ {
-				_, err := e.Occupy(ctx, r.order(t, 1001, int64(g*1000+i+1)))
+				_, err := e.Occupy(ctx, buy(int64(g*1000+i+1)))
 				if err != nil {
 					failed.Add(1)
 					t.Errorf("occupy: %v", err)
