@@ -12,6 +12,19 @@ import (
 // ErrClosed is returned by Serve after Shutdown.
 var ErrClosed = errors.New("edge: server closed")
 
+// Errors of a TokenVerifier, which wraps one of them around its cause. The
+// edge answers ErrTokenUnavailable with 503 BUSY (fail closed: the token
+// could not be judged, the buyer keeps it) and any other error with 403
+// TOKEN_INVALID.
+var (
+	// ErrTokenRefused: the token is not good for this purchase — malformed,
+	// forged, expired, for another user, activity or SKU, or spent already.
+	ErrTokenRefused = errors.New("edge: qualification token refused")
+	// ErrTokenUnavailable: the token could not be checked (its store failed
+	// or did not answer within edge.token_verify_timeout).
+	ErrTokenUnavailable = errors.New("edge: qualification token could not be checked")
+)
+
 // errNoIssuer is logged when a token is asked for but no TokenIssuer is
 // configured (token.keys empty).
 var errNoIssuer = errors.New("edge: no token issuer configured")

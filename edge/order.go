@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -70,8 +71,11 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	// Spent only now, after the limits: a buyer sent away with 429 keeps
 	// a usable token.
 	if v.requireToken {
-		if err := s.verifier.Verify(o.Token, user, v.act, o.SKUID, time.Unix(0, now)); err != nil {
-			if errors.Is(err, engine.ErrBusy) {
+		vctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.TokenVerifyTimeout)
+		err := s.verifier.Verify(vctx, o.Token, user, v.act, o.SKUID, time.Unix(0, now))
+		cancel()
+		if err != nil {
+			if errors.Is(err, ErrTokenUnavailable) {
 				s.write(ctx, ansCheckBusy)
 			} else {
 				s.write(ctx, ansTokenInvalid)
@@ -94,7 +98,9 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	if v.requireToken && errors.Is(err, engine.ErrBusy) {
 		// The token paid for nothing: give it back for the retry.
 		if r, ok := s.verifier.(TokenRefunder); ok {
-			r.Refund(o.Token)
+			rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.TokenRefundTimeout)
+			r.Refund(rctx, o.Token)
+			cancel()
 		}
 	}
 	s.answer(ctx, o.SKUID, v.activity, t, err, now < v.start || now >= v.end)

@@ -20,13 +20,13 @@ import (
 // tokenFunc adapts a function to TokenVerifier.
 type tokenFunc func(token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error
 
-func (f tokenFunc) Verify(token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error {
+func (f tokenFunc) Verify(_ context.Context, token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error {
 	return f(token, user, a, sku, now)
 }
 
 var acceptToken = tokenFunc(func(token []byte, user int64, a *sale.Activity, sku int64, _ time.Time) error {
 	if string(token) != fmt.Sprintf("ok-%d-%d", user, a.ID) {
-		return errors.New("bad signature")
+		return fmt.Errorf("%w: bad signature", ErrTokenRefused)
 	}
 	return nil
 })
@@ -86,9 +86,17 @@ func TestOrderStatuses(t *testing.T) {
 			status: 403, code: "TOKEN_INVALID"},
 		{name: "a verifier that cannot check is 503", body: `{"skuId":2001,"token":"x"}`, opts: []envOption{withOptions(WithTokenVerifier(
 			tokenFunc(func([]byte, int64, *sale.Activity, int64, time.Time) error {
-				return fmt.Errorf("redis: %w", engine.ErrBusy)
+				return fmt.Errorf("%w: redis: i/o timeout", ErrTokenUnavailable)
 			})))},
 			status: 503, code: "BUSY"},
+		{name: "a verifier's error of no known kind is 403", body: `{"skuId":2001,"token":"x"}`, opts: []envOption{withOptions(WithTokenVerifier(
+			tokenFunc(func([]byte, int64, *sale.Activity, int64, time.Time) error {
+				return errors.New("something nobody mapped")
+			})))},
+			status: 403, code: "TOKEN_INVALID"},
+		{name: "the engine's busy from a verifier is not the token store's", body: `{"skuId":2001,"token":"x"}`, opts: []envOption{withOptions(WithTokenVerifier(
+			tokenFunc(func([]byte, int64, *sale.Activity, int64, time.Time) error { return engine.ErrBusy })))},
+			status: 403, code: "TOKEN_INVALID"},
 		{name: "an accepted token reaches the engine", body: `{"skuId":2001,"token":"ok-5-8"}`, opts: []envOption{withOptions(WithTokenVerifier(acceptToken))},
 			status: 200, code: "QUEUING", engineHit: true},
 		{name: "a token is ignored where none is required", body: `{"skuId":1001,"token":"whatever"}`, status: 200, code: "QUEUING", engineHit: true},
@@ -165,12 +173,12 @@ func TestOrderPassesTheRequestToTheEngine(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("got %d %s", r.status, r.raw)
 	}
-	// The engine gets the edge's resolution: the catalog's own entries.
-	a, k, _ := e.cat.Lookup(7, 1002)
+	// The engine gets the edge's resolution: the catalog's entries.
 	got := e.eng.lastRequest()
-	want := engine.Request{Activity: a, SKU: k, UserID: 77, Quantity: 2, TraceID: "client-key-1"}
-	if got != want {
-		t.Fatalf("engine got %+v, want %+v", got, want)
+	if got.Activity == nil || got.SKU == nil || got.Activity.ID != 7 || got.SKU.ID != 1002 || got.SKU.Price != 12000 ||
+		got.UserID != 77 || got.Quantity != 2 || got.TraceID != "client-key-1" {
+		t.Fatalf("engine got %+v (activity %+v, sku %+v), want activity 7's SKU 1002 for user 77, quantity 2, trace client-key-1",
+			got, got.Activity, got.SKU)
 	}
 	// Without activityId the edge resolves the current activity itself.
 	e.order("78", `{"skuId":1001}`)
@@ -355,7 +363,7 @@ type refundingVerifier struct {
 	refunded chan string
 }
 
-func (v refundingVerifier) Refund(token []byte) { v.refunded <- string(token) }
+func (v refundingVerifier) Refund(_ context.Context, token []byte) { v.refunded <- string(token) }
 
 // A token spent on a purchase the engine answers "busy" is given back, so
 // the buyer can retry with it; a token that bought something, or met a

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -11,20 +12,22 @@ import (
 // TokenVerifier checks a qualification token for activities that require
 // one (DESIGN §4: the token's user must match the buyer) and spends it.
 // token aliases the request body and must not be kept after Verify
-// returns. An error refuses the request with 403 TOKEN_INVALID, except an
-// error that wraps engine.ErrBusy, which answers 503 (fail closed when a
-// dependency is down). Implementations must be safe for concurrent use and
-// should not allocate on success.
+// returns; ctx ends after edge.token_verify_timeout. An error wraps
+// ErrTokenRefused (403 TOKEN_INVALID) or ErrTokenUnavailable (503 BUSY: a
+// dependency failed, fail closed); any other error is a refusal too.
+// Implementations must be safe for concurrent use and should not allocate
+// on success.
 type TokenVerifier interface {
-	Verify(token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error
+	Verify(ctx context.Context, token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error
 }
 
 // TokenRefunder may also be implemented by a TokenVerifier: Refund gives
 // back a token Verify spent, for a purchase the engine then answered
-// "busy" (503), so the buyer retries with the token they hold. Called on
-// that error path only; failures are the refunder's to log.
+// "busy" (503), so the buyer retries with the token they hold. ctx ends
+// after edge.token_refund_timeout. Called on that error path only;
+// failures are the refunder's to log.
 type TokenRefunder interface {
-	Refund(token []byte)
+	Refund(ctx context.Context, token []byte)
 }
 
 // TokenChecker may also be implemented by a TokenVerifier: Check judges a
