@@ -66,7 +66,7 @@ type Config struct {
 	RedisTimeout time.Duration `yaml:"redis_timeout"`
 	// TokenVerifyTimeout bounds TokenVerifier.Verify, which spends a
 	// qualification token (a Redis call); past it the buyer gets 503 BUSY
-	// and the token is not spent. Default 500ms.
+	// (fail closed). Default 500ms.
 	TokenVerifyTimeout time.Duration `yaml:"token_verify_timeout"`
 	// TokenRefundTimeout bounds TokenRefunder.Refund, which gives a spent
 	// token back after the engine answered busy; past it the token stays
