@@ -121,7 +121,7 @@ func TestPerUserLimitTripsAndRecovers(t *testing.T) {
 	// Answers from local state alone come before the limit: a crowd on a
 	// sold-out SKU costs no limiter entry.
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1002})
-	e.srv.flags.Wait()
+	e.srv.flags.cache.Wait()
 	mustStatus(t, e.order("5", `{"skuId":1002}`), 410, "SOLD_OUT")
 	mustStatus(t, e.order("6", `{"skuId":1001}`), 200, "QUEUING")
 	if calls := e.eng.calls.Load(); calls != 3 {
@@ -171,7 +171,7 @@ func TestAdmissionGateTripsAndRecovers(t *testing.T) {
 	// Remaining unknown: not gated. The answer teaches the gate 2 left:
 	// max(1 × 2, floor 5) = 5/s with a burst of 5.
 	mustStatus(t, buy(), 200, "QUEUING")
-	if got := e.srv.gate.Remaining(1001); got != 2 {
+	if got := e.srv.admit.gate.Remaining(1001); got != 2 {
 		t.Fatalf("gate learnt remaining %d, want 2", got)
 	}
 	for range 5 {
@@ -186,11 +186,11 @@ func TestAdmissionGateTripsAndRecovers(t *testing.T) {
 	// Events: sold out means nothing left; available means unknown (not
 	// gated) until the engine answers again.
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
-	if got := e.srv.gate.Remaining(1001); got != 0 {
+	if got := e.srv.admit.gate.Remaining(1001); got != 0 {
 		t.Fatalf("after soldout: remaining %d, want 0", got)
 	}
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventAvailable, Activity: 7, SKU: 1001})
-	if got := e.srv.gate.Remaining(1001); got != -1 {
+	if got := e.srv.admit.gate.Remaining(1001); got != -1 {
 		t.Fatalf("after available: remaining %d, want -1", got)
 	}
 	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
@@ -227,7 +227,7 @@ func TestInflightBoundRefusesBeyondItAndFreesOnAnswer(t *testing.T) {
 		go func() { done <- e.order(u, `{"skuId":1001}`) }()
 	}
 	waitFor(t, "two attempts inside the engine", func() bool { return entered.Load() == 2 })
-	if n := e.srv.inflight.InFlight(1001); n != 2 {
+	if n := e.srv.admit.inflight.InFlight(1001); n != 2 {
 		t.Fatalf("in flight %d, want 2", n)
 	}
 	calls := e.eng.calls.Load()
@@ -250,7 +250,7 @@ func TestInflightBoundRefusesBeyondItAndFreesOnAnswer(t *testing.T) {
 	if got[200] != 1 || got[503] != 1 {
 		t.Fatalf("answers of the held attempts %v, want one 200 and one 503", got)
 	}
-	if n := e.srv.inflight.InFlight(1001); n != 0 {
+	if n := e.srv.admit.inflight.InFlight(1001); n != 0 {
 		t.Fatalf("in flight %d after every answer, want 0", n)
 	}
 	for i := range 3 {
@@ -317,14 +317,14 @@ func TestInflightPlaceComesBackWhenALaterCheckRefuses(t *testing.T) {
 	for i := range 3 {
 		mustStatus(t, e.order(strconv.Itoa(300+i), `{"skuId":2001,"token":"t"}`), 403, "TOKEN_INVALID")
 	}
-	if n := e.srv.inflight.InFlight(2001); n != 0 {
+	if n := e.srv.admit.inflight.InFlight(2001); n != 0 {
 		t.Fatalf("in flight %d after refused tokens, want 0", n)
 	}
 	mustStatus(t, e.order("310", `{"skuId":1001}`), 200, "QUEUING")
 	for range 3 {
 		mustRateLimited(t, e.order("310", `{"skuId":1001}`), reasonRateUserSKU)
 	}
-	if n := e.srv.inflight.InFlight(1001); n != 0 {
+	if n := e.srv.admit.inflight.InFlight(1001); n != 0 {
 		t.Fatalf("in flight %d after window refusals, want 0", n)
 	}
 }
@@ -395,7 +395,7 @@ func TestBlocklistFromConfigAndRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "user 777 and 198.51.100.7 blocked", func() bool {
-		return e.srv.blocked().User(777) && e.srv.blocked().IP(netip.MustParseAddr("198.51.100.7"))
+		return e.srv.admit.block.set().User(777) && e.srv.admit.block.set().IP(netip.MustParseAddr("198.51.100.7"))
 	})
 	mustStatus(t, e.order("777", `{"skuId":1001}`), 403, "BLOCKED")
 	mustStatus(t, e.doVia(e.from("198.51.100.7"), "POST", orderPath, "8", `{"skuId":1001}`), 403, "BLOCKED")
@@ -409,7 +409,7 @@ func TestBlocklistFromConfigAndRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the blocks to lift", func() bool {
-		return !e.srv.blocked().User(777) && !e.srv.blocked().IP(netip.MustParseAddr("198.51.100.7"))
+		return !e.srv.admit.block.set().User(777) && !e.srv.admit.block.set().IP(netip.MustParseAddr("198.51.100.7"))
 	})
 	mustStatus(t, e.order("777", `{"skuId":1001}`), 200, "QUEUING")
 	// The configured entries stay whatever Redis holds.
@@ -417,7 +417,7 @@ func TestBlocklistFromConfigAndRedis(t *testing.T) {
 
 	// An entry whose event was missed arrives with the periodic refresh.
 	e.redis.Do(t, "SADD", blocklist.UsersKey, "888")
-	waitFor(t, "the refresh to pick up user 888", func() bool { return e.srv.blocked().User(888) })
+	waitFor(t, "the refresh to pick up user 888", func() bool { return e.srv.admit.block.set().User(888) })
 
 	// Redis down: the last list stays in force.
 	e.redis.Stop()
@@ -467,8 +467,8 @@ func TestClientAddress(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := &Server{}
-			s.trusted, _ = parsePrefixes("test", c.trusted)
+			a := &admission{}
+			a.trusted, _ = parsePrefixes("test", c.trusted)
 			var ctx fasthttp.RequestCtx
 			var req fasthttp.Request
 			for _, h := range c.xff {
@@ -478,7 +478,7 @@ func TestClientAddress(t *testing.T) {
 			if c.peer != "" {
 				ctx.SetRemoteAddr(&net.TCPAddr{IP: net.ParseIP(c.peer), Port: 1234})
 			}
-			got := s.clientIP(&ctx)
+			got := a.clientIP(&ctx)
 			if c.want == "" {
 				if got.IsValid() {
 					t.Fatalf("got %v, want no address", got)

@@ -50,12 +50,12 @@ func BenchmarkClientIPForwarded(b *testing.B) {
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&req, nil, nil)
 	ctx.SetRemoteAddr(&net.TCPAddr{IP: net.IPv4(10, 0, 0, 5), Port: 40000})
-	if got := e.srv.clientIP(&ctx); got != netip.MustParseAddr("203.0.113.7") {
+	if got := e.srv.admit.clientIP(&ctx); got != netip.MustParseAddr("203.0.113.7") {
 		b.Fatalf("client %v", got)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if !e.srv.clientIP(&ctx).IsValid() {
+		if !e.srv.admit.clientIP(&ctx).IsValid() {
 			b.Fatal("no address")
 		}
 	}

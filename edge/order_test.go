@@ -73,11 +73,11 @@ func TestOrderStatuses(t *testing.T) {
 			status: 410, code: "ENDED"},
 		{name: "a local sold-out flag is 410 without the engine", body: `{"skuId":1001}`, setup: func(t *testing.T, e *edgeEnv) {
 			e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
-			e.srv.flags.Wait()
+			e.srv.flags.cache.Wait()
 		}, status: 410, code: "SOLD_OUT"},
 		{name: "a sold-out flag of another sku does not stop this one", body: `{"skuId":1001}`, setup: func(t *testing.T, e *edgeEnv) {
 			e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1002})
-			e.srv.flags.Wait()
+			e.srv.flags.cache.Wait()
 		}, status: 200, code: "QUEUING", engineHit: true},
 		{name: "a token sale without a verifier is 403", body: `{"skuId":2001,"token":"ok-5-8"}`, status: 403, code: "TOKEN_REQUIRED"},
 		{name: "a token sale without a token is 403", body: `{"skuId":2001}`, opts: []envOption{withOptions(WithTokenVerifier(acceptToken))},
@@ -219,7 +219,7 @@ func TestSoldOutFlagFromEngineAnswers(t *testing.T) {
 			if r := e.order("5", `{"skuId":1001}`); r.status != c.status {
 				t.Fatalf("first order: %d %s, want %d", r.status, r.raw, c.status)
 			}
-			e.srv.flags.Wait()
+			e.srv.flags.cache.Wait()
 			r := e.order("6", `{"skuId":1001}`)
 			calls := e.eng.calls.Load()
 			if c.flagged {
@@ -236,7 +236,7 @@ func TestSoldOutFlagFromEngineAnswers(t *testing.T) {
 func TestSoldOutFlagExpiresWhenItsEventIsMissed(t *testing.T) {
 	e := newEdge(t, withConfig(func(c *Config) { c.SoldOutTTL = 300 * time.Millisecond }))
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001, At: time.Now().UnixNano()})
-	e.srv.flags.Wait()
+	e.srv.flags.cache.Wait()
 	if r := e.order("5", `{"skuId":1001}`); r.status != 410 {
 		t.Fatalf("with the flag: %d %s", r.status, r.raw)
 	}
@@ -250,7 +250,7 @@ func TestSoldOutFlagExpiresWhenItsEventIsMissed(t *testing.T) {
 func TestSoldOutFlagIsPerActivity(t *testing.T) {
 	e := newEdge(t)
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 99, SKU: 1001})
-	e.srv.flags.Wait()
+	e.srv.flags.cache.Wait()
 	if r := e.order("5", `{"skuId":1001}`); r.status != 200 {
 		t.Fatalf("a flag of activity 99 stopped activity 7: %d %s", r.status, r.raw)
 	}
@@ -268,7 +268,7 @@ func TestCurrentActivityChangesAtTheBoundary(t *testing.T) {
 	if r := e.order("5", `{"skuId":3001}`); r.status != 200 {
 		t.Fatalf("before the boundary: %d %s", r.status, r.raw)
 	}
-	e.srv.views.Wait()
+	e.srv.views.cache.Wait()
 	if got := e.eng.lastRequest().Activity.ID; got != 20 {
 		t.Fatalf("before the boundary: activity %d, want 20", got)
 	}

@@ -83,7 +83,7 @@ func TestCheckedSoldOutFlagOutlivesItsTTLWhileTheSKUIsSoldOut(t *testing.T) {
 	l := newGatedLedger()
 	e := newEdge(t, withConfig(func(c *Config) { c.SoldOutTTL = ttl }), withOptions(WithStockCheck(l.check)))
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
-	e.srv.flags.Wait()
+	e.srv.flags.cache.Wait()
 	lapsed := time.Now().Add(ttl) // the event's flag by itself is gone by then
 	stalls := int64(0)            // requests a whole TTL after their check
 	for checks := 1; ; checks++ {
@@ -92,7 +92,7 @@ func TestCheckedSoldOutFlagOutlivesItsTTLWhileTheSKUIsSoldOut(t *testing.T) {
 		// earlier than answered+ttl; before, it expired earlier (the
 		// previous set came before this check asked).
 		waitFor(t, "the check to extend the flag", func() bool {
-			left, ok := e.srv.flags.GetTTL(1001)
+			left, ok := e.srv.flags.cache.GetTTL(1001)
 			return ok && left >= ttl-time.Since(answered)
 		})
 		r := e.order("5", `{"skuId":1001}`)
@@ -117,8 +117,8 @@ func TestCheckedSoldOutFlagOutlivesItsTTLWhileTheSKUIsSoldOut(t *testing.T) {
 	// drops the flag (not its TTL: the checker forgets the SKU too).
 	l.answer(t, false)
 	waitFor(t, "the check to drop the flag without its event", func() bool {
-		_, tracked := e.srv.flagged.m.Load(int64(1001))
-		return !tracked && !e.srv.soldOut(1001, 7)
+		_, tracked := e.srv.flags.flagged.m.Load(int64(1001))
+		return !tracked && !e.srv.flags.soldOut(1001, 7)
 	})
 	if r := e.order("5", `{"skuId":1001}`); r.status != 200 {
 		t.Fatalf("after stock came back: %d %s", r.status, r.raw)
@@ -143,7 +143,7 @@ func TestAvailableEventWinsOverAnInFlightCheck(t *testing.T) {
 	}
 	// The check of 1001 is now in flight, blocked in the ledger.
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventAvailable, Activity: 7, SKU: 1001})
-	if e.srv.soldOut(1001, 7) {
+	if e.srv.flags.soldOut(1001, 7) {
 		t.Fatal("the available event left the flag up")
 	}
 	l.answers <- true // the late answer: sold out
@@ -156,11 +156,11 @@ func TestAvailableEventWinsOverAnInFlightCheck(t *testing.T) {
 	if n := l.checked(1001); n != 1 {
 		t.Fatalf("the ledger was checked %d times about SKU 1001, want exactly the one in flight", n)
 	}
-	e.srv.flags.Wait()
-	if e.srv.soldOut(1001, 7) {
+	e.srv.flags.cache.Wait()
+	if e.srv.flags.soldOut(1001, 7) {
 		t.Fatal("the in-flight check's late sold-out answer raised a flag the available event had dropped")
 	}
-	if _, tracked := e.srv.flagged.m.Load(int64(1001)); tracked {
+	if _, tracked := e.srv.flags.flagged.m.Load(int64(1001)); tracked {
 		t.Fatal("the checker tracks SKU 1001 again after the available event")
 	}
 	if r := e.order("5", `{"skuId":1001}`); r.status != 200 {

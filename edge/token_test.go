@@ -104,7 +104,7 @@ func TestTokenIssuing(t *testing.T) {
 func TestNoTokenForASoldOutSKU(t *testing.T) {
 	e := newEdge(t, withActivities(reservedSale), withOptions(WithTokenIssuer(newIssuer(t))))
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 60, SKU: 6001})
-	e.srv.flags.Wait()
+	e.srv.flags.cache.Wait()
 	mustStatus(t, e.do("POST", tokenPath, "5", `{"activityId":60,"skuId":6001}`), 410, "SOLD_OUT")
 }
 
