@@ -10,80 +10,6 @@ import (
 	"seckill/internal/sale"
 )
 
-// view is what the order path needs of the activity a SKU resolves to,
-// precomputed from the catalog. Views of the SKU's current activity are
-// cached per SKU in a ristretto cache; a cached view is used only while its
-// generation matches the catalog's (bumped on every load and activity
-// event) and server time is before until.
-type view struct {
-	gen          uint64
-	until        int64 // server unix nanos: the next window boundary of any activity selling the SKU, or ViewTTL
-	activity     int64
-	start, end   int64 // server unix nanos
-	offline      bool
-	requireToken bool
-	act          *sale.Activity // read only
-}
-
-func makeView(a *sale.Activity) view {
-	return view{
-		activity:     a.ID,
-		start:        a.Start.UnixNano(),
-		end:          a.End.UnixNano(),
-		offline:      a.State == sale.StateOffline,
-		requireToken: a.RequireToken,
-		act:          a,
-	}
-}
-
-// resolve finds the activity that sells sku: the one named, or the SKU's
-// current one at server time now.
-func (s *Server) resolve(activity, sku, now int64) (view, bool) {
-	if activity != 0 {
-		a, _, ok := s.cat.Lookup(activity, sku)
-		if !ok {
-			return view{}, false
-		}
-		return makeView(a), true
-	}
-	// Read the generation before the catalog: a load stores its snapshot
-	// and then bumps the generation, so a view can never carry a newer
-	// generation than the snapshot it was built from.
-	gen := s.gen.Load()
-	if v, ok := s.views.Get(sku); ok && v.gen == gen && now < v.until {
-		return *v, true
-	}
-	a, _, ok := s.cat.Current(sku, time.Unix(0, now))
-	if !ok {
-		// Unknown SKUs are not cached: the catalog answers them from a map
-		// miss, and caching them would let a scan of ids fill the cache.
-		return view{}, false
-	}
-	v := makeView(a)
-	v.gen = gen
-	v.until = s.nextBoundary(sku, now)
-	s.views.SetWithTTL(sku, &v, 1, s.cfg.ViewTTL)
-	return v, true
-}
-
-// nextBoundary is the first start or end after now of any activity that
-// sells sku (where catalog.Current may change its answer), capped at
-// now+ViewTTL. Runs on a view miss only.
-func (s *Server) nextBoundary(sku, now int64) int64 {
-	until := now + int64(s.cfg.ViewTTL)
-	for _, a := range s.cat.Activities() {
-		if a.SKU(sku) == nil {
-			continue
-		}
-		for _, t := range [2]int64{a.Start.UnixNano(), a.End.UnixNano()} {
-			if t > now && t < until {
-				until = t
-			}
-		}
-	}
-	return until
-}
-
 // Phases of an activity as the public view shows them.
 const (
 	phaseUpcoming = "UPCOMING"
@@ -127,13 +53,13 @@ func (s *Server) activity(ctx *fasthttp.RequestCtx) {
 	if ok {
 		n, err := strconv.ParseInt(id, 10, 64)
 		if err == nil && n > 0 {
-			a, ok = s.cat.Activity(n)
+			a, ok = s.views.cat.Activity(n)
 		} else {
 			ok = false
 		}
 	}
 	if !ok {
-		s.write(ctx, ansNotFound)
+		s.out.write(ctx, ansNotFound)
 		return
 	}
 	now := s.clock.now()
@@ -161,11 +87,11 @@ func (s *Server) activity(ctx *fasthttp.RequestCtx) {
 		out.Phase = phaseOpen
 	}
 	for i, k := range a.SKUs {
-		out.SKUs[i] = skuJSON{ID: k.ID, Price: k.Price, LimitPerUser: k.LimitPerUser, SoldOut: s.soldOut(k.ID, a.ID)}
+		out.SKUs[i] = skuJSON{ID: k.ID, Price: k.Price, LimitPerUser: k.LimitPerUser, SoldOut: s.flags.soldOut(k.ID, a.ID)}
 	}
 	b, err := json.Marshal(out)
 	if err != nil { // cannot happen: plain fields
-		s.write(ctx, ansInternal)
+		s.out.write(ctx, ansInternal)
 		return
 	}
 	ctx.SetStatusCode(fasthttp.StatusOK)

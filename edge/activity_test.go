@@ -10,7 +10,7 @@ import (
 func TestActivityView(t *testing.T) {
 	e := newEdge(t)
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1002})
-	e.srv.flags.Wait()
+	e.srv.flags.cache.Wait()
 
 	r := e.do("GET", "/api/v1/flash-sale/activities/7", "", "")
 	if r.status != 200 {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"net/netip"
 	"slices"
-	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"seckill/internal/ratelimit"
 )
@@ -30,11 +32,42 @@ import (
 // Every 429 carries Retry-After in whole seconds, at least 1. Nothing here
 // allocates on the hot path.
 
+// admission runs those checks. Each check that refuses has answered when it
+// returns false. Safe for concurrent use; SetRate (reload.go) swaps its
+// limits while it serves.
+type admission struct {
+	out          answers
+	log          *zap.Logger
+	warn         *rareWarner
+	bg           context.Context // the server's: ends at Shutdown
+	redisTimeout time.Duration   // edge.redis_timeout: the window's Redis call
+	rdb          rueidis.Client  // the user × SKU window's counts
+
+	trusted  []netip.Prefix         // edge.trusted_proxies
+	block    *blocklists            // edge.blocklist ∪ Redis
+	lim      atomic.Pointer[limits] // edge.rate, swapped by setRate
+	gate     *ratelimit.Gate        // edge.rate.gate_*
+	inflight *ratelimit.Inflight    // edge.rate.sku_inflight
+	rateMu   sync.Mutex             // serialises setRate; never taken by a request
+}
+
+func newAdmission(bg context.Context, cfg *Config, rdb rueidis.Client, block *blocklists, out answers, log *zap.Logger, warn *rareWarner) *admission {
+	a := &admission{out: out, log: log, warn: warn, bg: bg, redisTimeout: cfg.RedisTimeout, rdb: rdb, block: block}
+	// Validate has parsed these already.
+	a.trusted, _ = parsePrefixes("edge.trusted_proxies", cfg.TrustedProxies)
+	a.lim.Store(newLimits(cfg.Rate, rdb, nil))
+	gk, gf := cfg.Rate.gateShare()
+	a.gate = ratelimit.NewGate(gk, gf, nil)
+	a.inflight = ratelimit.NewInflight(cfg.Rate.SKUInflight)
+	a.inflight.SetWait(cfg.Rate.SKUInflightWait)
+	return a
+}
+
 // limits are the rate-limit layers built from edge.rate, immutable once
 // published: a reload (SetRate) builds new ones and swaps the pointer, so a
 // request reads its limits with one atomic load and no lock. The gate and
 // the in-flight bound are not here: they keep their state across reloads
-// and take their new settings in place (Server.gate, Server.inflight).
+// and take their new settings in place (admission.gate, .inflight).
 type limits struct {
 	cfg    RateConfig // what they were built from
 	ip     *ratelimit.Local
@@ -79,8 +112,6 @@ func (c *RateConfig) gateShare() (k, floor float64) {
 	return c.GateK / n, c.GateFloor / n
 }
 
-var headerRetryAfter = []byte("Retry-After")
-
 // opsPath reports the routes that are never refused by address: health
 // checks and scrapes come from the platform, not from buyers.
 func opsPath(p []byte) bool {
@@ -91,22 +122,22 @@ func opsPath(p []byte) bool {
 	return false
 }
 
-// admitAddr runs the address checks; false means it has answered.
-func (s *Server) admitAddr(ctx *fasthttp.RequestCtx) bool {
-	a := s.clientIP(ctx)
-	if !a.IsValid() {
+// addr runs the address checks; false means it has answered.
+func (a *admission) addr(ctx *fasthttp.RequestCtx) bool {
+	ip := a.clientIP(ctx)
+	if !ip.IsValid() {
 		return true
 	}
-	if s.blocked().IP(a) {
-		s.write(ctx, ansBlockedIP)
+	if a.block.set().IP(ip) {
+		a.out.write(ctx, ansBlockedIP)
 		return false
 	}
-	lim := s.lim.Load()
-	if lim.ip == nil || lim.exempted(a) {
+	lim := a.lim.Load()
+	if lim.ip == nil || lim.exempted(ip) {
 		return true
 	}
-	if ok, wait := lim.ip.Allow(ipKey(a)); !ok {
-		s.writeRetry(ctx, ansRateIP, wait)
+	if ok, wait := lim.ip.Allow(ipKey(ip)); !ok {
+		a.out.retry(ctx, ansRateIP, wait)
 		return false
 	}
 	return true
@@ -121,93 +152,103 @@ func (l *limits) exempted(a netip.Addr) bool {
 	return false
 }
 
-// admitUser reads X-User-Id and runs the user checks (presence, form,
+// user reads X-User-Id and runs the user checks (presence, form,
 // blocklist); ok false means it has answered.
-func (s *Server) admitUser(ctx *fasthttp.RequestCtx) (user int64, ok bool) {
+func (a *admission) user(ctx *fasthttp.RequestCtx) (user int64, ok bool) {
 	user, present, valid := userID(ctx.Request.Header.Peek("X-User-Id"))
 	switch {
 	case !present:
-		s.write(ctx, ansNoUser)
+		a.out.write(ctx, ansNoUser)
 		return 0, false
 	case !valid:
-		s.write(ctx, ansBadUser)
+		a.out.write(ctx, ansBadUser)
 		return 0, false
-	case s.blocked().User(user):
-		s.write(ctx, ansBlockedUser)
+	case a.block.set().User(user):
+		a.out.write(ctx, ansBlockedUser)
 		return 0, false
 	}
 	return user, true
 }
 
-// admitUserRate runs the per-user limit. It comes after the checks that
-// answer from local state alone (window, sold-out flag): a crowd on a
-// sold-out SKU is turned away without each new buyer taking a limiter
-// entry. ok false means it has answered.
-func (s *Server) admitUserRate(ctx *fasthttp.RequestCtx, user int64) bool {
-	if ok, wait := s.lim.Load().user.Allow(uint64(user)); !ok {
-		s.writeRetry(ctx, ansRateUser, wait)
+// userID parses X-User-Id: 1 to 18 decimal digits, positive. ok is false
+// when the header is missing.
+func userID(h []byte) (id int64, ok, valid bool) {
+	if len(h) == 0 {
+		return 0, false, false
+	}
+	if len(h) > maxIntDigits {
+		return 0, true, false
+	}
+	for _, c := range h {
+		if c < '0' || c > '9' {
+			return 0, true, false
+		}
+		id = id*10 + int64(c-'0')
+	}
+	return id, true, id > 0
+}
+
+// userRate runs the per-user limit. It comes after the checks that answer
+// from local state alone (window, sold-out flag): a crowd on a sold-out SKU
+// is turned away without each new buyer taking a limiter entry. ok false
+// means it has answered.
+func (a *admission) userRate(ctx *fasthttp.RequestCtx, user int64) bool {
+	if ok, wait := a.lim.Load().user.Allow(uint64(user)); !ok {
+		a.out.retry(ctx, ansRateUser, wait)
 		return false
 	}
 	return true
 }
 
-// admitPurchase runs the shared limits of one purchase attempt: a place
-// among the SKU's attempts in flight, the user × SKU window in Redis, then
-// the admission gate. ok false means it has answered (and holds nothing);
-// ok true means the attempt holds a place of sku in s.inflight, which the
-// caller must give back (Release) once the engine has answered or the
-// attempt ends.
-func (s *Server) admitPurchase(ctx *fasthttp.RequestCtx, activity, sku, user int64) bool {
+// purchase runs the shared limits of one purchase attempt: a place among
+// the SKU's attempts in flight, the user × SKU window in Redis, then the
+// admission gate. ok false means it has answered (and holds nothing); ok
+// true means the attempt holds a place of sku, which the caller must give
+// back (done) once the engine has answered or the attempt ends.
+func (a *admission) purchase(ctx *fasthttp.RequestCtx, activity, sku, user int64) bool {
 	// First, before any Redis call: under overload attempts wait here,
 	// parked at no cost, for a place (edge.rate.sku_inflight_wait), and the
 	// bound caps the window's Redis calls for the SKU as well as the
 	// engine's queue. Retry-After is the least, one second: a place frees
 	// as soon as any attempt inside is answered.
-	if !s.inflight.AcquireWait(sku) {
-		s.writeRetry(ctx, ansInflight, 0)
+	if !a.inflight.AcquireWait(sku) {
+		a.out.retry(ctx, ansInflight, 0)
 		return false
 	}
-	if !s.admitShared(ctx, activity, sku, user) {
-		s.inflight.Release(sku)
+	if !a.shared(ctx, activity, sku, user) {
+		a.inflight.Release(sku)
 		return false
 	}
 	return true
 }
 
-// admitShared runs the user × SKU window in Redis, then the admission
-// gate; false means it has answered.
-func (s *Server) admitShared(ctx *fasthttp.RequestCtx, activity, sku, user int64) bool {
-	if w := s.lim.Load().window; w != nil {
-		wctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
+// done gives back the place in flight a purchase took.
+func (a *admission) done(sku int64) { a.inflight.Release(sku) }
+
+// shared runs the user × SKU window in Redis, then the admission gate;
+// false means it has answered.
+func (a *admission) shared(ctx *fasthttp.RequestCtx, activity, sku, user int64) bool {
+	if w := a.lim.Load().window; w != nil {
+		wctx, cancel := context.WithTimeout(a.bg, a.redisTimeout)
 		ok, wait, err := w.Allow(wctx, activity, sku, user)
 		cancel()
 		if err != nil {
 			// Fail closed: without the shared count we cannot know.
-			s.warnRare("edge user × sku window unavailable; answering busy", err)
-			s.write(ctx, ansCheckBusy)
+			a.warn.warn("edge user × sku window unavailable; answering busy", err)
+			a.out.write(ctx, ansCheckBusy)
 			return false
 		}
 		if !ok {
-			s.writeRetry(ctx, ansRateUserSKU, wait)
+			a.out.retry(ctx, ansRateUserSKU, wait)
 			return false
 		}
 	}
-	if ok, wait := s.gate.Allow(sku); !ok {
-		s.writeRetry(ctx, ansGate, wait)
+	if ok, wait := a.gate.Allow(sku); !ok {
+		a.out.retry(ctx, ansGate, wait)
 		return false
 	}
 	return true
 }
 
-// writeRetry sends a 429 with Retry-After: wait rounded up to whole
-// seconds, at least 1 (RFC 9110 has no smaller unit, and "0" invites an
-// immediate retry storm). No allocation.
-func (s *Server) writeRetry(ctx *fasthttp.RequestCtx, a *answer, wait time.Duration) {
-	s.write(ctx, a)
-	secs := int64((wait + time.Second - 1) / time.Second)
-	if secs < 1 {
-		secs = 1
-	}
-	var buf [20]byte
-	ctx.Response.Header.SetCanonical(headerRetryAfter, strconv.AppendInt(buf[:0], secs, 10))
-}
+// observe tells the admission gate the SKU's remaining stock (-1: unknown).
+func (a *admission) observe(sku, remaining int64) { a.gate.Observe(sku, remaining) }

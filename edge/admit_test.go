@@ -1,11 +1,8 @@
 package edge
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -17,7 +14,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"seckill/engine"
-	"seckill/internal/blocklist"
 	"seckill/internal/sale"
 )
 
@@ -121,7 +117,7 @@ func TestPerUserLimitTripsAndRecovers(t *testing.T) {
 	// Answers from local state alone come before the limit: a crowd on a
 	// sold-out SKU costs no limiter entry.
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1002})
-	e.srv.flags.Wait()
+	e.srv.flags.cache.Wait()
 	mustStatus(t, e.order("5", `{"skuId":1002}`), 410, "SOLD_OUT")
 	mustStatus(t, e.order("6", `{"skuId":1001}`), 200, "QUEUING")
 	if calls := e.eng.calls.Load(); calls != 3 {
@@ -161,7 +157,7 @@ func TestUserSKUWindowTripsAndRecoversInRedis(t *testing.T) {
 func TestAdmissionGateTripsAndRecovers(t *testing.T) {
 	e := newEdge(t, withConfig(func(c *Config) { c.Rate.GateK, c.Rate.GateFloor = 1, 5 }))
 	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
-		return engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: 2}, nil
+		return engine.Ticket{RequestNo: "1", Remaining: 2}, nil
 	})
 	user := 100
 	buy := func() response {
@@ -171,7 +167,7 @@ func TestAdmissionGateTripsAndRecovers(t *testing.T) {
 	// Remaining unknown: not gated. The answer teaches the gate 2 left:
 	// max(1 × 2, floor 5) = 5/s with a burst of 5.
 	mustStatus(t, buy(), 200, "QUEUING")
-	if got := e.srv.gate.Remaining(1001); got != 2 {
+	if got := e.srv.admit.gate.Remaining(1001); got != 2 {
 		t.Fatalf("gate learnt remaining %d, want 2", got)
 	}
 	for range 5 {
@@ -186,15 +182,15 @@ func TestAdmissionGateTripsAndRecovers(t *testing.T) {
 	// Events: sold out means nothing left; available means unknown (not
 	// gated) until the engine answers again.
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
-	if got := e.srv.gate.Remaining(1001); got != 0 {
+	if got := e.srv.admit.gate.Remaining(1001); got != 0 {
 		t.Fatalf("after soldout: remaining %d, want 0", got)
 	}
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventAvailable, Activity: 7, SKU: 1001})
-	if got := e.srv.gate.Remaining(1001); got != -1 {
+	if got := e.srv.admit.gate.Remaining(1001); got != -1 {
 		t.Fatalf("after available: remaining %d, want -1", got)
 	}
 	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
-		return engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: -1}, fmt.Errorf("x: %w", engine.ErrBusy)
+		return engine.Ticket{RequestNo: "1", Remaining: -1}, fmt.Errorf("x: %w", engine.ErrBusy)
 	})
 	for range 10 {
 		if r := buy(); r.status != 503 {
@@ -213,21 +209,21 @@ func TestInflightBoundRefusesBeyondItAndFreesOnAnswer(t *testing.T) {
 	release := make(chan struct{})
 	var entered atomic.Int64
 	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
-		if r.SKUID == 1001 {
+		if r.SKU.ID == 1001 {
 			entered.Add(1)
 			<-release
 			if r.UserID == 101 {
 				return engine.Ticket{Remaining: -1}, fmt.Errorf("x: %w", engine.ErrBusy)
 			}
 		}
-		return engine.Ticket{RequestNo: strconv.FormatInt(r.UserID, 10), ActivityID: r.ActivityID, Remaining: 50}, nil
+		return engine.Ticket{RequestNo: strconv.FormatInt(r.UserID, 10), Remaining: 50}, nil
 	})
 	done := make(chan response, 2)
 	for _, u := range []string{"100", "101"} {
 		go func() { done <- e.order(u, `{"skuId":1001}`) }()
 	}
 	waitFor(t, "two attempts inside the engine", func() bool { return entered.Load() == 2 })
-	if n := e.srv.inflight.InFlight(1001); n != 2 {
+	if n := e.srv.admit.inflight.InFlight(1001); n != 2 {
 		t.Fatalf("in flight %d, want 2", n)
 	}
 	calls := e.eng.calls.Load()
@@ -250,7 +246,7 @@ func TestInflightBoundRefusesBeyondItAndFreesOnAnswer(t *testing.T) {
 	if got[200] != 1 || got[503] != 1 {
 		t.Fatalf("answers of the held attempts %v, want one 200 and one 503", got)
 	}
-	if n := e.srv.inflight.InFlight(1001); n != 0 {
+	if n := e.srv.admit.inflight.InFlight(1001); n != 0 {
 		t.Fatalf("in flight %d after every answer, want 0", n)
 	}
 	for i := range 3 {
@@ -279,7 +275,7 @@ func TestInflightWaitLetsTheNextBuyerInWhenAPlaceFrees(t *testing.T) {
 		if r.UserID == 400 {
 			<-release
 		}
-		return engine.Ticket{RequestNo: strconv.FormatInt(r.UserID, 10), ActivityID: r.ActivityID, Remaining: 50}, nil
+		return engine.Ticket{RequestNo: strconv.FormatInt(r.UserID, 10), Remaining: 50}, nil
 	})
 	first := make(chan response, 1)
 	go func() { first <- e.order("400", `{"skuId":1001}`) }()
@@ -317,14 +313,14 @@ func TestInflightPlaceComesBackWhenALaterCheckRefuses(t *testing.T) {
 	for i := range 3 {
 		mustStatus(t, e.order(strconv.Itoa(300+i), `{"skuId":2001,"token":"t"}`), 403, "TOKEN_INVALID")
 	}
-	if n := e.srv.inflight.InFlight(2001); n != 0 {
+	if n := e.srv.admit.inflight.InFlight(2001); n != 0 {
 		t.Fatalf("in flight %d after refused tokens, want 0", n)
 	}
 	mustStatus(t, e.order("310", `{"skuId":1001}`), 200, "QUEUING")
 	for range 3 {
 		mustRateLimited(t, e.order("310", `{"skuId":1001}`), reasonRateUserSKU)
 	}
-	if n := e.srv.inflight.InFlight(1001); n != 0 {
+	if n := e.srv.admit.inflight.InFlight(1001); n != 0 {
 		t.Fatalf("in flight %d after window refusals, want 0", n)
 	}
 }
@@ -362,131 +358,6 @@ func TestGateSharedByEdgesAdmitsOneShare(t *testing.T) {
 				if ra, _ := strconv.Atoi(last.header["Retry-After"]); ra < 10 {
 					t.Fatalf("Retry-After %d, want about 20 s (1 / (50 × 1/1000) per s)", ra)
 				}
-			}
-		})
-	}
-}
-
-func TestBlocklistFromConfigAndRedis(t *testing.T) {
-	e := newEdge(t, withConfig(func(c *Config) {
-		c.Blocklist.IPs = []string{"203.0.113.0/24"}
-		c.Blocklist.Users = []int64{666}
-		c.Blocklist.RefreshInterval = 200 * time.Millisecond
-	}))
-	e.waitSubscribed()
-	bad := e.from("203.0.113.9")
-	mustStatus(t, e.doVia(bad, "POST", orderPath, "5", `{"skuId":1001}`), 403, "BLOCKED")
-	mustStatus(t, e.doVia(bad, "GET", "/api/v1/flash-sale/activities/7", "", ""), 403, "BLOCKED")
-	mustStatus(t, e.doVia(bad, "GET", "/readyz", "", ""), 200, "OK")
-	mustStatus(t, e.order("666", `{"skuId":1001}`), 403, "BLOCKED")
-	mustStatus(t, e.do("POST", "/api/v1/flash-sale/token", "666", `{"skuId":2001}`), 403, "BLOCKED")
-	mustStatus(t, e.order("5", `{"skuId":1001}`), 200, "QUEUING")
-	if e.eng.calls.Load() != 1 {
-		t.Fatal("a blocked request reached the engine")
-	}
-
-	// The admin API's store: a change is announced and applied at once.
-	st := blocklist.NewStore(e.rdb)
-	ctx := context.Background()
-	if _, err := st.AddUser(ctx, 777); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := st.AddIP(ctx, "198.51.100.7"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "user 777 and 198.51.100.7 blocked", func() bool {
-		return e.srv.blocked().User(777) && e.srv.blocked().IP(netip.MustParseAddr("198.51.100.7"))
-	})
-	mustStatus(t, e.order("777", `{"skuId":1001}`), 403, "BLOCKED")
-	mustStatus(t, e.doVia(e.from("198.51.100.7"), "POST", orderPath, "8", `{"skuId":1001}`), 403, "BLOCKED")
-	if ips, users := metricValue(t, e.srv.m.blockIPs), metricValue(t, e.srv.m.blockUsers); ips != 2 || users != 2 {
-		t.Errorf("blocklist gauges ip=%v user=%v, want 2 and 2", ips, users)
-	}
-	if _, err := st.RemoveUser(ctx, 777); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := st.RemoveIP(ctx, "198.51.100.7"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the blocks to lift", func() bool {
-		return !e.srv.blocked().User(777) && !e.srv.blocked().IP(netip.MustParseAddr("198.51.100.7"))
-	})
-	mustStatus(t, e.order("777", `{"skuId":1001}`), 200, "QUEUING")
-	// The configured entries stay whatever Redis holds.
-	mustStatus(t, e.order("666", `{"skuId":1001}`), 403, "BLOCKED")
-
-	// An entry whose event was missed arrives with the periodic refresh.
-	e.redis.Do(t, "SADD", blocklist.UsersKey, "888")
-	waitFor(t, "the refresh to pick up user 888", func() bool { return e.srv.blocked().User(888) })
-
-	// Redis down: the last list stays in force.
-	e.redis.Stop()
-	t.Cleanup(func() { _ = e.redis.Start() })
-	time.Sleep(500 * time.Millisecond)
-	mustStatus(t, e.order("888", `{"skuId":1001}`), 403, "BLOCKED")
-}
-
-func TestANewEdgeStartsWithTheBlocklist(t *testing.T) {
-	e := newEdge(t)
-	if _, err := blocklist.NewStore(e.rdb).AddUser(context.Background(), 4242); err != nil {
-		t.Fatal(err)
-	}
-	f := newEdge(t, withRedis(e.redis))
-	mustStatus(t, f.order("4242", `{"skuId":1001}`), 403, "BLOCKED")
-}
-
-func TestClientAddress(t *testing.T) {
-	trusted := []string{"10.0.0.0/8", "2001:db8:ffff::/48"}
-	cases := []struct {
-		name    string
-		trusted []string
-		peer    string
-		xff     []string // header lines
-		want    string   // "" : no address
-	}{
-		{"the peer without proxies configured", nil, "192.0.2.1", nil, "192.0.2.1"},
-		{"X-Forwarded-For is ignored when no proxy is trusted", nil, "10.0.0.5", []string{"192.0.2.66"}, "10.0.0.5"},
-		{"X-Forwarded-For is ignored from an untrusted peer", trusted, "172.16.0.1", []string{"192.0.2.66"}, "172.16.0.1"},
-		{"a trusted proxy's client", trusted, "10.0.0.5", []string{"192.0.2.66"}, "192.0.2.66"},
-		{"trusted hops are skipped from the right", trusted, "10.0.0.5", []string{"192.0.2.66, 10.0.0.9,10.1.1.1"}, "192.0.2.66"},
-		{"what the client wrote left of it is not believed", trusted, "10.0.0.5", []string{"192.0.2.66, 198.51.100.1"}, "198.51.100.1"},
-		{"several header lines read as one list", trusted, "10.0.0.5", []string{"192.0.2.66", "10.0.0.9"}, "192.0.2.66"},
-		{"the last line is the latest hop", trusted, "10.0.0.5", []string{"10.0.0.9", "192.0.2.66"}, "192.0.2.66"},
-		{"garbage left of the client does not matter", trusted, "10.0.0.5", []string{"garbage, 192.0.2.66"}, "192.0.2.66"},
-		{"garbage right of every client stops at the last trusted hop", trusted, "10.0.0.5", []string{"192.0.2.66, junk"}, "10.0.0.5"},
-		{"an empty header is the peer", trusted, "10.0.0.5", []string{""}, "10.0.0.5"},
-		{"every hop trusted: the left-most", trusted, "10.0.0.5", []string{"10.9.9.9, 10.0.0.9"}, "10.9.9.9"},
-		{"IPv6 through an IPv6 proxy", trusted, "2001:db8:ffff::1", []string{"2001:db8:1::7"}, "2001:db8:1::7"},
-		{"an IPv4-mapped client is IPv4", trusted, "10.0.0.5", []string{"::ffff:192.0.2.66"}, "192.0.2.66"},
-		{"a port appended by a proxy is dropped", trusted, "10.0.0.5", []string{"192.0.2.66:5123"}, "192.0.2.66"},
-		{"a bracketed IPv6 with a port", trusted, "10.0.0.5", []string{"[2001:db8:1::7]:443"}, "2001:db8:1::7"},
-		{"a zone is not an address", trusted, "10.0.0.5", []string{"fe80::1%eth0"}, "10.0.0.5"},
-		{"leading zeros are not an address", trusted, "10.0.0.5", []string{"192.0.2.066"}, "10.0.0.5"},
-		{"an IPv4-mapped peer is IPv4", trusted, "::ffff:10.0.0.5", []string{"192.0.2.66"}, "192.0.2.66"},
-		{"no IP peer: no address", trusted, "", []string{"192.0.2.66"}, ""},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			s := &Server{}
-			s.trusted, _ = parsePrefixes("test", c.trusted)
-			var ctx fasthttp.RequestCtx
-			var req fasthttp.Request
-			for _, h := range c.xff {
-				req.Header.Add("X-Forwarded-For", h)
-			}
-			ctx.Init(&req, nil, nil)
-			if c.peer != "" {
-				ctx.SetRemoteAddr(&net.TCPAddr{IP: net.ParseIP(c.peer), Port: 1234})
-			}
-			got := s.clientIP(&ctx)
-			if c.want == "" {
-				if got.IsValid() {
-					t.Fatalf("got %v, want no address", got)
-				}
-				return
-			}
-			if got != netip.MustParseAddr(c.want) {
-				t.Fatalf("got %v, want %s", got, c.want)
 			}
 		})
 	}

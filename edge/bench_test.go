@@ -54,7 +54,7 @@ func benchOrder(b *testing.B, e *edgeEnv, body string, want int) {
 func BenchmarkRejectSoldOut(b *testing.B) {
 	e := newEdge(b, admitting())
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
-	e.srv.flags.Wait()
+	e.srv.flags.cache.Wait()
 	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 410)
 }
 
@@ -76,15 +76,15 @@ func BenchmarkOrderQueued(b *testing.B) {
 // included.
 func BenchmarkRejectRateLimited(b *testing.B) {
 	e := newEdge(b, withConfig(func(c *Config) { c.Rate.UserPerSecond, c.Rate.UserBurst = 1e-6, 1 }))
-	e.srv.lim.Load().user.Allow(123456) // spends the one-request burst
+	e.srv.admit.lim.Load().user.Allow(123456) // spends the one-request burst
 	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 429)
 }
 
 // BenchmarkRejectGate is a 429 of the admission gate at its floor.
 func BenchmarkRejectGate(b *testing.B) {
 	e := newEdge(b, admitting(), withConfig(func(c *Config) { c.Rate.GateK, c.Rate.GateFloor = 1, 1 }))
-	e.srv.gate.Observe(1001, 0)
-	e.srv.gate.Allow(1001) // spends the floor's burst of one
+	e.srv.admit.gate.Observe(1001, 0)
+	e.srv.admit.gate.Allow(1001) // spends the floor's burst of one
 	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 429)
 }
 
@@ -92,6 +92,6 @@ func BenchmarkRejectGate(b *testing.B) {
 // the engine, with one attempt held inside.
 func BenchmarkRejectInflight(b *testing.B) {
 	e := newEdge(b, admitting(), withConfig(func(c *Config) { c.Rate.SKUInflight, c.Rate.SKUInflightWait = 1, 0 }))
-	e.srv.inflight.Acquire(1001) // the one place, held
+	e.srv.admit.inflight.Acquire(1001) // the one place, held
 	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 429)
 }

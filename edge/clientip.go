@@ -19,9 +19,9 @@ import (
 // connection has no IP peer (a unix socket, an in-memory test listener, a
 // handler run without a connection): such requests skip the address checks.
 // No allocation.
-func (s *Server) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
+func (a *admission) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
 	peer := peerAddr(ctx)
-	if !peer.IsValid() || len(s.trusted) == 0 || !s.trustedProxy(peer) {
+	if !peer.IsValid() || len(a.trusted) == 0 || !a.trustedProxy(peer) {
 		return peer
 	}
 	client := peer
@@ -31,15 +31,15 @@ func (s *Server) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
 		h := hs[i]
 		for end := len(h); end >= 0; {
 			start := lastComma(h[:end]) + 1
-			a, ok := parseAddr(trimSpace(h[start:end]))
+			hop, ok := parseAddr(trimSpace(h[start:end]))
 			if !ok {
 				// Not an address: nothing left of it can be trusted, and
 				// the last trusted hop is all we know.
 				return client
 			}
-			client = a
-			if !s.trustedProxy(a) {
-				return a
+			client = hop
+			if !a.trustedProxy(hop) {
+				return hop
 			}
 			end = start - 1
 		}
@@ -48,9 +48,9 @@ func (s *Server) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
 	return client
 }
 
-func (s *Server) trustedProxy(a netip.Addr) bool {
-	for _, p := range s.trusted {
-		if p.Contains(a) {
+func (a *admission) trustedProxy(ip netip.Addr) bool {
+	for _, p := range a.trusted {
+		if p.Contains(ip) {
 			return true
 		}
 	}

@@ -213,7 +213,7 @@ func TestWindowEdgesLeaveTheClockSlackToTheEngine(t *testing.T) {
 	if r := e.order("6", `{"skuId":1001}`); r.status != 410 {
 		t.Fatalf("the engine's ended: %d %s", r.status, r.raw)
 	}
-	if e.srv.lastDisagree.Load() != 0 {
+	if e.srv.views.lastDisagree.Load() != 0 {
 		t.Fatal("a borderline refusal by the engine triggered a catalog reload")
 	}
 }

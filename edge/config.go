@@ -64,6 +64,14 @@ type Config struct {
 	// RedisTimeout bounds the edge's own Redis calls: result reads,
 	// readiness pings, TIME samples, catalog loads. Default 500ms.
 	RedisTimeout time.Duration `yaml:"redis_timeout"`
+	// TokenVerifyTimeout bounds TokenVerifier.Verify, which spends a
+	// qualification token (a Redis call); past it the buyer gets 503 BUSY
+	// (fail closed). Default 500ms.
+	TokenVerifyTimeout time.Duration `yaml:"token_verify_timeout"`
+	// TokenRefundTimeout bounds TokenRefunder.Refund, which gives a spent
+	// token back after the engine answered busy; past it the token stays
+	// spent and the buyer asks for a new one. Default 500ms.
+	TokenRefundTimeout time.Duration `yaml:"token_refund_timeout"`
 }
 
 // RateConfig is edge.rate: the limits in the order they apply. Every
@@ -138,19 +146,21 @@ type BlocklistConfig struct {
 // DefaultConfig returns the defaults named on each field.
 func DefaultConfig() Config {
 	return Config{
-		Listen:            "127.0.0.1:8080",
-		MaxBodyBytes:      4096,
-		ReadBufferSize:    4096,
-		MaxConnsPerIP:     256,
-		ReadTimeout:       5 * time.Second,
-		WriteTimeout:      5 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		SoldOutTTL:        2 * time.Second,
-		AccessLogEvery:    1000,
-		RefreshInterval:   2 * time.Second,
-		ViewTTL:           time.Second,
-		ClockSyncInterval: 5 * time.Second,
-		RedisTimeout:      500 * time.Millisecond,
+		Listen:             "127.0.0.1:8080",
+		MaxBodyBytes:       4096,
+		ReadBufferSize:     4096,
+		MaxConnsPerIP:      256,
+		ReadTimeout:        5 * time.Second,
+		WriteTimeout:       5 * time.Second,
+		IdleTimeout:        60 * time.Second,
+		SoldOutTTL:         2 * time.Second,
+		AccessLogEvery:     1000,
+		RefreshInterval:    2 * time.Second,
+		ViewTTL:            time.Second,
+		ClockSyncInterval:  5 * time.Second,
+		RedisTimeout:       500 * time.Millisecond,
+		TokenVerifyTimeout: 500 * time.Millisecond,
+		TokenRefundTimeout: 500 * time.Millisecond,
 		Rate: RateConfig{
 			IPPerSecond: 20, IPBurst: 40,
 			UserPerSecond: 5, UserBurst: 10,
@@ -190,6 +200,10 @@ func (c *Config) Validate() error {
 		return errors.New("edge.clock_sync_interval must be positive")
 	case c.RedisTimeout <= 0:
 		return errors.New("edge.redis_timeout must be positive")
+	case c.TokenVerifyTimeout <= 0:
+		return errors.New("edge.token_verify_timeout must be positive")
+	case c.TokenRefundTimeout <= 0:
+		return errors.New("edge.token_refund_timeout must be positive")
 	}
 	if _, err := parsePrefixes("edge.trusted_proxies", c.TrustedProxies); err != nil {
 		return err

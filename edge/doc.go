@@ -5,24 +5,34 @@
 // answering with a queue ticket. It also serves ticket results, the public
 // activity view, qualification tokens, health, readiness and metrics.
 //
-// Admission (admit.go) comes first: the client address (X-Forwarded-For
-// only from edge.trusted_proxies) against the IP blocklist and the per-IP
-// limit, then the user against the user blocklist and the per-user limit,
-// and, for a purchase that passed every local check, a place among the
-// SKU's attempts in flight (edge.rate.sku_inflight), the user × SKU window
-// in Redis and the per-SKU admission gate, which lets this edge's share
+// Server wires small parts, each in a file named for it: admission
+// (admit.go, with clientip.go, blocklist.go and the rate reload in
+// reload.go), the catalog views (views.go), the sold-out flags (soldout.go),
+// the answers (answers.go: the one table of what a buyer is told) and the
+// token hooks (token.go). The routes are order.go, result.go, activity.go,
+// token.go and health.go; events.go and poll.go keep the parts fresh.
+//
+// Admission comes first: the client address (X-Forwarded-For only from
+// edge.trusted_proxies) against the IP blocklist and the per-IP limit, then
+// the user against the user blocklist and the per-user limit, and, for a
+// purchase that passed every local check, a place among the SKU's attempts
+// in flight (edge.rate.sku_inflight), the user × SKU window in Redis and the
+// per-SKU admission gate, which lets this edge's share
 // (1/edge.rate.gate_edges) of K × remaining stock per second through to the
 // engine. Every refusal for rate is 429 with Retry-After. SetRate (SIGHUP in
 // cmd/seckill) changes edge.rate while serving.
 //
-// Local state is two ristretto caches: per-SKU sold-out flags (raised by the
-// engine's answers and by events, dropped by "available" events, expiring
-// after edge.soldout_ttl as the fallback for a missed event) and per-SKU
-// views of the current activity built from the catalog. Events arrive on
-// the Redis pub/sub channel sale.EventsChannel (the subscription
-// re-subscribes by itself) and, in-process, through Server.HandleEvent.
-// Sale windows are judged by Redis server time (local clock plus an offset
-// sampled from TIME), the clock the occupy script uses.
+// Local state is two ristretto caches: per-SKU sold-out flags (raised by one
+// function, whatever raised them: the engine's answers, events, the stock
+// check; dropped by "available" events; expiring after edge.soldout_ttl as
+// the fallback for a missed event) and per-SKU views of the current
+// activity built from the catalog. The view a purchase resolves to is handed
+// to the engine as is (engine.Request's Activity and SKU): the SKU is
+// resolved once, here. Events arrive on the Redis pub/sub channel
+// sale.EventsChannel (the subscription re-subscribes by itself) and,
+// in-process, through Server.HandleEvent. Sale windows are judged by Redis
+// server time (local clock plus an offset sampled from TIME), the clock the
+// occupy script uses.
 //
 // Metrics (registered on the injected registerer, every known label created
 // at 0):

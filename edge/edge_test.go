@@ -63,7 +63,7 @@ func (f *fakeEngine) Occupy(_ context.Context, r *engine.Request) (engine.Ticket
 	if fn != nil {
 		return fn(r)
 	}
-	return engine.Ticket{RequestNo: strconv.FormatInt(900000+n, 10), ActivityID: r.ActivityID, Remaining: 50}, nil
+	return engine.Ticket{RequestNo: strconv.FormatInt(900000+n, 10), Remaining: 50}, nil
 }
 
 func (f *fakeEngine) answer(fn func(*engine.Request) (engine.Ticket, error)) {

@@ -1,260 +1,34 @@
 package edge
 
-import (
-	"errors"
-	"strconv"
-
-	"github.com/valyala/fasthttp"
-
-	"seckill/stock"
-)
+import "errors"
 
 // ErrClosed is returned by Serve after Shutdown.
 var ErrClosed = errors.New("edge: server closed")
+
+// Errors of a TokenVerifier, which wraps one of them around its cause. The
+// edge answers ErrTokenUnavailable with 503 BUSY (fail closed: the token
+// could not be judged) and any other error with 403 TOKEN_INVALID.
+var (
+	// ErrTokenRefused: the token is not good for this purchase — malformed,
+	// forged, expired, for another user, activity or SKU, or spent already.
+	ErrTokenRefused = errors.New("edge: qualification token refused")
+	// ErrTokenUnavailable: the token could not be checked (its store failed
+	// or did not answer within edge.token_verify_timeout).
+	ErrTokenUnavailable = errors.New("edge: qualification token could not be checked")
+)
 
 // errNoIssuer is logged when a token is asked for but no TokenIssuer is
 // configured (token.keys empty).
 var errNoIssuer = errors.New("edge: no token issuer configured")
 
-// This file is the one place that decides what a buyer is told: every fixed
-// answer (status, code, message, pre-built body) and the mapping of engine
-// errors (by the outcome table of package stock) to them. Fixed bodies are
-// built once so the reject path allocates nothing.
+// errBadEntries is logged when the admin API's blocklist in Redis holds
+// entries that do not parse; the others apply.
+type errBadEntries []string
 
-// answer is one fixed response.
-type answer struct {
-	status int
-	code   string
-	reason int // index into reasons, for seckill_edge_rejections_total; -1: not a rejection
-	body   []byte
-}
-
-func newAnswer(status int, code string, reason int, message string) *answer {
-	return &answer{status: status, code: code, reason: reason, body: appendBody(nil, code, "", message)}
-}
-
-// Rejection reasons, the label values of seckill_edge_rejections_total. All
-// are created at 0 when the server starts.
-const (
-	reasonRoute           = iota // no such route or method
-	reasonTooLarge               // body over edge.max_body_bytes
-	reasonBadHTTP                // request line or headers unreadable, too large or too slow
-	reasonNoUser                 // X-User-Id missing
-	reasonBadUser                // X-User-Id not a positive integer
-	reasonBadRequest             // body not a valid order
-	reasonUnknownSKU             // no activity sells the SKU (or not the one named)
-	reasonNotOpen                // activity offline or not started
-	reasonEnded                  // activity window closed
-	reasonSoldOut                // local sold-out flag
-	reasonTokenRequired          // activity requires a token, none given or none verifiable
-	reasonTokenInvalid           // token verifier refused
-	reasonBusy                   // a check before the engine could not be made (fail closed)
-	reasonBlockedIP              // client address on the IP blocklist
-	reasonBlockedUser            // X-User-Id on the user blocklist
-	reasonRateIP                 // per-IP limit (edge.rate.ip_*)
-	reasonRateUser               // per-user limit (edge.rate.user_*)
-	reasonRateUserSKU            // per user × SKU window in Redis (edge.rate.user_sku_*)
-	reasonGate                   // per-SKU admission gate (edge.rate.gate_*)
-	reasonInflight               // per-SKU bound on attempts in flight (edge.rate.sku_inflight)
-	reasonNotReserved            // token asked for by a user not on the reserved list
-	reasonTokenNotOffered        // token asked for an activity that requires none
-	nReasons
-)
-
-var reasons = [nReasons]string{
-	reasonRoute:           "route",
-	reasonTooLarge:        "too_large",
-	reasonBadHTTP:         "bad_http",
-	reasonNoUser:          "no_user",
-	reasonBadUser:         "bad_user",
-	reasonBadRequest:      "bad_request",
-	reasonUnknownSKU:      "unknown_sku",
-	reasonNotOpen:         "not_open",
-	reasonEnded:           "ended",
-	reasonSoldOut:         "sold_out",
-	reasonTokenRequired:   "token_required",
-	reasonTokenInvalid:    "token_invalid",
-	reasonBusy:            "busy",
-	reasonBlockedIP:       "blocked_ip",
-	reasonBlockedUser:     "blocked_user",
-	reasonRateIP:          "rate_ip",
-	reasonRateUser:        "rate_user",
-	reasonRateUserSKU:     "rate_user_sku",
-	reasonGate:            "gate",
-	reasonInflight:        "inflight",
-	reasonNotReserved:     "not_reserved",
-	reasonTokenNotOffered: "token_not_offered",
-}
-
-// Fixed answers.
-var (
-	ansNotFoundRoute = newAnswer(fasthttp.StatusNotFound, "NOT_FOUND", reasonRoute, "no such route")
-	ansMethod        = newAnswer(fasthttp.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", reasonRoute, "method not allowed")
-	ansTooLarge      = newAnswer(fasthttp.StatusRequestEntityTooLarge, "TOO_LARGE", reasonTooLarge, "request body too large")
-	ansHeaderTooBig  = newAnswer(fasthttp.StatusRequestHeaderFieldsTooLarge, "BAD_REQUEST", reasonBadHTTP, "request headers too large")
-	ansTimeout       = newAnswer(fasthttp.StatusRequestTimeout, "BAD_REQUEST", reasonBadHTTP, "request timeout")
-	ansBadHTTP       = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadHTTP, "malformed HTTP request")
-	ansNoUser        = newAnswer(fasthttp.StatusUnauthorized, "UNAUTHORIZED", reasonNoUser, "X-User-Id header required")
-	ansBadUser       = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadUser, "X-User-Id must be a positive integer")
-	ansUnknownSKU    = newAnswer(fasthttp.StatusNotFound, "UNKNOWN_SKU", reasonUnknownSKU, "no activity sells this sku")
-	ansNotOpen       = newAnswer(statusTooEarly, "NOT_OPEN", reasonNotOpen, "the sale has not started")
-	ansEnded         = newAnswer(fasthttp.StatusGone, "ENDED", reasonEnded, "the sale has ended")
-	ansSoldOut       = newAnswer(fasthttp.StatusGone, "SOLD_OUT", reasonSoldOut, "sold out")
-	ansTokenRequired = newAnswer(fasthttp.StatusForbidden, "TOKEN_REQUIRED", reasonTokenRequired, "this sale requires a qualification token")
-	ansTokenInvalid  = newAnswer(fasthttp.StatusForbidden, "TOKEN_INVALID", reasonTokenInvalid, "qualification token refused")
-	ansCheckBusy     = newAnswer(fasthttp.StatusServiceUnavailable, "BUSY", reasonBusy, "system busy, try again")
-
-	// Who may come in, and how often. Every 429 also carries Retry-After.
-	ansBlockedIP   = newAnswer(fasthttp.StatusForbidden, "BLOCKED", reasonBlockedIP, "requests from your network are refused")
-	ansBlockedUser = newAnswer(fasthttp.StatusForbidden, "BLOCKED", reasonBlockedUser, "this account may not take part in flash sales")
-	ansRateIP      = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateIP, "too many requests from your network; retry after the number of seconds in Retry-After")
-	ansRateUser    = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateUser, "too many requests from your account; retry after the number of seconds in Retry-After")
-	ansRateUserSKU = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateUserSKU, "too many attempts on this item; retry after the number of seconds in Retry-After")
-	ansGate        = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonGate, "very high demand for this item; retry after the number of seconds in Retry-After")
-	ansInflight    = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonInflight, "too many purchases of this item are being processed right now; retry after the number of seconds in Retry-After")
-
-	// Token issuing.
-	ansTokenNotOffered  = newAnswer(fasthttp.StatusForbidden, "TOKEN_NOT_REQUIRED", reasonTokenNotOffered, "this sale needs no qualification token")
-	ansNotReserved      = newAnswer(fasthttp.StatusForbidden, "NOT_RESERVED", reasonNotReserved, "you are not on the reserved list of this sale")
-	ansTokenUnavailable = newAnswer(fasthttp.StatusServiceUnavailable, "BUSY", reasonBusy, "qualification tokens cannot be issued now, try again")
-
-	// Parse failures, one body per message.
-	ansMalformed   = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errMalformed.Error())
-	ansDuplicate   = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errDuplicate.Error())
-	ansBadActivity = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errBadActivityID.Error())
-	ansBadSKU      = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errBadSKUID.Error())
-	ansBadQuantity = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errBadQuantity.Error())
-	ansBadString   = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errBadString.Error())
-	ansTooLong     = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errTooLong.Error())
-
-	// Engine answers: not early rejections (reason -1); counted in
-	// seckill_edge_engine_calls_total instead.
-	ansEngNotOpen    = newAnswer(statusTooEarly, "NOT_OPEN", -1, "the sale has not started")
-	ansEngEnded      = newAnswer(fasthttp.StatusGone, "ENDED", -1, "the sale has ended")
-	ansEngSoldOut    = newAnswer(fasthttp.StatusGone, "SOLD_OUT", -1, "sold out")
-	ansEngOverLimit  = newAnswer(fasthttp.StatusBadRequest, "OVER_LIMIT", -1, "quantity over the per-user limit")
-	ansEngUnknownSKU = newAnswer(fasthttp.StatusNotFound, "UNKNOWN_SKU", -1, "no activity sells this sku")
-	ansEngBusy       = newAnswer(fasthttp.StatusServiceUnavailable, "BUSY", -1, "system busy, try again")
-
-	// Other routes.
-	ansNotFound = newAnswer(fasthttp.StatusNotFound, "NOT_FOUND", -1, "not found")
-	ansBusy     = newAnswer(fasthttp.StatusServiceUnavailable, "BUSY", -1, "system busy, try again")
-	ansInternal = newAnswer(fasthttp.StatusInternalServerError, "INTERNAL", -1, "internal error")
-	ansOK       = newAnswer(fasthttp.StatusOK, "OK", -1, "alive")
-	ansReady    = newAnswer(fasthttp.StatusOK, "OK", -1, "ready")
-)
-
-// Messages of answers built per request.
-const (
-	msgQueuing   = "queued; poll the result with the requestNo"
-	msgDuplicate = "you already hold a ticket for this sku"
-)
-
-// parseAnswer maps a parseOrder error to its 400.
-func parseAnswer(err error) *answer {
-	switch err {
-	case errDuplicate:
-		return ansDuplicate
-	case errBadActivityID:
-		return ansBadActivity
-	case errBadSKUID:
-		return ansBadSKU
-	case errBadQuantity:
-		return ansBadQuantity
-	case errBadString:
-		return ansBadString
-	case errTooLong:
-		return ansTooLong
+func (e errBadEntries) Error() string {
+	msg := "bad blocklist entries:"
+	for _, b := range e {
+		msg += " " + b
 	}
-	return ansMalformed
+	return msg
 }
-
-// Outcomes of engine calls, the label values of
-// seckill_edge_engine_calls_total. All are created at 0.
-const (
-	outcomeQueued = iota
-	outcomeNotOpen
-	outcomeEnded
-	outcomeSoldOut
-	outcomeDuplicate
-	outcomeOverLimit
-	outcomeUnknownSKU
-	outcomeBusy
-	nOutcomes
-)
-
-var outcomes = [nOutcomes]string{
-	outcomeQueued:     "queued",
-	outcomeNotOpen:    "not_open",
-	outcomeEnded:      "ended",
-	outcomeSoldOut:    "sold_out",
-	outcomeDuplicate:  "duplicate",
-	outcomeOverLimit:  "over_limit",
-	outcomeUnknownSKU: "unknown_sku",
-	outcomeBusy:       "busy",
-}
-
-// engineOutcome maps an Occupy error (wrapped sentinels, classified by the
-// ledger's outcome table) to its outcome and fixed answer. Duplicate has no
-// fixed answer: its body names the held ticket. Anything else (busy, Redis
-// lost the SKU, an error no sentinel matches) is busy: fail closed, never a
-// guess of success.
-func engineOutcome(err error) (int, *answer) {
-	switch stock.OutcomeOf(err) {
-	case stock.OK:
-		return outcomeQueued, nil
-	case stock.SoldOut:
-		return outcomeSoldOut, ansEngSoldOut
-	case stock.Duplicate:
-		return outcomeDuplicate, nil
-	case stock.NotOpen:
-		return outcomeNotOpen, ansEngNotOpen
-	case stock.Ended:
-		return outcomeEnded, ansEngEnded
-	case stock.OverLimit:
-		return outcomeOverLimit, ansEngOverLimit
-	case stock.UnknownSKU:
-		return outcomeUnknownSKU, ansEngUnknownSKU
-	}
-	return outcomeBusy, ansEngBusy
-}
-
-// appendBody appends {"code":…,"requestNo":…,"message":…}; an empty
-// requestNo is left out.
-func appendBody(dst []byte, code, requestNo, message string) []byte {
-	dst = append(dst, `{"code":`...)
-	dst = appendJSONString(dst, code)
-	if requestNo != "" {
-		dst = append(dst, `,"requestNo":`...)
-		dst = appendJSONString(dst, requestNo)
-	}
-	dst = append(dst, `,"message":`...)
-	dst = appendJSONString(dst, message)
-	return append(dst, '}')
-}
-
-// appendJSONString appends s quoted, escaping what JSON requires (and <, >,
-// & so a body is inert if a browser ever sniffs it).
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20 || c == '<' || c == '>' || c == '&':
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
-}
-
-// statusLabel is the status label of seckill_edge_requests_total.
-func statusLabel(code int) string { return strconv.Itoa(code) }
-
-// statusTooEarly is 425 (RFC 8470), which DESIGN §4 uses for "not started";
-// fasthttp has no constant for it.
-const statusTooEarly = 425

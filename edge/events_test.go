@@ -24,7 +24,7 @@ func TestEventsReachEveryEdge(t *testing.T) {
 	}
 	b.publish(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
 	waitFor(t, "the sold-out flag on both edges", func() bool {
-		return a.srv.soldOut(1001, 7) && b.srv.soldOut(1001, 7)
+		return a.srv.flags.soldOut(1001, 7) && b.srv.flags.soldOut(1001, 7)
 	})
 	calls := b.eng.calls.Load()
 	if r := b.order("6", `{"skuId":1001}`); r.status != 410 || r.code() != "SOLD_OUT" || b.eng.calls.Load() != calls {
@@ -33,7 +33,7 @@ func TestEventsReachEveryEdge(t *testing.T) {
 
 	b.publish(sale.Event{Kind: sale.EventAvailable, Activity: 7, SKU: 1001})
 	waitFor(t, "the flag to clear on both edges", func() bool {
-		return !a.srv.soldOut(1001, 7) && !b.srv.soldOut(1001, 7)
+		return !a.srv.flags.soldOut(1001, 7) && !b.srv.flags.soldOut(1001, 7)
 	})
 	if r := b.order("6", `{"skuId":1001}`); r.status != 200 || b.eng.calls.Load() != calls+1 {
 		t.Fatalf("after available: %d %s", r.status, r.raw)
@@ -73,7 +73,7 @@ func TestPropagationDelayBetweenTwoEdges(t *testing.T) {
 		for range rounds {
 			start := time.Now()
 			from.publish(sale.Event{Kind: kind, Activity: 7, SKU: 1001, At: start.UnixNano()})
-			for to.srv.soldOut(1001, 7) != want {
+			for to.srv.flags.soldOut(1001, 7) != want {
 				if time.Since(start) > 5*time.Second {
 					t.Fatalf("%s never reached the edge", kind)
 				}
@@ -82,7 +82,7 @@ func TestPropagationDelayBetweenTwoEdges(t *testing.T) {
 			out = append(out, time.Since(start))
 			// Both edges settle before the next round.
 			waitFor(t, "both edges to agree", func() bool {
-				return from.srv.soldOut(1001, 7) == want && to.srv.soldOut(1001, 7) == want
+				return from.srv.flags.soldOut(1001, 7) == want && to.srv.flags.soldOut(1001, 7) == want
 			})
 		}
 		return out
@@ -123,22 +123,22 @@ func TestSubscriptionSurvivesARedisRestart(t *testing.T) {
 	e := newEdge(t)
 	e.waitSubscribed()
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1002})
-	e.srv.flags.Wait()
-	epoch := e.srv.epoch.Load()
+	e.srv.flags.cache.Wait()
+	epoch := e.srv.flags.epoch.Load()
 
 	e.redis.Stop()
 	time.Sleep(100 * time.Millisecond)
 	if err := e.redis.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "re-subscription", func() bool { return e.srv.epoch.Load() > epoch })
+	waitFor(t, "re-subscription", func() bool { return e.srv.flags.epoch.Load() > epoch })
 	// The "available" for 1002 may have been published while we were away:
 	// the old flag no longer counts.
-	if e.srv.soldOut(1002, 7) {
+	if e.srv.flags.soldOut(1002, 7) {
 		t.Error("a flag from before the outage survived re-subscription")
 	}
 	e.publish(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
-	waitFor(t, "an event after the restart", func() bool { return e.srv.soldOut(1001, 7) })
+	waitFor(t, "an event after the restart", func() bool { return e.srv.flags.soldOut(1001, 7) })
 }
 
 func TestHandleEventAfterShutdownIsHarmless(t *testing.T) {

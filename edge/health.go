@@ -10,7 +10,7 @@ import (
 )
 
 // healthz answers 200 while the process serves at all.
-func (s *Server) healthz(ctx *fasthttp.RequestCtx) { s.write(ctx, ansOK) }
+func (s *Server) healthz(ctx *fasthttp.RequestCtx) { s.out.write(ctx, ansOK) }
 
 // readyz answers 200 when the default Redis answers PING and every extra
 // check passes, 503 naming the first failure otherwise (and while
@@ -24,7 +24,7 @@ func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
 		ctx.SetBody(appendBody(nil, "NOT_READY", "", err.Error()))
 		return
 	}
-	s.write(ctx, ansReady)
+	s.out.write(ctx, ansReady)
 }
 
 func (s *Server) checkReady() error {

@@ -1,11 +1,11 @@
 package edge
 
 import (
+	"context"
 	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"go.uber.org/zap"
 
 	"seckill/engine"
 )
@@ -24,7 +24,7 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	}
 
 	now := s.clock.now()
-	v, ok := s.resolve(o.ActivityID, o.SKUID, now)
+	v, ok := s.views.resolve(o.ActivityID, o.SKUID, now)
 	// now is an estimate of Redis time, good to ±slack; the occupy script
 	// judges the window by Redis time itself. So the edge refuses only
 	// what is outside the window by any time within the bound, and lets a
@@ -34,53 +34,58 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	slack := s.clock.slack()
 	switch {
 	case !ok:
-		s.write(ctx, ansUnknownSKU)
+		s.out.write(ctx, ansUnknownSKU)
 		return
 	case v.offline || now+slack < v.start:
-		s.write(ctx, ansNotOpen)
+		s.out.write(ctx, ansNotOpen)
 		return
 	case now-slack >= v.end:
-		s.write(ctx, ansEnded)
+		s.out.write(ctx, ansEnded)
 		return
-	case s.soldOut(o.SKUID, v.activity):
-		s.write(ctx, ansSoldOut)
+	case s.flags.soldOut(o.SKUID, v.activity):
+		s.out.write(ctx, ansSoldOut)
 		return
 	}
-	if !s.admitUserRate(ctx, user) {
+	if !s.admit.userRate(ctx, user) {
 		return
 	}
 	if v.requireToken {
-		if s.verifier == nil || len(o.Token) == 0 {
-			s.write(ctx, ansTokenRequired)
+		if s.tokens.verifier == nil || len(o.Token) == 0 {
+			s.out.write(ctx, ansTokenRequired)
 			return
 		}
 		// A token that cannot be good costs no Redis call and no gate
 		// capacity.
-		if s.checker != nil && s.checker.Check(o.Token, user, v.act, o.SKUID, time.Unix(0, now)) != nil {
-			s.write(ctx, ansTokenInvalid)
+		if s.tokens.checker != nil && s.tokens.checker.Check(o.Token, user, v.act, o.SKUID, time.Unix(0, now)) != nil {
+			s.out.write(ctx, ansTokenInvalid)
 			return
 		}
 	}
-	if !s.admitPurchase(ctx, v.activity, o.SKUID, user) {
+	if !s.admit.purchase(ctx, v.activity, o.SKUID, user) {
 		return
 	}
-	// The place admitPurchase took is given back when the engine has
-	// answered (or the token is refused): deferred, so a panic cannot leak it.
-	defer s.inflight.Release(o.SKUID)
+	// The place purchase took is given back when the engine has answered
+	// (or the token is refused): deferred, so a panic cannot leak it.
+	defer s.admit.done(o.SKUID)
 	// Spent only now, after the limits: a buyer sent away with 429 keeps
 	// a usable token.
 	if v.requireToken {
-		if err := s.verifier.Verify(o.Token, user, v.act, o.SKUID, time.Unix(0, now)); err != nil {
-			if errors.Is(err, engine.ErrBusy) {
-				s.write(ctx, ansCheckBusy)
+		vctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.TokenVerifyTimeout)
+		err := s.tokens.verifier.Verify(vctx, o.Token, user, v.act, o.SKUID, time.Unix(0, now))
+		cancel()
+		if err != nil {
+			if errors.Is(err, ErrTokenUnavailable) {
+				s.out.write(ctx, ansCheckBusy)
 			} else {
-				s.write(ctx, ansTokenInvalid)
+				s.out.write(ctx, ansTokenInvalid)
 			}
 			return
 		}
 	}
 
-	req := &engine.Request{ActivityID: v.activity, SKUID: o.SKUID, UserID: user, Quantity: o.Quantity}
+	// The engine gets the resolution itself and does not look the SKU up
+	// again.
+	req := &engine.Request{Activity: v.act, SKU: v.sku, UserID: user, Quantity: o.Quantity}
 	// engine.Request has no field for the client's idempotency key; it
 	// travels as the trace id unless the gateway set one.
 	if tr := ctx.Request.Header.Peek("X-Trace-Id"); len(tr) > 0 && len(tr) <= maxRequestIDLen {
@@ -89,11 +94,11 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		req.TraceID = string(o.RequestID)
 	}
 	t, err := s.eng.Occupy(s.bgCtx, req)
-	if v.requireToken && errors.Is(err, engine.ErrBusy) {
+	if v.requireToken && s.tokens.refunder != nil && errors.Is(err, engine.ErrBusy) {
 		// The token paid for nothing: give it back for the retry.
-		if r, ok := s.verifier.(TokenRefunder); ok {
-			r.Refund(o.Token)
-		}
+		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.TokenRefundTimeout)
+		s.tokens.refunder.Refund(rctx, o.Token)
+		cancel()
 	}
 	s.answer(ctx, o.SKUID, v.activity, t, err, now < v.start || now >= v.end)
 }
@@ -105,88 +110,57 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 func (s *Server) answer(ctx *fasthttp.RequestCtx, sku, activity int64, t engine.Ticket, err error, borderline bool) {
 	outcome, a := engineOutcome(err)
 	s.m.engineCalls[outcome].Inc()
-	if t.ActivityID != 0 {
-		activity = t.ActivityID
-	}
 	if t.Remaining >= 0 {
 		// The admission gate follows the stock the engine saw.
-		s.gate.Observe(sku, t.Remaining)
+		s.admit.observe(sku, t.Remaining)
 	}
 	switch outcome {
 	case outcomeQueued:
 		if t.Remaining == 0 {
-			s.setSoldOut(sku, activity)
+			s.flags.raise(sku, activity)
 		}
-		s.writeTicket(ctx, fasthttp.StatusOK, "QUEUING", t.RequestNo, msgQueuing)
+		s.out.ticket(ctx, fasthttp.StatusOK, "QUEUING", t.RequestNo, msgQueuing)
 		return
 	case outcomeDuplicate:
-		s.writeTicket(ctx, fasthttp.StatusConflict, "DUPLICATE", t.RequestNo, msgDuplicate)
+		s.out.ticket(ctx, fasthttp.StatusConflict, "DUPLICATE", t.RequestNo, msgDuplicate)
 		return
 	case outcomeSoldOut:
 		// Remaining > 0 means only that this quantity did not fit: others
 		// can still buy.
 		if t.Remaining <= 0 {
-			s.setSoldOut(sku, activity)
+			s.flags.raise(sku, activity)
 		}
 	case outcomeNotOpen, outcomeEnded, outcomeUnknownSKU:
 		// The engine judged by Redis: our catalog is probably stale
 		// (unless the edge's own clock left it to the engine).
 		if !borderline || outcome == outcomeUnknownSKU {
-			s.reloadSoon()
+			s.views.reloadSoon()
 		}
 	case outcomeBusy:
 		if !errors.Is(err, engine.ErrBusy) {
-			s.warnRare("edge maps an unknown engine error to busy", err)
+			s.warn.warn("edge maps an unknown engine error to busy", err)
 		}
 	}
-	s.write(ctx, a)
-}
-
-// writeTicket answers with a requestNo.
-func (s *Server) writeTicket(ctx *fasthttp.RequestCtx, status int, code, requestNo, message string) {
-	var buf [192]byte
-	ctx.SetStatusCode(status)
-	ctx.SetContentTypeBytes(contentTypeJSON)
-	ctx.SetBody(appendBody(buf[:0], code, requestNo, message))
-}
-
-// reloadSoon triggers a catalog load at most once a second.
-func (s *Server) reloadSoon() {
-	now := time.Now().UnixNano()
-	last := s.lastDisagree.Load()
-	if now-last < int64(time.Second) || !s.lastDisagree.CompareAndSwap(last, now) {
-		return
-	}
-	s.triggerLoad()
-}
-
-// warnRare logs at most once a second: never a log line per request.
-func (s *Server) warnRare(msg string, err error) {
-	now := time.Now().UnixNano()
-	last := s.lastWarn.Load()
-	if now-last < int64(time.Second) || !s.lastWarn.CompareAndSwap(last, now) {
-		return
-	}
-	s.log.Warn(msg, zap.Error(err))
+	s.out.write(ctx, a)
 }
 
 // admitBody runs the checks every body-carrying buyer route starts with: the
 // body size, the user (header, blocklist), and the body's parse into o. On
 // false the answer is written. The per-user limit comes later
-// (admitUserRate), after the checks that need no state of the user's.
+// (admission.userRate), after the checks that need no state of the user's.
 func (s *Server) admitBody(ctx *fasthttp.RequestCtx, o *order) (int64, bool) {
 	// fasthttp refuses a body over MaxRequestBodySize before reading it;
 	// this covers handlers run under another server.
 	if ctx.Request.Header.ContentLength() > s.cfg.MaxBodyBytes || len(ctx.Request.Body()) > s.cfg.MaxBodyBytes {
-		s.write(ctx, ansTooLarge)
+		s.out.write(ctx, ansTooLarge)
 		return 0, false
 	}
-	user, ok := s.admitUser(ctx)
+	user, ok := s.admit.user(ctx)
 	if !ok {
 		return 0, false
 	}
 	if err := parseOrder(ctx.Request.Body(), o); err != nil {
-		s.write(ctx, parseAnswer(err))
+		s.out.write(ctx, parseAnswer(err))
 		return 0, false
 	}
 	return user, true

@@ -20,13 +20,13 @@ import (
 // tokenFunc adapts a function to TokenVerifier.
 type tokenFunc func(token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error
 
-func (f tokenFunc) Verify(token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error {
+func (f tokenFunc) Verify(_ context.Context, token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error {
 	return f(token, user, a, sku, now)
 }
 
 var acceptToken = tokenFunc(func(token []byte, user int64, a *sale.Activity, sku int64, _ time.Time) error {
 	if string(token) != fmt.Sprintf("ok-%d-%d", user, a.ID) {
-		return errors.New("bad signature")
+		return fmt.Errorf("%w: bad signature", ErrTokenRefused)
 	}
 	return nil
 })
@@ -73,11 +73,11 @@ func TestOrderStatuses(t *testing.T) {
 			status: 410, code: "ENDED"},
 		{name: "a local sold-out flag is 410 without the engine", body: `{"skuId":1001}`, setup: func(t *testing.T, e *edgeEnv) {
 			e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
-			e.srv.flags.Wait()
+			e.srv.flags.cache.Wait()
 		}, status: 410, code: "SOLD_OUT"},
 		{name: "a sold-out flag of another sku does not stop this one", body: `{"skuId":1001}`, setup: func(t *testing.T, e *edgeEnv) {
 			e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1002})
-			e.srv.flags.Wait()
+			e.srv.flags.cache.Wait()
 		}, status: 200, code: "QUEUING", engineHit: true},
 		{name: "a token sale without a verifier is 403", body: `{"skuId":2001,"token":"ok-5-8"}`, status: 403, code: "TOKEN_REQUIRED"},
 		{name: "a token sale without a token is 403", body: `{"skuId":2001}`, opts: []envOption{withOptions(WithTokenVerifier(acceptToken))},
@@ -86,9 +86,17 @@ func TestOrderStatuses(t *testing.T) {
 			status: 403, code: "TOKEN_INVALID"},
 		{name: "a verifier that cannot check is 503", body: `{"skuId":2001,"token":"x"}`, opts: []envOption{withOptions(WithTokenVerifier(
 			tokenFunc(func([]byte, int64, *sale.Activity, int64, time.Time) error {
-				return fmt.Errorf("redis: %w", engine.ErrBusy)
+				return fmt.Errorf("%w: redis: i/o timeout", ErrTokenUnavailable)
 			})))},
 			status: 503, code: "BUSY"},
+		{name: "a verifier's error of no known kind is 403", body: `{"skuId":2001,"token":"x"}`, opts: []envOption{withOptions(WithTokenVerifier(
+			tokenFunc(func([]byte, int64, *sale.Activity, int64, time.Time) error {
+				return errors.New("something nobody mapped")
+			})))},
+			status: 403, code: "TOKEN_INVALID"},
+		{name: "the engine's busy from a verifier is not the token store's", body: `{"skuId":2001,"token":"x"}`, opts: []envOption{withOptions(WithTokenVerifier(
+			tokenFunc(func([]byte, int64, *sale.Activity, int64, time.Time) error { return engine.ErrBusy })))},
+			status: 403, code: "TOKEN_INVALID"},
 		{name: "an accepted token reaches the engine", body: `{"skuId":2001,"token":"ok-5-8"}`, opts: []envOption{withOptions(WithTokenVerifier(acceptToken))},
 			status: 200, code: "QUEUING", engineHit: true},
 		{name: "a token is ignored where none is required", body: `{"skuId":1001,"token":"whatever"}`, status: 200, code: "QUEUING", engineHit: true},
@@ -115,7 +123,7 @@ func TestOrderStatuses(t *testing.T) {
 			body: `{"skuId":1001}`, status: c.status, code: c.code, engineHit: true,
 			setup: func(t *testing.T, e *edgeEnv) {
 				e.eng.answer(func(*engine.Request) (engine.Ticket, error) {
-					return engine.Ticket{RequestNo: "424242", ActivityID: 7, Remaining: -1}, err
+					return engine.Ticket{RequestNo: "424242", Remaining: -1}, err
 				})
 			},
 		})
@@ -165,109 +173,28 @@ func TestOrderPassesTheRequestToTheEngine(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("got %d %s", r.status, r.raw)
 	}
+	// The engine gets the edge's resolution: the catalog's entries.
 	got := e.eng.lastRequest()
-	want := engine.Request{ActivityID: 7, SKUID: 1002, UserID: 77, Quantity: 2, TraceID: "client-key-1"}
-	if got != want {
-		t.Fatalf("engine got %+v, want %+v", got, want)
+	if got.Activity == nil || got.SKU == nil || got.Activity.ID != 7 || got.SKU.ID != 1002 || got.SKU.Price != 12000 ||
+		got.UserID != 77 || got.Quantity != 2 || got.TraceID != "client-key-1" {
+		t.Fatalf("engine got %+v (activity %+v, sku %+v), want activity 7's SKU 1002 for user 77, quantity 2, trace client-key-1",
+			got, got.Activity, got.SKU)
 	}
 	// Without activityId the edge resolves the current activity itself.
 	e.order("78", `{"skuId":1001}`)
-	if got := e.eng.lastRequest(); got.ActivityID != 7 || got.Quantity != 1 {
-		t.Fatalf("engine got %+v, want activity 7 quantity 1", got)
+	if got := e.eng.lastRequest(); got.Activity.ID != 7 || got.SKU.ID != 1001 || got.SKU.Price != 990 || got.Quantity != 1 {
+		t.Fatalf("engine got %+v, want activity 7's SKU 1001, quantity 1", got)
 	}
 }
 
 func TestDuplicateAnswerNamesTheHeldTicket(t *testing.T) {
 	e := newEdge(t)
 	e.eng.answer(func(*engine.Request) (engine.Ticket, error) {
-		return engine.Ticket{RequestNo: "123456789", ActivityID: 7, Remaining: 3}, fmt.Errorf("occupy: %w", stock.ErrDuplicate)
+		return engine.Ticket{RequestNo: "123456789", Remaining: 3}, fmt.Errorf("occupy: %w", stock.ErrDuplicate)
 	})
 	r := e.order("5", `{"skuId":1001}`)
 	if r.status != 409 || r.body["requestNo"] != "123456789" {
 		t.Fatalf("got %d %s, want 409 naming 123456789", r.status, r.raw)
-	}
-}
-
-func TestSoldOutFlagFromEngineAnswers(t *testing.T) {
-	cases := []struct {
-		name    string
-		ticket  engine.Ticket
-		err     error
-		status  int
-		flagged bool
-	}{
-		{"a sold-out answer with nothing left raises the flag", engine.Ticket{ActivityID: 7, Remaining: 0}, stock.ErrSoldOut, 410, true},
-		{"a sold-out answer that did not read the stock raises the flag", engine.Ticket{ActivityID: 7, Remaining: -1}, stock.ErrSoldOut, 410, true},
-		{"a sold-out answer with stock left for smaller orders does not", engine.Ticket{ActivityID: 7, Remaining: 1}, stock.ErrSoldOut, 410, false},
-		{"a ticket for the last unit raises the flag", engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: 0}, nil, 200, true},
-		{"a ticket with stock left does not", engine.Ticket{RequestNo: "1", ActivityID: 7, Remaining: 4}, nil, 200, false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			e := newEdge(t)
-			e.eng.answer(func(*engine.Request) (engine.Ticket, error) { return c.ticket, c.err })
-			if r := e.order("5", `{"skuId":1001}`); r.status != c.status {
-				t.Fatalf("first order: %d %s, want %d", r.status, r.raw, c.status)
-			}
-			e.srv.flags.Wait()
-			r := e.order("6", `{"skuId":1001}`)
-			calls := e.eng.calls.Load()
-			if c.flagged {
-				if r.status != 410 || r.code() != "SOLD_OUT" || calls != 1 {
-					t.Fatalf("second order: %d %s after %d engine calls, want 410 SOLD_OUT from the flag", r.status, r.raw, calls)
-				}
-			} else if calls != 2 {
-				t.Fatalf("second order did not reach the engine (%d calls): %s", calls, r.raw)
-			}
-		})
-	}
-}
-
-func TestSoldOutFlagExpiresWhenItsEventIsMissed(t *testing.T) {
-	e := newEdge(t, withConfig(func(c *Config) { c.SoldOutTTL = 300 * time.Millisecond }))
-	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001, At: time.Now().UnixNano()})
-	e.srv.flags.Wait()
-	if r := e.order("5", `{"skuId":1001}`); r.status != 410 {
-		t.Fatalf("with the flag: %d %s", r.status, r.raw)
-	}
-	// No "available" event comes; the TTL must let buyers through again.
-	time.Sleep(350 * time.Millisecond)
-	if r := e.order("5", `{"skuId":1001}`); r.status != 200 || e.eng.calls.Load() != 1 {
-		t.Fatalf("after the TTL: %d %s, engine calls %d", r.status, r.raw, e.eng.calls.Load())
-	}
-}
-
-func TestSoldOutFlagIsPerActivity(t *testing.T) {
-	e := newEdge(t)
-	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 99, SKU: 1001})
-	e.srv.flags.Wait()
-	if r := e.order("5", `{"skuId":1001}`); r.status != 200 {
-		t.Fatalf("a flag of activity 99 stopped activity 7: %d %s", r.status, r.raw)
-	}
-}
-
-func TestCurrentActivityChangesAtTheBoundary(t *testing.T) {
-	// Activity 20 ends when 21 starts, both selling SKU 3001; views are
-	// cached far longer than the gap between requests.
-	mid := saleStart.Add(2 * time.Hour)
-	e := newEdge(t, withConfig(func(c *Config) { c.ViewTTL = time.Hour }), withActivities(
-		sale.Activity{ID: 20, Start: saleStart, End: mid, SKUs: []sale.SKU{{ID: 3001, Stock: 1, LimitPerUser: 1}}},
-		sale.Activity{ID: 21, Start: mid, End: mid.Add(time.Hour), SKUs: []sale.SKU{{ID: 3001, Stock: 1, LimitPerUser: 1}}},
-	))
-	e.clock.set(mid.Add(-time.Second))
-	if r := e.order("5", `{"skuId":3001}`); r.status != 200 {
-		t.Fatalf("before the boundary: %d %s", r.status, r.raw)
-	}
-	e.srv.views.Wait()
-	if got := e.eng.lastRequest().ActivityID; got != 20 {
-		t.Fatalf("before the boundary: activity %d, want 20", got)
-	}
-	e.clock.set(mid)
-	if r := e.order("5", `{"skuId":3001}`); r.status != 200 {
-		t.Fatalf("at the boundary: %d %s", r.status, r.raw)
-	}
-	if got := e.eng.lastRequest().ActivityID; got != 21 {
-		t.Fatalf("at the boundary: activity %d, want 21", got)
 	}
 }
 
@@ -353,7 +280,7 @@ type refundingVerifier struct {
 	refunded chan string
 }
 
-func (v refundingVerifier) Refund(token []byte) { v.refunded <- string(token) }
+func (v refundingVerifier) Refund(_ context.Context, token []byte) { v.refunded <- string(token) }
 
 // A token spent on a purchase the engine answers "busy" is given back, so
 // the buyer can retry with it; a token that bought something, or met a
@@ -374,9 +301,9 @@ func TestTokenIsRefundedWhenTheEngineIsBusy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
 				if tc.err != nil {
-					return engine.Ticket{ActivityID: r.ActivityID, Remaining: 3}, fmt.Errorf("x: %w", tc.err)
+					return engine.Ticket{Remaining: 3}, fmt.Errorf("x: %w", tc.err)
 				}
-				return engine.Ticket{RequestNo: "1", ActivityID: r.ActivityID, Remaining: 3}, nil
+				return engine.Ticket{RequestNo: "1", Remaining: 3}, nil
 			})
 			user := map[string]string{"busy": "5", "queued": "6", "sold out": "7"}[tc.name]
 			tok := "ok-" + user + "-8"

@@ -25,7 +25,7 @@ const (
 	maxIntDigits    = 18 // every 18-digit decimal fits int64
 )
 
-// Parse failures; each maps to one 400 body in reject.go.
+// Parse failures; each maps to one 400 body in answers.go (parseAnswer).
 var (
 	errMalformed     = errors.New("malformed JSON body")
 	errDuplicate     = errors.New("duplicate field")

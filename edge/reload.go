@@ -19,30 +19,34 @@ import (
 // attempts already inside. It logs what changed and returns the changes
 // as "edge.rate.key: old → new" (none: nothing changed). Safe for
 // concurrent use.
-func (s *Server) SetRate(c RateConfig) ([]string, error) {
+func (s *Server) SetRate(c RateConfig) ([]string, error) { return s.admit.setRate(c) }
+
+// Rate returns the rate limits in force.
+func (s *Server) Rate() RateConfig { return s.admit.rate() }
+
+func (a *admission) setRate(c RateConfig) ([]string, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	s.rateMu.Lock()
-	defer s.rateMu.Unlock()
-	old := s.lim.Load()
+	a.rateMu.Lock()
+	defer a.rateMu.Unlock()
+	old := a.lim.Load()
 	changes := rateChanges(old.cfg, c)
 	if len(changes) == 0 {
-		s.log.Info("edge rate limits reloaded: nothing changed")
+		a.log.Info("edge rate limits reloaded: nothing changed")
 		return nil, nil
 	}
-	next := newLimits(c, s.rdb, old)
-	s.gate.Set(c.gateShare())
-	s.inflight.SetLimit(c.SKUInflight)
-	s.inflight.SetWait(c.SKUInflightWait)
-	s.lim.Store(next)
-	s.log.Info("edge rate limits reloaded", zap.Strings("changed", changes))
+	next := newLimits(c, a.rdb, old)
+	a.gate.Set(c.gateShare())
+	a.inflight.SetLimit(c.SKUInflight)
+	a.inflight.SetWait(c.SKUInflightWait)
+	a.lim.Store(next)
+	a.log.Info("edge rate limits reloaded", zap.Strings("changed", changes))
 	return changes, nil
 }
 
-// Rate returns the rate limits in force.
-func (s *Server) Rate() RateConfig {
-	c := s.lim.Load().cfg
+func (a *admission) rate() RateConfig {
+	c := a.lim.Load().cfg
 	c.IPExempt = append([]string(nil), c.IPExempt...)
 	return c
 }

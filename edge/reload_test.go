@@ -37,7 +37,7 @@ func TestSetRateAppliesLiveKeepsUnchangedStateAndRefusesInvalid(t *testing.T) {
 	}
 	mustStatus(t, e.order("6", `{"skuId":1001}`), 200, "QUEUING")
 	mustRateLimited(t, e.order("6", `{"skuId":1001}`), reasonRateUser)
-	if n, w := e.srv.inflight.Limit(), e.srv.inflight.Wait(); n != 7 || w != 3*time.Second {
+	if n, w := e.srv.admit.inflight.Limit(), e.srv.admit.inflight.Wait(); n != 7 || w != 3*time.Second {
 		t.Fatalf("in-flight bound %d and wait %v, want 7 and 3s", n, w)
 	}
 

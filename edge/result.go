@@ -26,16 +26,16 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	user, present, valid := userID(ctx.Request.Header.Peek("X-User-Id"))
 	if !present {
-		s.write(ctx, ansNoUser)
+		s.out.write(ctx, ansNoUser)
 		return
 	}
 	if !valid {
-		s.write(ctx, ansBadUser)
+		s.out.write(ctx, ansBadUser)
 		return
 	}
 	rn, _ := ctx.UserValue("requestNo").(string)
 	if !validRequestNo(rn) {
-		s.write(ctx, ansNotFound)
+		s.out.write(ctx, ansNotFound)
 		return
 	}
 	rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
@@ -50,13 +50,13 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 	}
 	switch {
 	case errors.Is(err, results.ErrNotFound):
-		s.write(ctx, ansNotFound)
+		s.out.write(ctx, ansNotFound)
 		return
 	case err != nil:
-		s.write(ctx, ansBusy)
+		s.out.write(ctx, ansBusy)
 		return
 	case e.Owner != user:
-		s.write(ctx, ansNotFound)
+		s.out.write(ctx, ansNotFound)
 		return
 	}
 	var buf [256]byte

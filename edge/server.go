@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/ristretto/v2"
 	"github.com/fasthttp/router"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
@@ -22,55 +20,41 @@ import (
 	"seckill/engine"
 	"seckill/internal/blocklist"
 	"seckill/internal/catalog"
-	"seckill/internal/ratelimit"
 	"seckill/internal/results"
 )
 
 // Server is the public HTTP endpoint. Build it with New, run it with Serve
 // or ListenAndServe, stop it with Shutdown. Safe for concurrent use.
+//
+// It wires the parts that each hold one concern: admission (admit.go: who
+// may come in and how often), the catalog views (views.go: what a SKU
+// resolves to), the sold-out flags (soldout.go), the answers (answers.go:
+// what a buyer is told) and the qualification-token hooks (token.go); the
+// routes (order.go, result.go, activity.go, token.go, health.go) use them,
+// and the background work (events.go, poll.go) keeps them fresh.
 type Server struct {
-	cfg      Config
-	eng      engine.Engine
-	cat      *catalog.Catalog
-	res      *results.Store
-	rdb      rueidis.Client
-	log      *zap.Logger
-	m        *metrics
-	clock    *serverClock
-	verifier TokenVerifier
-	checker  TokenChecker // verifier's, if it has one
-	issuer   TokenIssuer
-	ready    []func(context.Context) error
-	gather   prometheus.Gatherer
-	mounts   []func(*router.Router)
+	cfg   Config
+	eng   engine.Engine
+	res   *results.Store
+	rdb   rueidis.Client
+	log   *zap.Logger
+	warn  *rareWarner
+	m     *metrics
+	clock *serverClock
 
-	trusted     []netip.Prefix                // edge.trusted_proxies
-	lim         atomic.Pointer[limits]        // edge.rate, swapped by SetRate
-	gate        *ratelimit.Gate               // edge.rate.gate_*
-	inflight    *ratelimit.Inflight           // edge.rate.sku_inflight
-	rateMu      sync.Mutex                    // serialises SetRate; never taken by a request
-	block       atomic.Pointer[blocklist.Set] // in force: staticBlock ∪ Redis
-	staticBlock *blocklist.Set                // edge.blocklist
-	blockStore  *blocklist.Store
-	blockCh     chan struct{}
+	out    answers
+	admit  *admission
+	views  *views
+	flags  *soldOutFlags
+	tokens tokens
 
-	flags *ristretto.Cache[int64, soldOutFlag] // SKU -> sold-out flag
-	views *ristretto.Cache[int64, *view]       // SKU -> view of its current activity
-	epoch atomic.Uint64                        // of sold-out flags; see soldOutFlag
-
-	stockCheck StockCheck // optional: re-validates raised flags (soldout.go)
-	// resultFallback answers for results Redis lost (soldout.go).
-	resultFallback ResultFallback
-	flagged        flaggedSKUs   // the SKUs with a raised flag, for stockCheck
-	gen            atomic.Uint64 // of the catalog; see view
+	ready          []func(context.Context) error
+	gather         prometheus.Gatherer
+	mounts         []func(*router.Router)
+	resultFallback ResultFallback // answers for results Redis lost (result.go)
 
 	subscribed     atomic.Bool
 	subscribedOnce atomic.Bool
-	loadCh         chan struct{}
-	// lastDisagree rate-limits the catalog reloads triggered when the
-	// engine's answer shows the local catalog is stale.
-	lastDisagree atomic.Int64
-	lastWarn     atomic.Int64
 
 	srv      *fasthttp.Server
 	handler  fasthttp.RequestHandler
@@ -108,18 +92,6 @@ func WithReadiness(check func(context.Context) error) Option {
 	return func(s *Server) { s.ready = append(s.ready, check) }
 }
 
-// WithTokenVerifier checks qualification tokens for activities that
-// require one. Without it such activities answer 403 TOKEN_REQUIRED.
-func WithTokenVerifier(v TokenVerifier) Option {
-	return func(s *Server) { s.verifier = v }
-}
-
-// WithTokenIssuer serves POST /api/v1/flash-sale/token. Without it the
-// route answers 503 for activities that require a token.
-func WithTokenIssuer(i TokenIssuer) Option {
-	return func(s *Server) { s.issuer = i }
-}
-
 // WithRoutes lets the process mount more public routes on the edge's
 // router (e.g. POST /api/v1/flash-sale/orders/{orderNo}/pay from the order
 // package). mount runs once, in New, after the edge's own routes; a route
@@ -142,7 +114,7 @@ func WithGatherer(g prometheus.Gatherer) Option {
 // readiness. reg receives the metrics (nil: a private registry). New samples
 // the server-time offset once and starts the background work (catalog
 // refresh, events subscription, clock sync), which Shutdown stops.
-func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store, rdb rueidis.Client, log *zap.Logger, reg prometheus.Registerer, opts ...Option) (*Server, error) {
+func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store, rdb rueidis.Client, log *zap.Logger, reg prometheus.Registerer, opts ...Option) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -153,11 +125,9 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		reg = prometheus.NewRegistry()
 	}
 	s := &Server{
-		cfg: cfg, eng: eng, cat: cat, res: res, rdb: rdb, log: log,
-		clock:      &serverClock{local: time.Now, source: redisTime(rdb)},
-		loadCh:     make(chan struct{}, 1),
-		blockCh:    make(chan struct{}, 1),
-		blockStore: blocklist.NewStore(rdb),
+		cfg: cfg, eng: eng, res: res, rdb: rdb, log: log, warn: &rareWarner{log: log},
+		clock: &serverClock{local: time.Now, source: redisTime(rdb)},
+		flags: &soldOutFlags{ttl: cfg.SoldOutTTL},
 	}
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		s.gather = g
@@ -165,20 +135,19 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	for _, o := range opts {
 		o(s)
 	}
-	s.checker, _ = s.verifier.(TokenChecker)
-	var err error
 	if s.m, err = newMetrics(reg); err != nil {
 		return nil, err
 	}
-	// Validate has parsed these already.
-	s.trusted, _ = parsePrefixes("edge.trusted_proxies", cfg.TrustedProxies)
-	s.staticBlock, _ = blocklist.NewSet(cfg.Blocklist.IPs, cfg.Blocklist.Users)
-	s.block.Store(s.staticBlock)
-	s.lim.Store(newLimits(cfg.Rate, rdb, nil))
-	gk, gf := cfg.Rate.gateShare()
-	s.gate = ratelimit.NewGate(gk, gf, nil)
-	s.inflight = ratelimit.NewInflight(cfg.Rate.SKUInflight)
-	s.inflight.SetWait(cfg.Rate.SKUInflightWait)
+	s.out = answers{rejections: &s.m.rejections}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			s.bgCancel()
+		}
+	}()
+	static, _ := blocklist.NewSet(cfg.Blocklist.IPs, cfg.Blocklist.Users) // Validate has parsed them
+	block := newBlocklists(static, blocklist.NewStore(rdb), s.m, s.warn)
+	s.admit = newAdmission(s.bgCtx, &cfg, rdb, block, s.out, log, s.warn)
 
 	// fasthttp logs every broken client connection: at debug only, or a
 	// flood of bad clients becomes a flood of log lines.
@@ -186,28 +155,21 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	if err != nil {
 		return nil, fmt.Errorf("edge fasthttp logger: %w", err)
 	}
-	// Sized so that admission never refuses an entry for any realistic
-	// number of SKUs (cost 1 each).
-	if s.flags, err = ristretto.NewCache(&ristretto.Config[int64, soldOutFlag]{
-		NumCounters: 1 << 18, MaxCost: 1 << 16, BufferItems: 64, IgnoreInternalCost: true,
-	}); err != nil {
-		return nil, fmt.Errorf("edge sold-out cache: %w", err)
+	if err = s.flags.open(); err != nil {
+		return nil, err
 	}
-	if s.views, err = ristretto.NewCache(&ristretto.Config[int64, *view]{
-		NumCounters: 1 << 18, MaxCost: 1 << 16, BufferItems: 64, IgnoreInternalCost: true,
-	}); err != nil {
-		s.flags.Close()
-		return nil, fmt.Errorf("edge view cache: %w", err)
+	if s.views, err = newViews(cat, cfg.ViewTTL); err != nil {
+		s.flags.close()
+		return nil, err
 	}
-
 	if s.handler, err = s.routes(); err != nil {
-		s.flags.Close()
-		s.views.Close()
+		s.flags.close()
+		s.views.close()
 		return nil, err
 	}
 	s.srv = &fasthttp.Server{
 		Handler:                      s.handler,
-		ErrorHandler:                 s.httpError,
+		ErrorHandler:                 s.out.httpError,
 		Name:                         "seckill",
 		NoDefaultServerHeader:        true,
 		ReadTimeout:                  cfg.ReadTimeout,
@@ -223,7 +185,6 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		Logger:                       httpLog,
 	}
 
-	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	sctx, cancel := context.WithTimeout(s.bgCtx, cfg.RedisTimeout)
 	if err := s.clock.sync(sctx); err != nil {
 		log.Warn("edge clock sync failed at start; using the local clock", zap.Error(err))
@@ -232,21 +193,25 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	// An edge that starts must not serve a blocked client for a refresh
 	// interval: read the blocklist before the first request.
 	sctx, cancel = context.WithTimeout(s.bgCtx, cfg.RedisTimeout)
-	if err := s.loadBlocklist(sctx); err != nil {
+	if err := block.load(sctx); err != nil {
 		log.Warn("edge blocklist load failed at start; the configured entries apply, Redis' follow", zap.Error(err))
 	}
 	cancel()
 	s.wg.Add(4)
 	go s.subscribe(s.bgCtx)
-	go s.poll(s.bgCtx, cfg.RefreshInterval, s.loadCh, true,
-		"edge catalog load failed; serving the last snapshot", "edge catalog load recovered", s.loadCatalog)
+	go s.poll(s.bgCtx, cfg.RefreshInterval, s.views.kick, true,
+		"edge catalog load failed; serving the last snapshot", "edge catalog load recovered", s.views.load)
 	go s.poll(s.bgCtx, cfg.ClockSyncInterval, nil, false,
 		"edge clock sync failed; keeping the last offset", "edge clock sync recovered", s.clock.sync)
-	go s.poll(s.bgCtx, cfg.Blocklist.RefreshInterval, s.blockCh, false,
-		"edge blocklist load failed; keeping the last one", "edge blocklist load recovered", s.loadBlocklist)
-	if s.stockCheck != nil {
+	go s.poll(s.bgCtx, cfg.Blocklist.RefreshInterval, block.kick, false,
+		"edge blocklist load failed; keeping the last one", "edge blocklist load recovered", block.load)
+	if s.flags.check != nil {
 		s.wg.Add(1)
-		go s.checkFlags(s.bgCtx)
+		go func() {
+			defer s.wg.Done()
+			current := func(sku int64) (int64, bool) { return s.views.current(sku, s.clock.now()) }
+			s.flags.recheck(s.bgCtx, cfg.RedisTimeout, current, log)
+		}()
 	}
 	return s, nil
 }
@@ -302,8 +267,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		s.evMu.Lock()
 		s.closed = true
-		s.flags.Close()
-		s.views.Close()
+		s.flags.close()
+		s.views.close()
 		s.evMu.Unlock()
 	})
 	return s.err
@@ -316,11 +281,11 @@ func (s *Server) routes() (_ fasthttp.RequestHandler, err error) {
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	r.HandleOPTIONS = false
-	r.NotFound = s.instrument(routeNone, func(ctx *fasthttp.RequestCtx) { s.write(ctx, ansNotFoundRoute) })
-	r.MethodNotAllowed = s.instrument(routeNone, func(ctx *fasthttp.RequestCtx) { s.write(ctx, ansMethod) })
+	r.NotFound = s.instrument(routeNone, func(ctx *fasthttp.RequestCtx) { s.out.write(ctx, ansNotFoundRoute) })
+	r.MethodNotAllowed = s.instrument(routeNone, func(ctx *fasthttp.RequestCtx) { s.out.write(ctx, ansMethod) })
 	r.PanicHandler = func(ctx *fasthttp.RequestCtx, v any) {
 		s.log.Error("edge handler panic", zap.Any("panic", v), zap.ByteString("path", ctx.Path()))
-		s.write(ctx, ansInternal)
+		s.out.write(ctx, ansInternal)
 	}
 
 	r.POST("/api/v1/flash-sale/order", s.instrument(routeOrder, s.order))
@@ -346,7 +311,7 @@ func (s *Server) routes() (_ fasthttp.RequestHandler, err error) {
 	return func(ctx *fasthttp.RequestCtx) {
 		if !opsPath(ctx.Path()) {
 			start := time.Now()
-			if !s.admitAddr(ctx) {
+			if !s.admit.addr(ctx) {
 				s.m.observe(routeGuard, ctx.Response.StatusCode(), time.Since(start))
 				return
 			}

@@ -2,11 +2,86 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/dgraph-io/ristretto/v2"
 	"go.uber.org/zap"
 )
+
+// soldOutFlag is a local sold-out flag. It counts only while its epoch is
+// the flags' own: every re-subscription to the events channel bumps the
+// epoch, dropping flags whose "available" event may have been missed while
+// the subscription was down.
+type soldOutFlag struct {
+	epoch    uint64
+	activity int64 // the activity it was raised for; 0: any
+}
+
+// soldOutFlags are the edge's per-SKU sold-out flags. Three sources raise a
+// flag, all through raise: the engine's answer (nothing left), a "soldout"
+// event, and the stock check that re-validates raised flags. A flag is
+// dropped by an "available" event or the stock check, and expires after
+// edge.soldout_ttl without a raise (the fallback for a missed event). Safe
+// for concurrent use; soldOut takes no lock and does not allocate.
+type soldOutFlags struct {
+	cache   *ristretto.Cache[int64, soldOutFlag] // SKU -> flag
+	epoch   atomic.Uint64                        // see soldOutFlag
+	ttl     time.Duration                        // edge.soldout_ttl
+	check   StockCheck                           // optional (WithStockCheck)
+	flagged flaggedSKUs                          // the SKUs with a raised flag, for check
+}
+
+// open makes the cache. Sized so that admission never refuses an entry for
+// any realistic number of SKUs (cost 1 each).
+func (f *soldOutFlags) open() error {
+	cache, err := ristretto.NewCache(&ristretto.Config[int64, soldOutFlag]{
+		NumCounters: 1 << 18, MaxCost: 1 << 16, BufferItems: 64, IgnoreInternalCost: true,
+	})
+	if err != nil {
+		return fmt.Errorf("edge sold-out cache: %w", err)
+	}
+	f.cache = cache
+	return nil
+}
+
+// soldOut reports a live flag for sku in activity. No allocation.
+func (f *soldOutFlags) soldOut(sku, activity int64) bool {
+	fl, ok := f.cache.Get(sku)
+	return ok && fl.epoch == f.epoch.Load() && (fl.activity == 0 || fl.activity == activity)
+}
+
+// raise raises (or refreshes) the flag of sku in activity for SoldOutTTL:
+// the one way a flag goes up, whatever told the edge. The set is buffered
+// by ristretto; raise waits until it is applied, so the flag holds for the
+// next request already and a drop that follows (an available event)
+// cannot be overtaken by it.
+func (f *soldOutFlags) raise(sku, activity int64) {
+	f.cache.SetWithTTL(sku, soldOutFlag{epoch: f.epoch.Load(), activity: activity}, 1, f.ttl)
+	f.cache.Wait()
+	if f.check != nil {
+		f.flagged.raise(sku, activity)
+	}
+}
+
+// drop takes the flag of sku down at once. Del is immediate, but a raise of
+// the same key still in ristretto's buffer would land after it and raise
+// the flag again until the buffered delete follows: delete, let the buffer
+// drain, delete again, so a flag never outlives the stock coming back.
+func (f *soldOutFlags) drop(sku int64) {
+	f.flagged.drop(sku)
+	f.cache.Del(sku)
+	f.cache.Wait()
+	f.cache.Del(sku)
+}
+
+// newEpoch drops every flag raised so far (events may have been missed).
+func (f *soldOutFlags) newEpoch() { f.epoch.Add(1) }
+
+// close releases the cache; nothing may use the flags after it.
+func (f *soldOutFlags) close() { f.cache.Close() }
 
 // StockCheck reports whether a SKU of an activity is sold out as the stock
 // ledger (Redis) holds it now: remaining stock 0 or the on-call mark set.
@@ -18,7 +93,7 @@ type StockCheck func(ctx context.Context, activity, sku int64) (soldOut bool, er
 // simply expires after SoldOutTTL and the next buyer's request asks the
 // engine again. Either way a missed "available" event can hide stock for
 // at most SoldOutTTL.
-func WithStockCheck(check StockCheck) Option { return func(s *Server) { s.stockCheck = check } }
+func WithStockCheck(check StockCheck) Option { return func(s *Server) { s.flags.check = check } }
 
 // flagged is one SKU with a raised flag; its identity tells the checker
 // whether the flag was dropped or raised anew while Redis was being read.
@@ -37,11 +112,11 @@ func (f *flaggedSKUs) raise(sku, activity int64) {
 
 func (f *flaggedSKUs) drop(sku int64) { f.m.Delete(sku) }
 
-// checkFlags runs until ctx ends.
-func (s *Server) checkFlags(ctx context.Context) {
-	defer s.wg.Done()
-	every := s.cfg.SoldOutTTL / 2
-	t := time.NewTicker(every)
+// recheck runs the stock check every half SoldOutTTL until ctx ends, each
+// call bounded by timeout (edge.redis_timeout). current names the activity
+// a flag raised for any activity (0) is checked in.
+func (f *soldOutFlags) recheck(ctx context.Context, timeout time.Duration, current func(sku int64) (int64, bool), log *zap.Logger) {
+	t := time.NewTicker(f.ttl / 2)
 	defer t.Stop()
 	failing := false
 	for {
@@ -50,36 +125,34 @@ func (s *Server) checkFlags(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		s.flagged.m.Range(func(k, v any) bool {
-			sku, f := k.(int64), v.(*flagged)
-			activity := f.activity
+		f.flagged.m.Range(func(k, v any) bool {
+			sku, fl := k.(int64), v.(*flagged)
+			activity := fl.activity
 			if activity == 0 {
-				a, _, ok := s.cat.Current(sku, time.Unix(0, s.clock.now()))
-				if !ok {
+				var ok bool
+				if activity, ok = current(sku); !ok {
 					return true
 				}
-				activity = a.ID
 			}
-			cctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
-			out, err := s.stockCheck(cctx, activity, sku)
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			out, err := f.check(cctx, activity, sku)
 			cancel()
 			if err != nil {
 				// The flag runs out on its own; the engine answers next.
 				if !failing {
-					s.log.Warn("edge sold-out check failed; flags fall back to their TTL", zap.Error(err))
+					log.Warn("edge sold-out check failed; flags fall back to their TTL", zap.Error(err))
 					failing = true
 				}
 				return ctx.Err() == nil
 			}
 			failing = false
-			if cur, ok := s.flagged.m.Load(sku); !ok || cur != v {
+			if cur, ok := f.flagged.m.Load(sku); !ok || cur != v {
 				return true // dropped or raised anew meanwhile: that one is fresher
 			}
 			if out {
-				s.flags.SetWithTTL(sku, soldOutFlag{epoch: s.epoch.Load(), activity: f.activity}, 1, s.cfg.SoldOutTTL)
+				f.raise(sku, fl.activity)
 			} else {
-				s.flagged.drop(sku)
-				s.flags.Del(sku)
+				f.drop(sku)
 			}
 			return true
 		})

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -11,20 +12,22 @@ import (
 // TokenVerifier checks a qualification token for activities that require
 // one (DESIGN §4: the token's user must match the buyer) and spends it.
 // token aliases the request body and must not be kept after Verify
-// returns. An error refuses the request with 403 TOKEN_INVALID, except an
-// error that wraps engine.ErrBusy, which answers 503 (fail closed when a
-// dependency is down). Implementations must be safe for concurrent use and
-// should not allocate on success.
+// returns; ctx ends after edge.token_verify_timeout. An error wraps
+// ErrTokenRefused (403 TOKEN_INVALID) or ErrTokenUnavailable (503 BUSY: a
+// dependency failed, fail closed); any other error is a refusal too.
+// Implementations must be safe for concurrent use and should not allocate
+// on success.
 type TokenVerifier interface {
-	Verify(token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error
+	Verify(ctx context.Context, token []byte, user int64, a *sale.Activity, sku int64, now time.Time) error
 }
 
 // TokenRefunder may also be implemented by a TokenVerifier: Refund gives
 // back a token Verify spent, for a purchase the engine then answered
-// "busy" (503), so the buyer retries with the token they hold. Called on
-// that error path only; failures are the refunder's to log.
+// "busy" (503), so the buyer retries with the token they hold. ctx ends
+// after edge.token_refund_timeout. Called on that error path only;
+// failures are the refunder's to log.
 type TokenRefunder interface {
-	Refund(token []byte)
+	Refund(ctx context.Context, token []byte)
 }
 
 // TokenChecker may also be implemented by a TokenVerifier: Check judges a
@@ -43,6 +46,31 @@ type TokenIssuer interface {
 	Issue(activity, sku, user int64, now time.Time) (token string, expireAt time.Time, err error)
 }
 
+// tokens are the qualification-token hooks the process gave the edge
+// (WithTokenVerifier, WithTokenIssuer); each may be nil.
+type tokens struct {
+	verifier TokenVerifier
+	checker  TokenChecker  // verifier's, if it has one
+	refunder TokenRefunder // verifier's, if it has one
+	issuer   TokenIssuer
+}
+
+// WithTokenVerifier checks qualification tokens for activities that
+// require one. Without it such activities answer 403 TOKEN_REQUIRED.
+func WithTokenVerifier(v TokenVerifier) Option {
+	return func(s *Server) {
+		s.tokens.verifier = v
+		s.tokens.checker, _ = v.(TokenChecker)
+		s.tokens.refunder, _ = v.(TokenRefunder)
+	}
+}
+
+// WithTokenIssuer serves POST /api/v1/flash-sale/token. Without it the
+// route answers 503 for activities that require a token.
+func WithTokenIssuer(i TokenIssuer) Option {
+	return func(s *Server) { s.tokens.issuer = i }
+}
+
 // issueToken serves POST /api/v1/flash-sale/token, body
 // {"activityId":7,"skuId":7001}: a qualification token for the buyer, only
 // for an activity that requires one, only to a user on its reserved list,
@@ -56,39 +84,39 @@ func (s *Server) issueToken(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	now := s.clock.now()
-	v, found := s.resolve(o.ActivityID, o.SKUID, now)
+	v, found := s.views.resolve(o.ActivityID, o.SKUID, now)
 	switch {
 	case !found:
-		s.write(ctx, ansUnknownSKU)
+		s.out.write(ctx, ansUnknownSKU)
 		return
 	case !v.requireToken:
-		s.write(ctx, ansTokenNotOffered)
+		s.out.write(ctx, ansTokenNotOffered)
 		return
 	case v.offline || now < v.start:
-		s.write(ctx, ansNotOpen)
+		s.out.write(ctx, ansNotOpen)
 		return
 	case now >= v.end:
-		s.write(ctx, ansEnded)
+		s.out.write(ctx, ansEnded)
 		return
 	case !v.act.Reserved(user):
-		s.write(ctx, ansNotReserved)
+		s.out.write(ctx, ansNotReserved)
 		return
-	case s.soldOut(o.SKUID, v.activity):
-		s.write(ctx, ansSoldOut)
-		return
-	}
-	if !s.admitUserRate(ctx, user) {
+	case s.flags.soldOut(o.SKUID, v.activity):
+		s.out.write(ctx, ansSoldOut)
 		return
 	}
-	if s.issuer == nil {
-		s.warnRare("edge cannot issue tokens: no issuer (token.keys)", errNoIssuer)
-		s.write(ctx, ansTokenUnavailable)
+	if !s.admit.userRate(ctx, user) {
 		return
 	}
-	tok, exp, err := s.issuer.Issue(v.activity, o.SKUID, user, time.Unix(0, now))
+	if s.tokens.issuer == nil {
+		s.warn.warn("edge cannot issue tokens: no issuer (token.keys)", errNoIssuer)
+		s.out.write(ctx, ansTokenUnavailable)
+		return
+	}
+	tok, exp, err := s.tokens.issuer.Issue(v.activity, o.SKUID, user, time.Unix(0, now))
 	if err != nil {
-		s.warnRare("edge token issue failed", err)
-		s.write(ctx, ansTokenUnavailable)
+		s.warn.warn("edge token issue failed", err)
+		s.out.write(ctx, ansTokenUnavailable)
 		return
 	}
 	var buf [512]byte

@@ -1,9 +1,11 @@
 package edge
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"seckill/engine"
 	"seckill/internal/sale"
 	"seckill/internal/token"
 )
@@ -101,7 +103,7 @@ func TestTokenIssuing(t *testing.T) {
 func TestNoTokenForASoldOutSKU(t *testing.T) {
 	e := newEdge(t, withActivities(reservedSale), withOptions(WithTokenIssuer(newIssuer(t))))
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 60, SKU: 6001})
-	e.srv.flags.Wait()
+	e.srv.flags.cache.Wait()
 	mustStatus(t, e.do("POST", tokenPath, "5", `{"activityId":60,"skuId":6001}`), 410, "SOLD_OUT")
 }
 
@@ -115,4 +117,50 @@ func mustAtoi(t *testing.T, s string) int {
 		n = n*10 + int(c-'0')
 	}
 	return n
+}
+
+// deadlineVerifier accepts every token and records how long the edge gave
+// Verify and Refund.
+type deadlineVerifier struct{ verify, refund chan time.Duration }
+
+func left(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return -1
+	}
+	return time.Until(d)
+}
+
+func (v deadlineVerifier) Verify(ctx context.Context, _ []byte, _ int64, _ *sale.Activity, _ int64, _ time.Time) error {
+	v.verify <- left(ctx)
+	return nil
+}
+
+func (v deadlineVerifier) Refund(ctx context.Context, _ []byte) { v.refund <- left(ctx) }
+
+// Spending and refunding a token are bounded by edge.token_verify_timeout
+// and edge.token_refund_timeout, not by a constant.
+func TestTokenCallsAreBoundedByTheirConfiguredTimeouts(t *testing.T) {
+	v := deadlineVerifier{verify: make(chan time.Duration, 1), refund: make(chan time.Duration, 1)}
+	e := newEdge(t, withConfig(func(c *Config) {
+		c.TokenVerifyTimeout, c.TokenRefundTimeout = 7*time.Second, 3*time.Second
+	}), withOptions(WithTokenVerifier(v)))
+	e.eng.answer(func(*engine.Request) (engine.Ticket, error) { return engine.Ticket{Remaining: -1}, engine.ErrBusy })
+	if r := e.order("5", `{"skuId":2001,"token":"t"}`); r.status != 503 {
+		t.Fatalf("got %d %s, want the engine's 503", r.status, r.raw)
+	}
+	for _, c := range []struct {
+		what string
+		got  chan time.Duration
+		want time.Duration
+	}{{"Verify", v.verify, 7 * time.Second}, {"Refund", v.refund, 3 * time.Second}} {
+		select {
+		case d := <-c.got:
+			if d <= c.want-time.Second || d > c.want {
+				t.Errorf("%s had %v left, want just under %v", c.what, d, c.want)
+			}
+		default:
+			t.Errorf("%s was not called", c.what)
+		}
+	}
 }

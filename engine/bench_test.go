@@ -58,12 +58,13 @@ func BenchmarkLocalOccupy(b *testing.B) {
 	k := testenv.StartKafka(b, 1)
 	e := newLocal(b, r, k.Addrs)
 	r.preheat(b, activity(1, 1001, benchStock, true))
+	buy := r.buyers(b, 1001)
 	ctx := context.Background()
 	var u int64
 	b.ReportAllocs()
 	for b.Loop() {
 		u++
-		if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: u, Quantity: 1}); err != nil {
+		if _, err := e.Occupy(ctx, buy(u)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -76,6 +77,7 @@ func BenchmarkLocalCrowd256(b *testing.B) {
 	k := testenv.StartKafka(b, 1)
 	e := newLocal(b, r, k.Addrs)
 	r.preheat(b, activity(1, 1001, benchStock, true))
+	buy := r.buyers(b, 1001)
 	ctx := context.Background()
 	var u atomic.Int64
 	var wg sync.WaitGroup
@@ -83,7 +85,7 @@ func BenchmarkLocalCrowd256(b *testing.B) {
 	for b.Loop() {
 		for range 256 {
 			wg.Go(func() {
-				if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: u.Add(1), Quantity: 1}); err != nil {
+				if _, err := e.Occupy(ctx, buy(u.Add(1))); err != nil {
 					b.Error(err)
 				}
 			})

@@ -5,11 +5,18 @@
 // for the ack, and releases the occupancy when the message cannot be made
 // durable.
 //
-// It runs in-process with the edge (New) or as a sidecar process the edge
-// calls over a local socket (see sidecar.go); both satisfy Engine.
+// The edge resolves what an attempt buys (the activity and SKU, from its
+// catalog view) and hands the engine that resolution: the engine does not
+// look the SKU up again. It runs in-process with the edge (New) or as a
+// sidecar process the edge calls over a local socket (see sidecar.go, where
+// the resolution travels as ids); both satisfy Engine.
 package engine
 
-import "context"
+import (
+	"context"
+
+	"seckill/internal/sale"
+)
 
 // Engine takes purchase attempts. Implementations are safe for concurrent
 // use.
@@ -21,20 +28,26 @@ type Engine interface {
 	Occupy(ctx context.Context, r *Request) (Ticket, error)
 }
 
-// Request is one purchase attempt, already validated by the edge.
+// Request is one purchase attempt, already validated and resolved by the
+// edge.
 type Request struct {
-	ActivityID int64 // 0: the SKU's current activity
-	SKUID      int64
-	UserID     int64
-	Quantity   int64
-	TraceID    string
+	// Activity and SKU are the catalog entries the edge resolved the
+	// attempt to (read only): the engine occupies and prices by them as
+	// they are. Both are required; a request without them is
+	// stock.ErrUnknownSKU.
+	Activity *sale.Activity
+	SKU      *sale.SKU
+	UserID   int64
+	Quantity int64
+	TraceID  string
 }
+
+// resolved reports whether r carries the edge's resolution.
+func (r *Request) resolved() bool { return r.Activity != nil && r.SKU != nil }
 
 // Ticket is the engine's answer.
 type Ticket struct {
 	RequestNo string
-	// ActivityID is the activity the request was resolved to.
-	ActivityID int64
 	// Remaining is the SKU's remaining stock as the script saw it after
 	// this call, or -1 where the script did not read it.
 	Remaining int64

@@ -1,6 +1,10 @@
 package engine
 
-import "seckill/stock"
+import (
+	"fmt"
+
+	"seckill/stock"
+)
 
 // ErrBusy: a dependency (Redis, Kafka, the sidecar) failed or timed out, or
 // the engine is shutting down. Any stock taken was released (or will be by
@@ -9,3 +13,7 @@ import "seckill/stock"
 // either layer (stock.ErrStateLost wraps it). The other outcomes of Occupy
 // are the ledger's sentinels (stock.ErrSoldOut, …; see stock/outcome.go).
 var ErrBusy = stock.ErrBusy
+
+// errUnresolved answers a Request without the edge's resolution (no
+// activity or SKU): nothing can be occupied for it.
+var errUnresolved = fmt.Errorf("%w: the request names no resolved activity and SKU", stock.ErrUnknownSKU)

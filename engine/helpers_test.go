@@ -68,6 +68,29 @@ func (r *rig) preheat(t testing.TB, a sale.Activity) (*sale.Activity, *sale.SKU)
 	return pa, k
 }
 
+// order is one unit of sku for user as the edge hands it to the engine:
+// resolved to the SKU's current activity in the rig's catalog.
+func (r *rig) order(t testing.TB, sku, user int64) *Request {
+	t.Helper()
+	a, k, ok := r.cat.Current(sku, time.Now())
+	if !ok {
+		t.Fatalf("no activity sells sku %d", sku)
+	}
+	return &Request{Activity: a, SKU: k, UserID: user, Quantity: 1}
+}
+
+// buyers resolves sku once, as the edge does, and returns a maker of
+// one-unit requests for it that any goroutine may call.
+func (r *rig) buyers(t testing.TB, sku int64) func(user int64) *Request {
+	t.Helper()
+	base := r.order(t, sku, 0)
+	return func(user int64) *Request {
+		q := *base
+		q.UserID = user
+		return &q
+	}
+}
+
 func (r *rig) counts(t *testing.T, a, sku int64) stock.Counts {
 	t.Helper()
 	c, err := r.stock.Counts(context.Background(), a, sku)
@@ -104,28 +127,29 @@ func eachMode(t *testing.T, f func(t *testing.T, r *rig, k *testenv.Kafka, e Eng
 			}
 			var e Engine = loc
 			if mode == "sidecar" {
-				e = startSidecar(t, loc, ClientConfig{})
+				e = startSidecar(t, loc, r.cat, ClientConfig{})
 			}
 			f(t, r, k, e)
 		})
 	}
 }
 
-// startSidecar serves eng on a unix socket and returns a client for it.
-func startSidecar(t *testing.T, eng Engine, cfg ClientConfig) *Client {
+// startSidecar serves eng on a unix socket, looking the wire's ids up in
+// cat, and returns a client for it.
+func startSidecar(t *testing.T, eng Engine, cat *catalog.Catalog, cfg ClientConfig) *Client {
 	t.Helper()
 	addr := "unix://" + t.TempDir() + "/engine.sock"
-	serveSidecar(t, eng, addr)
+	serveSidecar(t, eng, cat, addr)
 	return NewClient(addr, cfg)
 }
 
-func serveSidecar(t *testing.T, eng Engine, addr string) (*Server, chan error) {
+func serveSidecar(t *testing.T, eng Engine, cat *catalog.Catalog, addr string) (*Server, chan error) {
 	t.Helper()
 	ln, err := Listen(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(eng, zaptest.NewLogger(t))
+	srv := NewServer(eng, cat, DefaultConfig(), zaptest.NewLogger(t))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })

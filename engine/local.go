@@ -32,7 +32,6 @@ type Local struct {
 	fault  func(stage string) error
 	reqlog RequestLog // nil: no request log (see reqlog.go)
 	closed atomic.Bool
-	reload catalogReload // reloads of the catalog after a miss
 	bufs   sync.Pool
 	hotLbl [2]struct {
 		lua    prometheus.Observer
@@ -76,16 +75,17 @@ func New(cfg Config, st *stock.Stock, res *results.Store, log *zap.Logger, reg p
 // Stock returns the stock scripts the engine runs.
 func (e *Local) Stock() *stock.Stock { return e.stock }
 
-// Occupy implements Engine.
+// Occupy implements Engine. It occupies for r's Activity and SKU as the
+// edge resolved them, without looking them up again.
 func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	if e.closed.Load() {
 		return Ticket{Remaining: -1}, fmt.Errorf("%w: engine is shutting down", ErrBusy)
 	}
-	a, sku, err := e.resolve(ctx, r)
-	if err != nil {
-		return Ticket{Remaining: -1}, err
+	if !r.resolved() {
+		return Ticket{Remaining: -1}, errUnresolved
 	}
-	t := Ticket{ActivityID: a.ID, Remaining: -1}
+	a, sku := r.Activity, r.SKU
+	t := Ticket{Remaining: -1}
 	rn := e.ids.Next()
 
 	octx, cancel := context.WithTimeout(ctx, e.cfg.OccupyTimeout)
@@ -114,73 +114,9 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	}
 	t.RequestNo = rn
 	if err := e.queue(ctx, a, sku, r, rn); err != nil {
-		return Ticket{ActivityID: a.ID, Remaining: -1}, err
+		return Ticket{Remaining: -1}, err
 	}
 	return t, nil
-}
-
-func (e *Local) resolve(ctx context.Context, r *Request) (*sale.Activity, *sale.SKU, error) {
-	a, k, ok := e.lookup(r)
-	if !ok {
-		// The edge knew the SKU (it filters unknown ones), so this catalog
-		// is the stale one: an activity created since the last refresh.
-		e.reloadCatalog(ctx)
-		a, k, ok = e.lookup(r)
-	}
-	if !ok {
-		return nil, nil, stock.ErrUnknownSKU
-	}
-	return a, k, nil
-}
-
-func (e *Local) lookup(r *Request) (*sale.Activity, *sale.SKU, bool) {
-	cat := e.stock.Catalog()
-	if r.ActivityID != 0 {
-		return cat.Lookup(r.ActivityID, r.SKUID)
-	}
-	return cat.Current(r.SKUID, e.now())
-}
-
-// catalogReloadGap spaces the reloads misses trigger, so a flood of
-// unknown SKUs costs Redis at most one catalog read per gap.
-const catalogReloadGap = 250 * time.Millisecond
-
-// catalogReload makes the callers that miss at the same moment share one
-// reload: the first starts it, the others wait for it. Only the miss path
-// takes its lock.
-type catalogReload struct {
-	mu   sync.Mutex
-	done chan struct{} // the reload in flight, nil when none
-	last time.Time     // when the last reload ended
-}
-
-// reloadCatalog reloads the catalog, or waits for the reload in flight; a
-// reload that ended within the gap counts as fresh enough.
-func (e *Local) reloadCatalog(ctx context.Context) {
-	rl := &e.reload
-	rl.mu.Lock()
-	if ch := rl.done; ch != nil {
-		rl.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		}
-		return
-	}
-	if time.Since(rl.last) < catalogReloadGap {
-		rl.mu.Unlock()
-		return
-	}
-	ch := make(chan struct{})
-	rl.done = ch
-	rl.mu.Unlock()
-	lctx, cancel := context.WithTimeout(context.Background(), e.cfg.OccupyTimeout)
-	_ = e.stock.Catalog().Load(lctx)
-	cancel()
-	rl.mu.Lock()
-	rl.done, rl.last = nil, time.Now()
-	rl.mu.Unlock()
-	close(ch)
 }
 
 // queue records the QUEUING result, produces the message and waits for the

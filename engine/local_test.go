@@ -22,11 +22,13 @@ func testOccupyQueuesADurableMessage(t *testing.T, r *rig, k *testenv.Kafka, e E
 	r.preheat(t, activity(1, 1001, 5, false))
 	ctx := context.Background()
 
-	tk, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 42, Quantity: 1, TraceID: "trace-1"})
+	req := r.order(t, 1001, 42)
+	req.TraceID = "trace-1"
+	tk, err := e.Occupy(ctx, req)
 	if err != nil {
 		t.Fatalf("occupy: %v", err)
 	}
-	if tk.RequestNo == "" || tk.ActivityID != 1 || tk.Remaining != 4 {
+	if tk.RequestNo == "" || tk.Remaining != 4 {
 		t.Fatalf("ticket %+v", tk)
 	}
 	got, err := r.res.Read(ctx, tk.RequestNo)
@@ -46,12 +48,14 @@ func testOccupyQueuesADurableMessage(t *testing.T, r *rig, k *testenv.Kafka, e E
 	}
 
 	// The same user again: duplicate naming the held ticket.
-	tk2, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 42, Quantity: 1})
+	tk2, err := e.Occupy(ctx, r.order(t, 1001, 42))
 	if !errors.Is(err, stock.ErrDuplicate) || tk2.RequestNo != tk.RequestNo {
 		t.Fatalf("second occupy: %+v %v", tk2, err)
 	}
-	if _, err := e.Occupy(ctx, &Request{SKUID: 999, UserID: 1, Quantity: 1}); !errors.Is(err, stock.ErrUnknownSKU) {
-		t.Fatalf("unknown sku: %v", err)
+	// The edge resolves every attempt: one without its resolution cannot
+	// be occupied.
+	if _, err := e.Occupy(ctx, &Request{UserID: 1, Quantity: 1}); !errors.Is(err, stock.ErrUnknownSKU) {
+		t.Fatalf("an unresolved request: %v", err)
 	}
 }
 
@@ -62,13 +66,13 @@ func TestBrokerUnreachableAnswersBusyAndRestoresStock(t *testing.T) {
 func testBrokerUnreachableAnswersBusyAndRestoresStock(t *testing.T, r *rig, k *testenv.Kafka, e Engine) {
 	r.preheat(t, activity(1, 1001, 5, false))
 	ctx := context.Background()
-	if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 1, Quantity: 1}); err != nil {
+	if _, err := e.Occupy(ctx, r.order(t, 1001, 1)); err != nil {
 		t.Fatalf("occupy with a live broker: %v", err)
 	}
 	k.Cluster.Close()
 
 	start := time.Now()
-	tk, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 2, Quantity: 1})
+	tk, err := e.Occupy(ctx, r.order(t, 1001, 2))
 	if !errors.Is(err, ErrBusy) {
 		t.Fatalf("occupy with the broker gone: %+v %v, want ErrBusy", tk, err)
 	}
@@ -96,10 +100,10 @@ func testHotSKUKeysLandOnlyOnTheHotShard(t *testing.T, r *rig, _ *testenv.Kafka,
 	r.preheat(t, a)
 	ctx := context.Background()
 	for u := int64(1); u <= 3; u++ {
-		if _, err := e.Occupy(ctx, &Request{SKUID: 1002, UserID: u, Quantity: 1}); err != nil {
+		if _, err := e.Occupy(ctx, r.order(t, 1002, u)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: u, Quantity: 1}); err != nil {
+		if _, err := e.Occupy(ctx, r.order(t, 1001, u)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,6 +131,7 @@ func TestScriptFlushMidRunRecovers(t *testing.T) { eachMode(t, testScriptFlushMi
 
 func testScriptFlushMidRunRecovers(t *testing.T, r *rig, _ *testenv.Kafka, e Engine) {
 	r.preheat(t, activity(1, 1001, 400, false))
+	buy := r.buyers(t, 1001)
 	ctx := context.Background()
 	var ok, failed atomic.Int64
 	var wg sync.WaitGroup
@@ -135,7 +140,7 @@ func testScriptFlushMidRunRecovers(t *testing.T, r *rig, _ *testenv.Kafka, e Eng
 		go func(g int) {
 			defer wg.Done()
 			for i := 0; i < 50; i++ {
-				_, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: int64(g*1000 + i + 1), Quantity: 1})
+				_, err := e.Occupy(ctx, buy(int64(g*1000+i+1)))
 				if err != nil {
 					failed.Add(1)
 					t.Errorf("occupy: %v", err)
@@ -218,16 +223,15 @@ func TestFlushedRedisAnswersBusyUntilRebuilt(t *testing.T) {
 func testFlushedRedisAnswersBusyUntilRebuilt(t *testing.T, r *rig, _ *testenv.Kafka, e Engine) {
 	ctx := context.Background()
 	a, k := r.preheat(t, activity(1, 1001, 5, false))
-	if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 1, Quantity: 1}); err != nil {
+	if _, err := e.Occupy(ctx, r.order(t, 1001, 1)); err != nil {
 		t.Fatal(err)
 	}
 	r.def.Do(t, "FLUSHALL")
 	if err := r.cat.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, req := range []Request{{SKUID: 1001, UserID: 1, Quantity: 1}, {SKUID: 1001, UserID: 2, Quantity: 1},
-		{ActivityID: 1, SKUID: 1001, UserID: 3, Quantity: 1}} {
-		tk, err := e.Occupy(ctx, &req)
+	for _, req := range []*Request{r.order(t, 1001, 1), r.order(t, 1001, 2), r.order(t, 1001, 3)} {
+		tk, err := e.Occupy(ctx, req)
 		if !errors.Is(err, ErrBusy) || !errors.Is(err, stock.ErrStateLost) || tk.RequestNo != "" {
 			t.Fatalf("user %d while Redis lost the SKU: %+v %v, want busy (state lost)", req.UserID, tk, err)
 		}
@@ -235,7 +239,7 @@ func testFlushedRedisAnswersBusyUntilRebuilt(t *testing.T, r *rig, _ *testenv.Ka
 	if ok, err := r.stock.Rebuild(ctx, a, k, 5, 0, nil, nil); !ok || err != nil {
 		t.Fatalf("rebuild: %v %v", ok, err)
 	}
-	tk, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 2, Quantity: 1})
+	tk, err := e.Occupy(ctx, r.order(t, 1001, 2))
 	if err != nil || tk.Remaining != 4 {
 		t.Fatalf("after the rebuild: %+v %v", tk, err)
 	}

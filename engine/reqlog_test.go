@@ -30,12 +30,12 @@ func TestCompensationIsRecordedInTheRequestLog(t *testing.T) {
 	e := newLocal(t, r, k.Addrs, WithRequestLog(log))
 	r.preheat(t, activity(1, 1001, 5, false))
 	ctx := context.Background()
-	ok, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 1, Quantity: 1})
+	ok, err := e.Occupy(ctx, r.order(t, 1001, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	k.Cluster.Close()
-	if _, err := e.Occupy(ctx, &Request{SKUID: 1001, UserID: 2, Quantity: 1}); !errors.Is(err, ErrBusy) {
+	if _, err := e.Occupy(ctx, r.order(t, 1001, 2)); !errors.Is(err, ErrBusy) {
 		t.Fatalf("occupy with the broker gone: %v", err)
 	}
 	log.mu.Lock()

@@ -9,12 +9,15 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	"seckill/internal/catalog"
+	"seckill/internal/sale"
 	"seckill/stock"
 )
 
@@ -22,7 +25,17 @@ import (
 // socket, pipelined by fasthttp's PipelineClient:
 //
 //	POST /occupy   body "activity,sku,user,quantity,traceId"
-//	200            body "CODE,requestNo,activity,remaining"
+//	200            body "CODE,requestNo,remaining"
+//
+// The edge resolved the attempt (Request.Activity and .SKU); its resolution
+// travels as the two ids, never as prices or shard choices: the server maps
+// them to its own catalog's entries by exact lookup (Catalog.Lookup, never
+// "the SKU's current activity": the edge chose already). A pair its catalog
+// does not know is an activity created since its last refresh, or nonsense:
+// the server reloads its catalog (one reload per catalogReloadGap, shared by
+// every miss) and answers UNKNOWN_SKU if the pair is still unknown. A body
+// that is not five fields, ids or a quantity that are not positive, are
+// refused with 400 before any lookup.
 //
 // CODE is an occupy outcome's wire code from the table in stock/outcome.go
 // (OK, NOT_OPEN, ENDED, SOLD_OUT, DUPLICATE, OVER_LIMIT, MISSING — Redis lost
@@ -55,14 +68,19 @@ func splitAddr(addr string) (network, a string) {
 
 // Server serves an Engine over the sidecar protocol.
 type Server struct {
-	eng Engine
-	log *zap.Logger
-	srv *fasthttp.Server
+	eng     Engine
+	cat     *catalog.Catalog
+	timeout time.Duration // bounds a catalog reload: engine.occupy_timeout
+	log     *zap.Logger
+	srv     *fasthttp.Server
+	reload  catalogReload
 }
 
-// NewServer wraps eng.
-func NewServer(eng Engine, log *zap.Logger) *Server {
-	s := &Server{eng: eng, log: log}
+// NewServer wraps eng. cat is this process's catalog, in which the ids on
+// the wire are looked up; cfg is the engine section (occupy_timeout bounds a
+// reload of cat after a miss).
+func NewServer(eng Engine, cat *catalog.Catalog, cfg Config, log *zap.Logger) *Server {
+	s := &Server{eng: eng, cat: cat, timeout: cfg.OccupyTimeout, log: log}
 	s.srv = &fasthttp.Server{
 		Handler:                       s.handle,
 		Name:                          "seckill-engine",
@@ -92,8 +110,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		ctx.SetStatusCode(fasthttp.StatusNotFound)
 		return
 	}
-	var r Request
-	if err := parseOccupy(ctx.PostBody(), &r); err != nil {
+	var w wireRequest
+	if err := parseOccupy(ctx.PostBody(), &w); err != nil {
 		ctx.SetStatusCode(fasthttp.StatusBadRequest)
 		ctx.SetBodyString(err.Error())
 		return
@@ -102,7 +120,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	// after this handler returned, when fasthttp is already reusing the
 	// RequestCtx for the next request (a data race). The engine bounds
 	// every step itself (occupy_timeout, send_timeout).
-	t, err := s.eng.Occupy(context.Background(), &r)
+	t, err := Ticket{Remaining: -1}, error(stock.ErrUnknownSKU)
+	if a, k, ok := s.lookup(w.activity, w.sku); ok {
+		r := Request{Activity: a, SKU: k, UserID: w.user, Quantity: w.quantity, TraceID: w.traceID}
+		t, err = s.eng.Occupy(context.Background(), &r)
+	}
 	code := stock.OutcomeOf(err).Wire()
 	b := ctx.Response.BodyWriter()
 	var buf [96]byte
@@ -110,13 +132,71 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	out = append(out, ',')
 	out = append(out, t.RequestNo...)
 	out = append(out, ',')
-	out = strconv.AppendInt(out, t.ActivityID, 10)
-	out = append(out, ',')
 	out = strconv.AppendInt(out, t.Remaining, 10)
 	_, _ = b.Write(out)
 }
 
-func parseOccupy(b []byte, r *Request) error {
+// lookup maps the ids of the edge's resolution to this process's catalog
+// entries. A miss reloads the catalog (or waits for the reload in flight)
+// and looks again.
+func (s *Server) lookup(activity, sku int64) (*sale.Activity, *sale.SKU, bool) {
+	if a, k, ok := s.cat.Lookup(activity, sku); ok {
+		return a, k, true
+	}
+	// The edge knew the pair (it resolved it from a catalog), so this
+	// catalog is the stale one: an activity created since the last refresh.
+	s.reload.run(s.cat, s.timeout)
+	return s.cat.Lookup(activity, sku)
+}
+
+// catalogReloadGap spaces the reloads misses trigger, so a flood of
+// unknown pairs costs Redis at most one catalog read per gap.
+const catalogReloadGap = 250 * time.Millisecond
+
+// catalogReload makes the callers that miss at the same moment share one
+// reload: the first starts it, the others wait for it. Only the miss path
+// takes its lock.
+type catalogReload struct {
+	mu   sync.Mutex
+	done chan struct{} // the reload in flight, nil when none
+	last time.Time     // when the last reload ended
+}
+
+// run reloads cat (bounded by timeout), or waits for the reload in flight;
+// a reload that ended within the gap counts as fresh enough.
+func (rl *catalogReload) run(cat *catalog.Catalog, timeout time.Duration) {
+	rl.mu.Lock()
+	if ch := rl.done; ch != nil {
+		rl.mu.Unlock()
+		<-ch
+		return
+	}
+	if time.Since(rl.last) < catalogReloadGap {
+		rl.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	rl.done = ch
+	rl.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	_ = cat.Load(ctx) // failing, the pair stays unknown: UNKNOWN_SKU
+	cancel()
+	rl.mu.Lock()
+	rl.done, rl.last = nil, time.Now()
+	rl.mu.Unlock()
+	close(ch)
+}
+
+// wireRequest is an occupy request as the wire carries it: the edge's
+// resolution as ids.
+type wireRequest struct {
+	activity, sku, user, quantity int64
+	traceID                       string
+}
+
+// parseOccupy reads "activity,sku,user,quantity,traceId"; every id and the
+// quantity must be positive (the edge always resolves an activity).
+func parseOccupy(b []byte, w *wireRequest) error {
 	var f [5][]byte
 	for i := 0; i < 4; i++ {
 		j := bytes.IndexByte(b, ',')
@@ -127,16 +207,16 @@ func parseOccupy(b []byte, r *Request) error {
 	}
 	f[4] = b
 	var err error
-	dst := []*int64{&r.ActivityID, &r.SKUID, &r.UserID, &r.Quantity}
+	dst := []*int64{&w.activity, &w.sku, &w.user, &w.quantity}
 	for i, d := range dst {
 		if *d, err = parseInt(f[i]); err != nil {
 			return err
 		}
 	}
-	if r.SKUID <= 0 || r.UserID <= 0 || r.Quantity <= 0 || r.ActivityID < 0 {
+	if w.activity <= 0 || w.sku <= 0 || w.user <= 0 || w.quantity <= 0 {
 		return errors.New("ids and quantity must be positive")
 	}
-	r.TraceID = string(f[4])
+	w.traceID = string(f[4])
 	return nil
 }
 
@@ -214,9 +294,13 @@ func NewClient(addr string, cfg ClientConfig) *Client {
 
 var errCircuitOpen = fmt.Errorf("%w: engine sidecar unavailable (circuit open)", ErrBusy)
 
-// Occupy implements Engine over the socket.
+// Occupy implements Engine over the socket: r's resolution travels as the
+// activity and SKU ids.
 func (c *Client) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	t := Ticket{Remaining: -1}
+	if !r.resolved() {
+		return t, errUnresolved
+	}
 	now := time.Now().UnixNano()
 	if till := c.openTill.Load(); now < till {
 		return t, errCircuitOpen
@@ -235,9 +319,9 @@ func (c *Client) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	req.SetRequestURI("/occupy")
 	req.Header.SetHost("engine")
 	var buf [128]byte
-	body := strconv.AppendInt(buf[:0], r.ActivityID, 10)
+	body := strconv.AppendInt(buf[:0], r.Activity.ID, 10)
 	body = append(body, ',')
-	body = strconv.AppendInt(body, r.SKUID, 10)
+	body = strconv.AppendInt(body, r.SKU.ID, 10)
 	body = append(body, ',')
 	body = strconv.AppendInt(body, r.UserID, 10)
 	body = append(body, ',')
@@ -266,13 +350,12 @@ func (c *Client) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 
 func decodeTicket(b []byte) (Ticket, error) {
 	t := Ticket{Remaining: -1}
-	parts := bytes.SplitN(b, []byte{','}, 4)
-	if len(parts) != 4 {
+	parts := bytes.SplitN(b, []byte{','}, 3)
+	if len(parts) != 3 {
 		return t, fmt.Errorf("%w: engine sidecar answered %q", ErrBusy, b)
 	}
 	t.RequestNo = string(parts[1])
-	t.ActivityID, _ = parseInt(parts[2])
-	t.Remaining, _ = parseInt(parts[3])
+	t.Remaining, _ = parseInt(parts[2])
 	// BUSY carries no cause over the wire: it is answered with the code.
 	if o, ok := stock.OutcomeOfWire(string(parts[0])); ok && o != stock.Busy {
 		return t, o.Err()

@@ -22,7 +22,7 @@ func TestSidecarDownAnswersBusyFastAndRecovers(t *testing.T) {
 	// answers without dialing at all.
 	for i := 0; i < 10; i++ {
 		start := time.Now()
-		_, err := c.Occupy(ctx, &Request{SKUID: 1001, UserID: int64(i + 1), Quantity: 1})
+		_, err := c.Occupy(ctx, r.order(t, 1001, int64(i+1)))
 		if !errors.Is(err, ErrBusy) {
 			t.Fatalf("call %d with the sidecar down: %v, want ErrBusy", i, err)
 		}
@@ -35,10 +35,10 @@ func TestSidecarDownAnswersBusyFastAndRecovers(t *testing.T) {
 	}
 
 	// The sidecar comes up: after the cooldown the client recovers alone.
-	serveSidecar(t, loc, addr)
+	serveSidecar(t, loc, r.cat, addr)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		tk, err := c.Occupy(ctx, &Request{SKUID: 1001, UserID: 100, Quantity: 1})
+		tk, err := c.Occupy(ctx, r.order(t, 1001, 100))
 		if err == nil {
 			if tk.RequestNo == "" || tk.Remaining != 99 {
 				t.Fatalf("ticket after recovery: %+v", tk)
@@ -53,14 +53,15 @@ func TestSidecarDownAnswersBusyFastAndRecovers(t *testing.T) {
 }
 
 func TestSidecarProtocolRejectsGarbage(t *testing.T) {
-	for _, body := range []string{"", "1,2,3", "a,b,c,d,e", "1,0,3,1,x", "1,2,-3,1,x", "1,2,3,0,x"} {
-		var r Request
-		if err := parseOccupy([]byte(body), &r); err == nil {
-			t.Errorf("body %q accepted as %+v", body, r)
+	// The edge always resolves an activity: 0 is nonsense on the wire.
+	for _, body := range []string{"", "1,2,3", "a,b,c,d,e", "1,0,3,1,x", "1,2,-3,1,x", "1,2,3,0,x", "0,1001,42,1,x", "-7,1001,42,1,x"} {
+		var w wireRequest
+		if err := parseOccupy([]byte(body), &w); err == nil {
+			t.Errorf("body %q accepted as %+v", body, w)
 		}
 	}
-	var r Request
-	if err := parseOccupy([]byte("0,1001,42,1,trace-x"), &r); err != nil || r.SKUID != 1001 || r.UserID != 42 || r.TraceID != "trace-x" {
-		t.Fatalf("good body: %+v %v", r, err)
+	var w wireRequest
+	if err := parseOccupy([]byte("7,1001,42,2,trace-x"), &w); err != nil || w.activity != 7 || w.sku != 1001 || w.user != 42 || w.quantity != 2 || w.traceID != "trace-x" {
+		t.Fatalf("good body: %+v %v", w, err)
 	}
 }

@@ -175,7 +175,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		}
 		s.Engine = s.Local
 		if !roles.Edge {
-			s.Sidecar = engine.NewServer(s.Local, log.Named("sidecar"))
+			s.Sidecar = engine.NewServer(s.Local, s.Catalog, cfg.Engine, log.Named("sidecar"))
 		}
 	}
 	if roles.Edge && cfg.Edge.Engine != "" {
@@ -467,39 +467,4 @@ func (s *System) close() {
 	if s.Shards != nil {
 		s.Shards.Close()
 	}
-}
-
-// tokenVerifier adapts token.Tokens to the edge (edge.TokenVerifier,
-// edge.TokenChecker and edge.TokenRefunder).
-type tokenVerifier struct{ t *token.Tokens }
-
-func (v tokenVerifier) Check(tok []byte, user int64, a *sale.Activity, sku int64, now time.Time) error {
-	_, err := v.t.Check(string(tok), a.ID, sku, user, now)
-	return err
-}
-
-func (v tokenVerifier) Verify(tok []byte, user int64, a *sale.Activity, sku int64, now time.Time) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	_, err := v.t.Verify(ctx, string(tok), a.ID, sku, user, now)
-	if err != nil && !isTokenRejection(err) {
-		return fmt.Errorf("%w: %w", engine.ErrBusy, err)
-	}
-	return err
-}
-
-// Refund gives back a token the engine's "busy" answer wasted.
-func (v tokenVerifier) Refund(tok []byte) {
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	_ = v.t.Unspend(ctx, string(tok)) // failing, the buyer asks for a new token
-}
-
-func isTokenRejection(err error) bool {
-	for _, e := range []error{token.ErrMalformed, token.ErrSignature, token.ErrExpired, token.ErrMismatch, token.ErrReplayed} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
