@@ -200,9 +200,9 @@ func judge(ev evidence, ex expectations) *report {
 // Redis loss explains its FAIL.
 func judgeTickets(rep *report, run *Run, b *books, liveByRN, liveByNo map[string]order) {
 	var (
-		stuck, lostResult, unexplained, lies, unreleased, twice []string
-		toldOrder                                               = map[[2]int64]string{}
-		existing, fromDB, explained                             int
+		stuck, lostResult, unexplained, explained, lies, unreleased, twice []string
+		toldOrder                                                          = map[[2]int64]string{}
+		existing, fromDB                                                   int
 	)
 	var loss *redisLoss
 	if run.Fault != nil {
@@ -261,7 +261,7 @@ func judgeTickets(rep *report, run *Run, b *books, liveByRN, liveByNo map[string
 				unreleased = append(unreleased, rn)
 			}
 			if ok, why := lossExplains(loss, tk, res, l, logged); ok {
-				explained++
+				explained = append(explained, why)
 			} else {
 				unexplained = append(unexplained, why)
 			}
@@ -275,8 +275,8 @@ func judgeTickets(rep *report, run *Run, b *books, liveByRN, liveByNo map[string
 	if fromDB > 0 {
 		rep.note("%d accepted tickets lost their result with Redis; their fate came from the database", fromDB)
 	}
-	if explained > 0 {
-		rep.note("%d acknowledged tickets ended FAIL, each explained by the declared Redis loss", explained)
+	if len(explained) > 0 {
+		rep.note("%d acknowledged tickets ended FAIL, each explained by the declared Redis loss: %v", len(explained), head(explained, 5))
 	}
 	rep.add(vFinal, len(stuck) == 0, "%d accepted, %d without a final answer %v", len(run.Tickets), len(stuck), head(stuck, 5))
 	rep.add(vResultKept, len(lostResult) == 0, "%d results missing %v", len(lostResult), head(lostResult, 5))

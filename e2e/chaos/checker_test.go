@@ -13,10 +13,7 @@ import (
 // books add up passes every verdict; each broken state must fail the
 // verdict named for what is broken. No servers: it runs in a blink.
 
-// books0 is a small sale at the moment the checker looks: SKU 101 (3
-// units) sold to users 1 and 2, SKU 102 (2 units) to user 3; a fault
-// struck between user 1's ticket and user 2's and healed before user 2
-// bought.
+// handState is what the checker reads, built by hand.
 type handState struct {
 	run   *Run
 	books *books
@@ -31,6 +28,10 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 
+// goodState is a small sale at the moment the checker looks, whose books
+// add up: SKU 101 (3 units) sold to users 1 and 2, SKU 102 (2 units) to
+// user 3; a fault struck after user 1's and user 3's tickets (user 4 got
+// 503 BUSY while it lasted) and healed before user 2 bought.
 func goodState() *handState {
 	h := &handState{ex: expectations{SKUs: map[int64]int64{skuNormal: 3, skuHot: 2}, Sweeper: true, Store: true}}
 	h.run = &Run{Fault: &faultRun{
@@ -221,7 +222,7 @@ func TestCheckerFailsBrokenBooks(t *testing.T) {
 			h.recon = reconAnswer(&b)
 		}, vReconCounts},
 		{"the admin stock report disagrees with the books", func(h *handState) {
-			h.stock = &adminAnswer{Status: 200, Body: []byte(`{"skus":[{"skuId":101,"initial":3,"remaining":0,"occupied":0,"ordered":2,"drift":0},`+
+			h.stock = &adminAnswer{Status: 200, Body: []byte(`{"skus":[{"skuId":101,"initial":3,"remaining":0,"occupied":0,"ordered":2,"drift":0},` +
 				`{"skuId":102,"initial":2,"remaining":1,"occupied":0,"ordered":1,"drift":0}]}`)}
 		}, vAdminStock},
 		{"Redis holds one unit too many while both reports say zero drift", func(h *handState) {

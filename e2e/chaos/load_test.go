@@ -395,13 +395,20 @@ func (s *System) buyWithFault(l LoadSpec, f faultPlan) (*Run, []string) {
 	note("%6.2fs crowd done: %d sent, %d accepted", time.Since(start).Seconds(), run.sent(), run.accepted())
 	<-done
 	run.Fault = fr
-	var accepted [3]int
+	var (
+		accepted [3]int
+		slowest  [3]time.Duration
+	)
 	for i := range run.Attempts {
-		if a := &run.Attempts[i]; a.Status == 200 {
-			accepted[fr.phase(a)]++
+		a := &run.Attempts[i]
+		p := fr.phase(a)
+		if a.Status == 200 {
+			accepted[p]++
 		}
+		slowest[p] = max(slowest[p], a.Took)
 	}
-	note("accepted: %d before the fault, %d while it lasted, %d after it healed and settled", accepted[0], accepted[1], accepted[2])
+	note("accepted: %d before the fault, %d while it lasted, %d after it healed and settled (slowest answers %v, %v, %v)",
+		accepted[0], accepted[1], accepted[2], slowest[0].Round(time.Millisecond), slowest[1].Round(time.Millisecond), slowest[2].Round(time.Millisecond))
 	for _, err := range errs {
 		s.t.Error(err)
 	}
