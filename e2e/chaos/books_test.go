@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -93,16 +94,54 @@ func (b *books) queuing() []string {
 	return out
 }
 
-// openLog lists the request-log rows in a state that does not end a story.
-func (b *books) openLog() []string {
-	var out []string
+// openLog lists the request-log rows in a state that does not end a
+// story, apart from those a declared Redis loss froze (frozenByLoss):
+// open must be empty once idle; frozen is reported.
+func (b *books) openLog(run *Run) (open, frozen []string) {
+	live, _ := b.liveOrders()
 	for rn, l := range b.Log {
-		if !finalLogStates[l.Status] {
-			out = append(out, rn+" "+l.Status)
+		if finalLogStates[l.Status] {
+			continue
 		}
+		if why, ok := frozenByLoss(run, b, live, l); ok {
+			frozen = append(frozen, why)
+			continue
+		}
+		open = append(open, rn+" "+l.Status+" "+l.Remark)
 	}
-	sort.Strings(out)
-	return out
+	sort.Strings(open)
+	sort.Strings(frozen)
+	return open, frozen
+}
+
+// frozenByLoss says whether l is a ticket whose story a declared Redis
+// loss froze at COMPENSATING, and tells it: the engine took the unit, a
+// later step failed because Redis went away (the buyer got 503, so no
+// ticket was acknowledged), and its release failed too, leaving the
+// occupancy to the orphan sweeper — but the emptied Redis came back
+// without the occupancy, so no sweeper, consumer or engine ever writes the
+// FAILED that ends the story. (A product gap, reported as such: the row
+// stays COMPENSATING for good.) It must be of a SKU the loss covers,
+// written while the fault lasted, not an acknowledged ticket, with no order
+// and no record in Redis.
+func frozenByLoss(run *Run, b *books, live map[string]order, l logRow) (string, bool) {
+	f := run.Fault
+	if f == nil || f.Loss == nil || l.Status != "COMPENSATING" || !f.Loss.covers(l.SKU) {
+		return "", false
+	}
+	if l.Updated.After(f.Healed.Add(f.Settle)) {
+		return "", false
+	}
+	if _, acked := run.Tickets[l.RequestNo]; acked {
+		return "", false
+	}
+	if _, ok := live[l.RequestNo]; ok {
+		return "", false
+	}
+	if sb := b.SKUs[l.SKU]; sb == nil || sb.Users[strconv.FormatInt(l.User, 10)] == l.RequestNo || sb.Claimed[l.RequestNo] {
+		return "", false
+	}
+	return fmt.Sprintf("%s(user %d sku %d, %s at %s: %q)", l.RequestNo, l.User, l.SKU, l.Status, l.Updated.Format("15:04:05.000"), l.Remark), true
 }
 
 // readBooks reads every SKU in skus (id -> initial stock) from its Redis
@@ -287,7 +326,8 @@ func (s *System) idleState(run *Run, skus map[int64]int64) idleState {
 		}
 	}
 	st.queuing = len(b.queuing())
-	st.open = len(b.openLog())
+	open, _ := b.openLog(run)
+	st.open = len(open)
 	return st
 }
 

@@ -207,7 +207,22 @@ func TestCheckerFailsBrokenBooks(t *testing.T) {
 			h.books.Log["r9"] = logRow{RequestNo: "r9", SKU: skuHot, User: 9, Status: "MQ_QUEUED"}
 		}, vNoOpenLog},
 		{"a request-log row is left COMPENSATING", func(h *handState) {
-			h.books.Log["r4"] = logRow{RequestNo: "r4", SKU: skuHot, User: 4, Status: "COMPENSATING"}
+			h.books.Log["r4"] = logRow{RequestNo: "r4", SKU: skuHot, User: 4, Status: "COMPENSATING", Updated: at(1.3)}
+		}, vNoOpenLog},
+		{"a request-log row is left COMPENSATING under a declared loss of another SKU", func(h *handState) {
+			h.lossBefore(at(2))
+			h.books.Log["r4"] = logRow{RequestNo: "r4", SKU: skuHot, User: 4, Status: "COMPENSATING", Updated: at(1.3)}
+		}, vNoOpenLog},
+		{"a request-log row is left COMPENSATING under a declared loss, its ticket still holding its record", func(h *handState) {
+			h.run.Fault.Loss = &redisLoss{SKUs: []int64{skuHot}, Until: at(2)}
+			h.books.Log["r4"] = logRow{RequestNo: "r4", SKU: skuHot, User: 4, Status: "COMPENSATING", Updated: at(1.3)}
+			sb := h.books.SKUs[skuHot]
+			sb.Users["4"], sb.Stock = "r4", 0
+			sb.Sold = 2
+		}, vNoOpenLog},
+		{"a request-log row is left COMPENSATING under a declared loss, written after the fault", func(h *handState) {
+			h.run.Fault.Loss = &redisLoss{SKUs: []int64{skuHot}, Until: at(2)}
+			h.books.Log["r4"] = logRow{RequestNo: "r4", SKU: skuHot, User: 4, Status: "COMPENSATING", Updated: at(5)}
 		}, vNoOpenLog},
 		{"the reconciler answers 503", func(h *handState) {
 			h.recon = &adminAnswer{Status: 503, Body: []byte(`{"code":"UNAVAILABLE","message":"no reconciler configured in this process"}`)}
@@ -330,6 +345,25 @@ func TestCheckerAcceptsAFailTheDeclaredLossExplains(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A declared loss of the hot SKU's Redis froze user 4's compensation (the
+// buyer got 503, the release failed with Redis away, and Redis came back
+// without the occupancy): the row is reported, not failed.
+func TestCheckerReportsACompensationTheDeclaredLossFroze(t *testing.T) {
+	h := goodState()
+	h.run.Fault.Loss = &redisLoss{SKUs: []int64{skuHot}, Until: at(2)}
+	h.books.Log["r4"] = logRow{RequestNo: "r4", SKU: skuHot, User: 4, Status: "COMPENSATING", Updated: at(1.3),
+		Remark: "write queuing result: connection reset by peer"}
+	rep := h.judge()
+	for _, v := range rep.Verdicts {
+		if !v.OK {
+			t.Errorf("%s: %s", v.Name, v.Detail)
+		}
+	}
+	if len(rep.Notes) == 0 || !strings.Contains(strings.Join(rep.Notes, "\n"), "PRODUCT GAP") {
+		t.Errorf("the frozen row is not reported: %v", rep.Notes)
 	}
 }
 

@@ -398,6 +398,7 @@ func (s *System) buyWithFault(l LoadSpec, f faultPlan) (*Run, []string) {
 	var (
 		accepted [3]int
 		slowest  [3]time.Duration
+		lastBad  *time.Duration // the last answer outside healthy, sent this long after the heal
 	)
 	for i := range run.Attempts {
 		a := &run.Attempts[i]
@@ -406,9 +407,16 @@ func (s *System) buyWithFault(l LoadSpec, f faultPlan) (*Run, []string) {
 			accepted[p]++
 		}
 		slowest[p] = max(slowest[p], a.Took)
+		if d := a.Sent.Sub(fr.Healed); !healthy[a.answer()] && (lastBad == nil || d > *lastBad) {
+			lastBad = &d
+		}
 	}
-	note("accepted: %d before the fault, %d while it lasted, %d after it healed and settled (slowest answers %v, %v, %v)",
-		accepted[0], accepted[1], accepted[2], slowest[0].Round(time.Millisecond), slowest[1].Round(time.Millisecond), slowest[2].Round(time.Millisecond))
+	last := "none"
+	if lastBad != nil {
+		last = fmt.Sprintf("%+.3fs from the heal", lastBad.Seconds())
+	}
+	note("accepted: %d before the fault, %d while it lasted, %d after it healed and settled (slowest answers %v, %v, %v); last answer outside healthy sent: %s",
+		accepted[0], accepted[1], accepted[2], slowest[0].Round(time.Millisecond), slowest[1].Round(time.Millisecond), slowest[2].Round(time.Millisecond), last)
 	for _, err := range errs {
 		s.t.Error(err)
 	}
