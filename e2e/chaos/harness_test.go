@@ -77,7 +77,6 @@ type System struct {
 	client              *http.Client
 	procs               []*proc
 	answers             atomic.Int64 // purchase answers since the crowd started
-	initial             int64        // units on sale (stockTotal)
 	expects             []verdict    // scenario preconditions, reported with the invariants
 	// sweeper: the code has an orphan sweeper (reconcile.orphan_grace), so
 	// no occupancy may hold stock without an order at quiescence.
@@ -441,10 +440,6 @@ func (s *System) preheat(a activity) {
 	if err := s.adminJSON("POST", "/admin/v1/activities", a, nil); err != nil {
 		s.t.Fatalf("create activity: %v", err)
 	}
-	s.initial = 0
-	for _, k := range a.SKUs {
-		s.initial += k.Stock
-	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		st, body, err := s.get(fmt.Sprintf("/api/v1/flash-sale/activities/%d", a.ID), 0)
@@ -506,9 +501,6 @@ func (s *System) serverOffset() time.Duration {
 	s.t.Logf("Redis TIME - local clock: %v (best round trip of 20: %v)", offset, best)
 	return offset
 }
-
-// stockTotal is the units on sale in the activity last preheated.
-func (s *System) stockTotal() int { return int(s.initial) }
 
 // expect records a scenario's own condition: it is reported (and fails the
 // test) with the invariants, so the table names it.

@@ -27,7 +27,9 @@ func TestHotShardKilled(t *testing.T) {
 		HealAt: 5 * time.Second,
 		Heal:   func() error { err := s.Hot.Start(); up = time.Now(); return err },
 		During: healthy, DuringSKU: map[int64]statuses{skuNormal: healthy, skuHot: busy},
-		Settle: 3 * time.Second,
+		// The watcher rebuilds a SKU once two checks in a row (1s
+		// apart) miss it: up to about 2s after the restart.
+		Settle: 4 * time.Second,
 		Loss:   &redisLoss{SKUs: []int64{skuHot}},
 	})
 	var normalDuring, hotDuring, hotLater int

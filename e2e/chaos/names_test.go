@@ -31,8 +31,6 @@ func keysOf(activity, sku int64) skuKeys {
 // resultPrefix starts every result key: sk:r:{requestNo}.
 const resultPrefix = "sk:r:"
 
-func resultKey(requestNo string) string { return resultPrefix + requestNo }
-
 // Fields of a result hash and their values (README "HTTP API": QUEUING,
 // SUCCESS + orderNo, FAIL + reason; docs/operations-ledger.md lists the
 // failure codes).

@@ -159,16 +159,6 @@ func (p *proc) exited() <-chan struct{} {
 	return p.done
 }
 
-// pid of the current run, 0 if none.
-func (p *proc) pid() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil {
-		return 0
-	}
-	return p.cmd.Process.Pid
-}
-
 // kill sends sig to the process (by its PID) and waits for it to exit; a
 // process that ignores a gentle signal for grace is killed.
 func (p *proc) kill(sig syscall.Signal) {
@@ -221,15 +211,6 @@ func (p *proc) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// grep counts the log lines that contain s.
-func (p *proc) grep(s string) int {
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return 0
-	}
-	return bytes.Count(b, []byte(s))
-}
-
 // waitFor polls ok every 50ms until it returns nil, the process exits, or d
 // passes.
 func (p *proc) waitFor(d time.Duration, what string, ok func() error) error {
@@ -251,5 +232,3 @@ func (p *proc) waitFor(d time.Duration, what string, ok func() error) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
-var errNotYet = errors.New("not yet")
