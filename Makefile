@@ -25,6 +25,7 @@ TESTFLAGS ?= -race -count=1 -timeout 12m
 # test binaries; its processes are built with -race by the suite itself.
 CHAOSFLAGS ?= -race -count=1 -timeout 25m
 CHAOSPKG   := ./e2e/chaos/
+CHAOSHEAD  := | scenario | sent | accepted | accepted after | orders | stock left | held | took | invariants |\n|---|---:|---:|---:|---:|---|---:|---:|---|
 
 .PHONY: all deps build run test bench lint clean chaos
 
@@ -48,8 +49,9 @@ test:
 	@scripts/deps.sh --test
 	@set -u -o pipefail; t0=$$(date +%s); \
 	state=$$(mktemp "$${TMPDIR:-/tmp}/seckill-make-test.XXXXXX"); \
+	table=$$(mktemp "$${TMPDIR:-/tmp}/seckill-chaos-table.XXXXXX"); \
 	export SECKILL_MARIADB_STATE=$$state; \
-	trap 'scripts/mariadb-test.sh stop; rm -f "$$state"' EXIT; \
+	trap 'scripts/mariadb-test.sh stop; rm -f "$$state" "$$table"' EXIT; \
 	trap 'exit 130' INT TERM; \
 	dsn=$$(scripts/mariadb-test.sh start) || exit 1; \
 	export SECKILL_TEST_MYSQL_DSN=$$dsn; \
@@ -61,8 +63,10 @@ test:
 	$(GO) test $(TESTFLAGS) $$pkgs || exit $$?; \
 	echo "== go test $(CHAOSFLAGS) $(CHAOSPKG) (every fault scenario, make chaos for the table)"; \
 	start=$$(date +%s); \
-	$(GO) test $(CHAOSFLAGS) $(CHAOSPKG) || exit $$?; \
-	echo "== fault suite: $$(( $$(date +%s) - start ))s"; \
+	SECKILL_CHAOS_TABLE=$$table $(GO) test $(CHAOSFLAGS) $(CHAOSPKG); status=$$?; \
+	echo "== fault suite: $$(( $$(date +%s) - start ))s, one line per scenario:"; \
+	printf '$(CHAOSHEAD)\n'; cat "$$table"; \
+	[ $$status -eq 0 ] || exit $$status; \
 	targets=$$($(GO) test -vet=off -list '^Fuzz' ./... | \
 		awk '/^Fuzz/ { n[++c] = $$1; next } /^ok / { for (i = 1; i <= c; i++) print $$2 "," n[i]; c = 0 }') || exit $$?; \
 	for t in $$targets; do \
@@ -89,9 +93,7 @@ chaos:
 	echo "== go test $(CHAOSFLAGS) -v -run '$(CHAOS_RUN)' $(CHAOSPKG)"; \
 	$(GO) test $(CHAOSFLAGS) -v -run '$(CHAOS_RUN)' $(CHAOSPKG); status=$$?; \
 	echo; echo "== make chaos, $$(date -u '+%Y-%m-%d %H:%M UTC'): one line per scenario"; \
-	echo "| scenario | sent | accepted | accepted after the fault | orders | stock left | held | took | invariants |"; \
-	echo "|---|---:|---:|---:|---:|---|---:|---:|---|"; \
-	cat "$$table"; \
+	printf '$(CHAOSHEAD)\n'; cat "$$table"; \
 	exit $$status
 
 # make bench: Go micro-benchmarks (-benchmem, $(BENCHCOUNT) runs each) into
