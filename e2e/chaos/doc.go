@@ -1,20 +1,40 @@
-// Package chaos is the fault-injection suite (issue 5): it runs the built
-// seckill binary as real separate processes — edge, engine sidecar,
-// consumer, and the Kafka-protocol broker (`seckill broker`) — on real
-// redis-servers and MariaDB, drives thousands of concurrent buyers over HTTP
-// on 127.0.0.1, breaks one part on purpose (kill, stop, partition), heals
-// it, waits until the system is quiet, and then counts in Redis and in the
-// database that every invariant of DESIGN §8 still holds. The security tests
-// (admin authentication, qualification tokens, hostile HTTP clients) run
-// against the same processes.
+// Package chaos is the fault-injection suite (issues 5 and 10): it runs the
+// seckill binary, built with -race, as real separate processes — edge,
+// engine sidecar, consumer, and the Kafka-protocol broker (`seckill
+// broker`) — on real redis-servers and MariaDB, drives a paced crowd of
+// buyers over HTTP on 127.0.0.1, breaks one part on purpose (kill, stop,
+// partition), heals it, waits until the system is quiet, and then counts in
+// Redis and in the database that every invariant of DESIGN §8 still holds.
+// The security tests (admin authentication, qualification tokens, hostile
+// HTTP clients) run against the same processes.
 //
-// Everything lives in the _test.go files: the harness (harness_test.go,
-// proc_test.go, dbproxy_test.go), the buyers (load_test.go), the invariant
-// checker (check_test.go), the scenarios (scenarios_test.go, hotshard_test.go) and the
-// security tests (security_test.go).
+// It is a black box: it imports only internal/testenv from the project. It
+// reads Redis keys and SQL rows by their documented names (names_test.go),
+// writes the configuration file, the activity and the tokens it needs from
+// the documentation, and counts the ledger itself; the admin stock report and
+// the reconciler are asked too, as second opinions that must agree.
 //
-// The fast scenarios run in every `go test ./...`; the long ones need
-// SECKILL_CHAOS=1, which `make chaos` sets. `make chaos` prints one line per
-// scenario (requests sent, accepted, orders, stock left, invariants); each
-// test appends its line to the file named by $SECKILL_CHAOS_TABLE.
+// What the checker (check_test.go, judged by a pure function that
+// checker_test.go feeds hand-built broken states) demands of every scenario:
+//   - per SKU: orders + live occupancies + Redis stock == initial, Redis
+//     stock + sold == initial, the snapshot agrees, one live order per user,
+//     no stock held without an order;
+//   - every ticket answered 200 QUEUING (the broker acknowledged its
+//     message) ends SUCCESS with a live order of its buyer; it may end FAIL
+//     only when the scenario declares a Redis data loss of its SKU, it was
+//     answered before the emptied Redis came back, and its request-log story
+//     says the loss failed it;
+//   - once idle: no result key QUEUING, no request-log row in a state that
+//     does not end a story;
+//   - the reconciler answers 200 with zero drift and counts what the checker
+//     counts; the admin stock report agrees;
+//   - the crowd got only the answers the fault allows: healthy ones before
+//     it, the fault's named set while it lasted (until its settle time after
+//     the heal), healthy ones after; and tickets were accepted after it;
+//   - no process reported a data race.
+//
+// Every scenario runs in every `go test ./...` — `make test` runs the suite
+// alone after the other packages, and CI runs `make test`. `make chaos` is
+// the same run, verbose, with one line per scenario: each test appends its
+// line to the file named by $SECKILL_CHAOS_TABLE.
 package chaos

@@ -26,9 +26,10 @@ var (
 
 const binDirPrefix = "seckill-chaos-bin-"
 
-// seckillBinary builds ./cmd/seckill the first time it is asked for (a
-// plain build: the processes under test are what ships, not a
-// race-instrumented variant). It lives in $TMPDIR/seckill-chaos-bin-<pid>;
+// seckillBinary builds ./cmd/seckill the first time it is asked for, with
+// -race: every process of the suite runs under the race detector, and a
+// race it reports fails the scenario (System.raceReports). It lives in
+// $TMPDIR/seckill-chaos-bin-<pid>;
 // directories of test binaries that have ended are removed here, the next
 // time the suite runs.
 func seckillBinary(t testing.TB) string {
@@ -44,13 +45,13 @@ func seckillBinary(t testing.TB) string {
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		binPath = filepath.Join(dir, "seckill")
 		start := time.Now()
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/seckill")
+		cmd := exec.Command("go", "build", "-race", "-o", binPath, "./cmd/seckill")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/seckill: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build -race ./cmd/seckill: %v\n%s", err, out)
 			return
 		}
-		fmt.Fprintf(os.Stderr, "chaos: built %s in %v\n", binPath, time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(os.Stderr, "chaos: built %s (-race) in %v\n", binPath, time.Since(start).Round(time.Millisecond))
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

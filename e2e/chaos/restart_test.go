@@ -17,13 +17,8 @@ import (
 // data sizes a test can afford.
 
 // restartCrowd is the crowd of the restart scenario: about twenty thousand
-// tickets in make test (24 s of buying at 1,100 a second; the whole test
-// takes about 35 s here), twice that under make chaos.
+// tickets (24 s of buying at 1,100 a second).
 func restartCrowd() (LoadSpec, map[int64]int64) {
-	if chaosMode() {
-		return LoadSpec{Users: 52000, Repeats: 2000, HotFrac: 0.75, Rate: 1100, Workers: 96, Seed: 16},
-			map[int64]int64{skuNormal: 12000, skuHot: 36000}
-	}
 	return LoadSpec{Users: 26000, Repeats: 1000, HotFrac: 0.75, Rate: 1100, Workers: 64, Seed: 16},
 		map[int64]int64{skuNormal: 6000, skuHot: 18000}
 }

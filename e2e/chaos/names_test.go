@@ -1,0 +1,60 @@
+package chaos
+
+import "strconv"
+
+// The names the checker reads, spelled here from the documentation — not
+// taken from the production helpers, so a product change that renames a key
+// or a table without the documentation shows up as a failing check instead
+// of a checker that silently follows the code it checks.
+//
+//   - Redis (DESIGN §5, docs/operations-ledger.md "Who writes what"): every
+//     key of one SKU carries the hash tag {a<activity>:s<sku>}, e.g.
+//     sk:{a1:s1001}:stock; …:users is the hash userId → requestNo (the proof
+//     of occupancy), …:sold the units occupied or ordered, …:meta a hash
+//     with "initial", …:claimed the set of requestNos the consumer claimed.
+//     A ticket's result is the hash sk:r:{requestNo} on the default Redis
+//     with state, owner, orderNo or failure code.
+//   - Database (README "The life of a ticket", docs/operations-ledger.md):
+//     seckill_order, seckill_request_log, seckill_stock_snapshot.
+//   - Kafka (DESIGN §6): the orders topic seckill.orders.
+
+// skuKeys are the Redis keys of one SKU of one activity.
+type skuKeys struct {
+	Meta, Stock, Users, Sold, Claimed string
+}
+
+func keysOf(activity, sku int64) skuKeys {
+	p := "sk:{a" + strconv.FormatInt(activity, 10) + ":s" + strconv.FormatInt(sku, 10) + "}:"
+	return skuKeys{Meta: p + "meta", Stock: p + "stock", Users: p + "users", Sold: p + "sold", Claimed: p + "claimed"}
+}
+
+// resultPrefix starts every result key: sk:r:{requestNo}.
+const resultPrefix = "sk:r:"
+
+// Fields of a result hash and their values (README "HTTP API": QUEUING,
+// SUCCESS + orderNo, FAIL + reason; docs/operations-ledger.md lists the
+// failure codes).
+const (
+	fieldState   = "state"
+	fieldOrderNo = "orderNo"
+	fieldCode    = "code"
+
+	stateQueuing = "QUEUING"
+	stateSuccess = "SUCCESS"
+	stateFail    = "FAIL"
+
+	failReleased = "RELEASED" // released before an order was made
+	failSoldOut  = "SOLD_OUT" // the database snapshot had no stock
+)
+
+// ordersTopic is the Kafka topic of order messages.
+const ordersTopic = "seckill.orders"
+
+// Order statuses (README "Payment"): an order holds stock unless CLOSED.
+const orderClosed = "CLOSED"
+
+// Request-log states that end a ticket's story (DESIGN §3: SUCCESS, or
+// REJECTED — never held stock — or FAILED — held stock, then released).
+// Every other state (STOCK_OCCUPIED, MQ_QUEUED, ORDER_CREATED,
+// COMPENSATING, …) is a ticket still on its way.
+var finalLogStates = map[string]bool{"SUCCESS": true, "FAILED": true, "REJECTED": true}
