@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -179,24 +178,27 @@ func (c *Consumer) claim(ctx context.Context, tickets []*ticket) error {
 // to claim them. Normally the engine gave up on the ticket: FAIL RELEASED,
 // no order. But a redelivered ticket may have been answered already (and
 // released since: sold out, duplicate, closed unpaid), or its order may
-// exist while Redis lost the record; then that answer stands.
+// exist while Redis lost the record; then that answer stands. Their
+// results are read in one pipelined round trip.
 func (c *Consumer) released(ctx context.Context, tickets []*ticket) error {
-	for _, t := range tickets {
-		var (
-			prev results.Entry
-			o    store.Order
-		)
-		err := c.retry(ctx, "read result", func(ctx context.Context) error {
-			var err error
-			prev, err = c.res.Read(ctx, t.m.RequestNo)
-			if errors.Is(err, results.ErrNotFound) {
-				return nil
-			}
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrUncommitted, err)
-		}
+	if len(tickets) == 0 {
+		return nil
+	}
+	rns := make([]string, len(tickets))
+	for i, t := range tickets {
+		rns[i] = t.m.RequestNo
+	}
+	var prevs []results.Entry
+	err := c.retry(ctx, "read results", func(ctx context.Context) error {
+		var err error
+		prevs, err = c.res.ReadMany(ctx, rns)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUncommitted, err)
+	}
+	for i, t := range tickets {
+		prev := prevs[i]
 		if prev.State == sale.ResultSuccess || prev.State == sale.ResultFail {
 			t.res, t.outcome = prev, outReleased
 			if prev.State == sale.ResultSuccess {
@@ -204,6 +206,7 @@ func (c *Consumer) released(ctx context.Context, tickets []*ticket) error {
 			}
 			continue
 		}
+		var o store.Order
 		err = c.retry(ctx, "look up order", func(ctx context.Context) error {
 			var err error
 			o, err = c.st.OrderByRequest(ctx, t.m.RequestNo)
@@ -342,41 +345,23 @@ func (c *Consumer) fail(ctx context.Context, t *ticket, err error) {
 }
 
 // releaseAll releases (force: they are claimed) the tickets that got no
-// order, concurrently, retrying calls that fail.
+// order: one release script call per SKU, one round trip per shard
+// (Stock.ReleaseBatch). Releases are idempotent and bound to their
+// tickets, so a retry sends them all again: those released already answer
+// NOT_HELD and give nothing back twice.
 func (c *Consumer) releaseAll(ctx context.Context, tickets []*ticket) error {
-	var todo []*ticket
+	var todo []*sale.Message
 	for _, t := range tickets {
 		if t.release {
-			todo = append(todo, t)
+			todo = append(todo, &t.m)
 		}
 	}
 	if len(todo) == 0 {
 		return nil
 	}
-	done := make([]bool, len(todo))
 	err := c.retry(ctx, "release tickets", func(ctx context.Context) error {
-		var (
-			mu   sync.Mutex
-			errs []error
-			wg   sync.WaitGroup
-		)
-		for i, t := range todo {
-			if done[i] {
-				continue
-			}
-			wg.Go(func() {
-				_, err := c.stock.Release(ctx, &t.m, true)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, err)
-					return
-				}
-				done[i] = true
-			})
-		}
-		wg.Wait()
-		return errors.Join(errs...)
+		_, err := c.stock.ReleaseBatch(ctx, todo, true)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUncommitted, err)

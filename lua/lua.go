@@ -12,10 +12,12 @@ import _ "embed"
 //go:embed occupy_batch.lua
 var OccupyBatch string
 
-// Release gives one ticket's stock back, idempotently: see release.lua.
+// ReleaseBatch gives the stock of n ≥ 1 tickets of one SKU back,
+// idempotently and bound to each ticket, in one call: the one definition
+// of the release rule. See release_batch.lua.
 //
-//go:embed release.lua
-var Release string
+//go:embed release_batch.lua
+var ReleaseBatch string
 
 // ClaimBatch marks n ≥ 1 tickets of one SKU as becoming orders in one call:
 // the one definition of the claim rule. See claim_batch.lua.

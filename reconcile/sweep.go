@@ -78,7 +78,7 @@ func (r *Reconciler) sweepSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 	routed := false
 	// offset skips the entries an earlier page left in the index (not stale
 	// by their requestNo, an order found, units unknown). Every release
-	// attempted removes its entry (release.lua, whatever its outcome), so
+	// attempted removes its entry (release_batch.lua, whatever its outcome), so
 	// each page either shrinks the index below before or moves offset on.
 	offset := 0
 	for {

@@ -16,11 +16,12 @@ import (
 // meta, TIME, a read of the user's record, GET, DECRBY, INCRBY, HSET)
 // plus the ZADD of the pending index; a batch of many costs the same
 // commands as a batch of one. A claim of one ticket costs what claim.lua
-// did (a read of the record, SADD) plus the ZREM.
+// did (a read of the record, SADD) plus the ZREM. A forced release of 64
+// claimed tickets costs what the release of one does.
 func TestScriptCallsCostTheDocumentedCommands(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	a, k := r.preheat(t, activity(1, 11, 100, false))
+	a, k := r.preheat(t, activity(1, 11, 200, false))
 	c := r.def.Client(t)
 	// Load the scripts first: a first call answers NOSCRIPT and runs EVAL.
 	if _, err := r.stock.Occupy(ctx, a, k, 1000, "warm", 1); err != nil {
@@ -42,6 +43,33 @@ func TestScriptCallsCostTheDocumentedCommands(t *testing.T) {
 		}
 		return testenv.CommandStats(t, c).Since(before)
 	}
+	// Tickets to release by force: one, and a batch of 64, all claimed.
+	var one, many []*sale.Message
+	for u := int64(300); u < 365; u++ {
+		m := &sale.Message{RequestNo: fmt.Sprint("c-", u), ActivityID: 1, SKUID: 11, UserID: u, Quantity: 1}
+		if res, err := r.stock.Occupy(ctx, a, k, u, m.RequestNo, 1); err != nil || res.Code != CodeOK {
+			t.Fatal(res, err)
+		}
+		if u == 300 {
+			one = append(one, m)
+		} else {
+			many = append(many, m)
+		}
+	}
+	if _, err := r.stock.ClaimBatch(ctx, append(one, many...)); err != nil {
+		t.Fatal(err)
+	}
+	released := func(msgs []*sale.Message) func() error {
+		return func() error {
+			out, err := r.stock.ReleaseBatch(ctx, msgs, true)
+			if err == nil && out[len(out)-1] != Released {
+				err = fmt.Errorf("%v", out)
+			}
+			return err
+		}
+	}
+	release := testenv.Commands{"evalsha": 1, "zrem": 1, "hmget": 2, "smismember": 1, "srem": 1, "hdel": 2, "decrby": 1, "incrby": 1,
+		"publish": 1} // "available", once per SKU
 	buy := testenv.Commands{"evalsha": 1, "hmget": 2, "time": 1, "get": 1, "decrby": 1, "incrby": 1, "hset": 1, "zadd": 1}
 	tests := []struct {
 		name string
@@ -77,6 +105,8 @@ func TestScriptCallsCostTheDocumentedCommands(t *testing.T) {
 			_, err := r.stock.Claim(ctx, &sale.Message{RequestNo: "rn-1", ActivityID: 1, SKUID: 11, UserID: 1, Quantity: 1})
 			return err
 		}, testenv.Commands{"evalsha": 1, "hmget": 1, "sadd": 1, "zrem": 1}},
+		{"a forced release of one claimed ticket", released(one), release},
+		{"a forced release of 64 claimed tickets", released(many), release},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,7 +10,6 @@ package stock
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -18,7 +17,6 @@ import (
 	"seckill/internal/catalog"
 	"seckill/internal/sale"
 	"seckill/internal/shard"
-	"seckill/lua"
 )
 
 // Stock runs the stock scripts (occupy, release, claim) on the shard that
@@ -26,12 +24,11 @@ import (
 // one place that changes stock in Redis; the engine, the consumer and the
 // admin tools all go through it. Safe for concurrent use.
 type Stock struct {
-	shards        *shard.Set
-	cat           *catalog.Catalog
-	releaseScript *rueidis.Lua
-	onEvent       func(sale.Event)
-	ordered       OrderedFunc
-	now           func() time.Time
+	shards  *shard.Set
+	cat     *catalog.Catalog
+	onEvent func(sale.Event)
+	ordered OrderedFunc
+	now     func() time.Time
 }
 
 // Option is a test seam or wiring hook.
@@ -44,10 +41,9 @@ func WithEventHook(fn func(sale.Event)) Option { return func(s *Stock) { s.onEve
 // New returns a Stock over shards; cat routes SKUs (hot or not).
 func New(shards *shard.Set, cat *catalog.Catalog, opts ...Option) *Stock {
 	s := &Stock{
-		shards:        shards,
-		cat:           cat,
-		releaseScript: rueidis.NewLuaScript(lua.Release),
-		now:           time.Now,
+		shards: shards,
+		cat:    cat,
+		now:    time.Now,
 	}
 	for _, o := range opts {
 		o(s)
@@ -112,81 +108,6 @@ func (s *Stock) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, use
 		return OccupyResult{}, err
 	}
 	return res[0], nil
-}
-
-// ReleaseOutcome is what a release did.
-type ReleaseOutcome int
-
-const (
-	// Released: stock restored, the user's record removed.
-	Released ReleaseOutcome = iota + 1
-	// NotHeld: the record does not name this ticket; nothing changed.
-	NotHeld
-	// Claimed: the ticket is becoming an order and force was false;
-	// nothing changed.
-	Claimed
-)
-
-func (o ReleaseOutcome) String() string {
-	switch o {
-	case Released:
-		return "released"
-	case NotHeld:
-		return "not_held"
-	case Claimed:
-		return "claimed"
-	}
-	return "unknown"
-}
-
-// Release gives m's stock back if the user's record still names
-// m.RequestNo: the units the ticket took (recorded for SKUs of several units
-// per ticket), else m.Quantity. force also releases a ticket the consumer claimed (its order
-// failed for good, or was closed unpaid). Running it twice changes nothing
-// the second time. A release that restores stock publishes "available".
-func (s *Stock) Release(ctx context.Context, m *sale.Message, force bool) (ReleaseOutcome, error) {
-	return s.release(ctx, m, force, false)
-}
-
-// ReleaseClosed is the forced Release of a ticket whose order was closed
-// unpaid. In the same script it records the close (the SKU's closed hash:
-// userId -> requestNo), whatever the outcome, so a retried release leaves
-// the same fact: where the activity forbids buying again after a close
-// (meta rebuy "0"), occupy refuses that buyer as a duplicate naming the
-// closed ticket, while the unit goes back on sale for everyone else.
-func (s *Stock) ReleaseClosed(ctx context.Context, m *sale.Message) (ReleaseOutcome, error) {
-	return s.release(ctx, m, true, true)
-}
-
-func (s *Stock) release(ctx context.Context, m *sale.Message, force, closed bool) (ReleaseOutcome, error) {
-	k := sale.KeysFor(m.ActivityID, m.SKUID)
-	f, c := "0", "0"
-	if force {
-		f = "1"
-	}
-	if closed {
-		c = "1"
-	}
-	vals, err := s.releaseScript.Exec(ctx, s.client(m.ActivityID, m.SKUID),
-		[]string{k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty, k.Pending},
-		[]string{strconv.FormatInt(m.UserID, 10), m.RequestNo, strconv.FormatInt(m.Quantity, 10), f, c}).ToArray()
-	if err != nil {
-		return 0, fmt.Errorf("release %s sku %d: %w", m.RequestNo, m.SKUID, err)
-	}
-	if len(vals) != 2 {
-		return 0, fmt.Errorf("release %s: script answered %d values", m.RequestNo, len(vals))
-	}
-	code, _ := vals[0].ToString()
-	switch code {
-	case "RELEASED":
-		s.publish(ctx, sale.Event{Kind: sale.EventAvailable, Activity: m.ActivityID, SKU: m.SKUID})
-		return Released, nil
-	case "NOT_HELD":
-		return NotHeld, nil
-	case "CLAIMED":
-		return Claimed, nil
-	}
-	return 0, fmt.Errorf("release %s: script answered %q", m.RequestNo, code)
 }
 
 // Claim marks m's ticket as becoming an order: ClaimBatch with one ticket

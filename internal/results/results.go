@@ -58,7 +58,9 @@ func (s *Store) cmds(e *Entry, dst rueidis.Commands) rueidis.Commands {
 	return append(dst, h.Build(), s.rdb.B().Expire().Key(k).Seconds(int64(s.ttl/time.Second)).Build())
 }
 
-// Write stores the results in one pipelined round trip.
+// Write stores the results in one pipelined round trip (DoMulti; on a
+// Redis Cluster one per node, in parallel): an HSET and an EXPIRE per
+// result, since every result is a key of its own, in its own slot.
 func (s *Store) Write(ctx context.Context, es ...Entry) error {
 	if len(es) == 0 {
 		return nil
@@ -84,9 +86,37 @@ func (s *Store) Read(ctx context.Context, requestNo string) (Entry, error) {
 	if len(m) == 0 {
 		return Entry{}, ErrNotFound
 	}
+	return entry(requestNo, m), nil
+}
+
+// ReadMany reads the results of requestNos in one pipelined round trip:
+// out[i] is requestNos[i]'s, with an empty State where it has none.
+func (s *Store) ReadMany(ctx context.Context, requestNos []string) ([]Entry, error) {
+	if len(requestNos) == 0 {
+		return nil, nil
+	}
+	cmds := make(rueidis.Commands, len(requestNos))
+	for i, rn := range requestNos {
+		cmds[i] = s.rdb.B().Hgetall().Key(sale.ResultKey(rn)).Build()
+	}
+	out := make([]Entry, len(requestNos))
+	for i, r := range s.rdb.DoMulti(ctx, cmds...) {
+		m, err := r.AsStrMap()
+		if err != nil {
+			return nil, fmt.Errorf("read %d results: %s: %w", len(requestNos), requestNos[i], err)
+		}
+		out[i] = Entry{RequestNo: requestNos[i]}
+		if len(m) > 0 {
+			out[i] = entry(requestNos[i], m)
+		}
+	}
+	return out, nil
+}
+
+func entry(requestNo string, m map[string]string) Entry {
 	e := Entry{RequestNo: requestNo, State: m[sale.FieldState], OrderNo: m[sale.FieldOrderNo], Code: m[sale.FieldCode]}
 	e.Owner, _ = strconv.ParseInt(m[sale.FieldOwner], 10, 64)
 	e.Activity, _ = strconv.ParseInt(m[sale.FieldActivity], 10, 64)
 	e.SKU, _ = strconv.ParseInt(m[sale.FieldSKU], 10, 64)
-	return e, nil
+	return e
 }
