@@ -107,6 +107,18 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	return s
 }
 
+// count counts the elements matching sel.
+func count(t *testing.T, ctx context.Context, sel string) int {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := chromedp.Run(c, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(sel)+`).length`))
+	if err != nil {
+		t.Fatalf("count %s: %v", sel, err)
+	}
+	return n
+}
+
 // pollTrue waits until a JavaScript expression is true.
 func pollTrue(expr string, opts ...chromedp.PollOption) chromedp.Action[chromedp.Void] {
 	p := chromedp.Poll[bool](expr, opts...)
@@ -148,6 +160,20 @@ func TestPagesInABrowser(t *testing.T) {
 		t.Fatalf("the API disagrees with the page: %+v", got)
 	}
 	screenshot(t, buyer, "buyer-page.png")
+
+	// "My orders" was read again when the purchase succeeded: the new
+	// order is listed, and it is the buyer's only one.
+	row := "#order-O" + ticket
+	run(t, buyer, 30*time.Second,
+		pollTrue(`document.querySelector(`+strconv.Quote(row)+`) !== null`, chromedp.WithPollingTimeout(10*time.Second)),
+	)
+	if st, sku := text(t, buyer, row+" .state"), text(t, buyer, row+" .sku"); st != "PENDING_PAYMENT" || sku != "1001" {
+		t.Fatalf("my orders row %s: state %q sku %q", row, st, sku)
+	}
+	if rows := count(t, buyer, "#orders tr"); rows != 1 {
+		t.Fatalf("my orders lists %d rows, want the one order", rows)
+	}
+	screenshot(t, buyer, "buyer-my-orders.png")
 
 	// The on-call page: log in, mark SKU 1002 sold out (two steps).
 	oncall := tab(t, b)
