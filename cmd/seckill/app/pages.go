@@ -20,7 +20,7 @@ import (
 func mountPages(a *admin.Server, g prometheus.Gatherer) {
 	r := a.Router()
 	r.GET("/admin/ui", web.OnCall) // the page; its assets below
-	r.GET("/admin/ui/{file}", web.OnCall)
+	r.GET("/admin/ui/{file:*}", web.OnCall) // uplot/… included
 	r.GET("/admin/v1/counters", web.Counters(g))
 	a.ServePublic("/admin/ui")
 }
