@@ -19,7 +19,7 @@ import (
 // need the token like every admin route.
 func mountPages(a *admin.Server, g prometheus.Gatherer) {
 	r := a.Router()
-	r.GET("/admin/ui", web.OnCall) // the page; its assets below
+	r.GET("/admin/ui", web.OnCall)          // the page; its assets below
 	r.GET("/admin/ui/{file:*}", web.OnCall) // uplot/… included
 	r.GET("/admin/v1/counters", web.Counters(g))
 	a.ServePublic("/admin/ui")
