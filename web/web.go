@@ -3,7 +3,9 @@
 // public API) and the on-call page on the admin listener (every data call
 // and action goes through the admin API with the admin token). It also
 // serves the buyer's result as a stream of server-sent events, so the page
-// learns the outcome of a ticket the moment the consumer writes it.
+// learns the outcome of a ticket the moment the consumer writes it, and the
+// buyer's own orders from the orders database (orders.go). The on-call
+// page's charts are drawn by uPlot, vendored in static/uplot.
 package web
 
 import (
