@@ -444,6 +444,11 @@ func TestOldOrdersTableIsMigrated(t *testing.T) {
 		if n, _, err := s.CountOrders(ctx, 1, 10); err != nil || n != 2 {
 			t.Errorf("%d live orders, %v; want 2", n, err)
 		}
+		// The live flag's SQLite table copy must not lose the user index.
+		name := map[string]string{"sqlite": "idx_order_user_created", "mysql": "idx_user_created"}[r.cfg.Driver]
+		if has, err := s.(*sqlStore).hasIndex(ctx, "seckill_order", name); err != nil || !has {
+			t.Errorf("after migration the user index %s: %v, %v", name, has, err)
+		}
 		s.Close()
 		r.open(t) // migrating the migrated table is a no-op
 	})

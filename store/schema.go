@@ -45,7 +45,8 @@ var mysqlSchema = []string{
 		UNIQUE KEY uk_order_no (order_no),
 		UNIQUE KEY uk_request_no (request_no),
 		UNIQUE KEY uk_activity_sku_user_live (activity_id, sku_id, user_id, live),
-		KEY idx_status_created (status, created_ms)
+		KEY idx_status_created (status, created_ms),
+		KEY idx_user_created (user_id, created_ms, id)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 	`CREATE TABLE IF NOT EXISTS seckill_request_log (
 		id          BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -118,6 +119,7 @@ var sqliteSchema = []string{
 	)`,
 	fmt.Sprintf(sqliteOrderTable, "seckill_order"),
 	sqliteOrderIndex,
+	sqliteOrderUserIndex,
 	`CREATE TABLE IF NOT EXISTS seckill_request_log (
 		id          INTEGER PRIMARY KEY AUTOINCREMENT,
 		request_no  TEXT    NOT NULL UNIQUE,
@@ -192,3 +194,8 @@ const sqliteOrderTable = `CREATE TABLE IF NOT EXISTS %s (
 	)`
 
 const sqliteOrderIndex = `CREATE INDEX IF NOT EXISTS idx_order_status_created ON seckill_order (status, created_ms)`
+
+// sqliteOrderUserIndex serves a buyer's orders, newest first
+// (UserOrders); the MySQL table has it as idx_user_created. Tables made
+// before it get it from migrateUserIndex.
+const sqliteOrderUserIndex = `CREATE INDEX IF NOT EXISTS idx_order_user_created ON seckill_order (user_id, created_ms, id)`

@@ -33,6 +33,9 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 	if err := s.migrateRebuy(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
+	if err := s.migrateUserIndex(ctx); err != nil {
+		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
+	}
 	return nil
 }
 

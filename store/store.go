@@ -38,6 +38,11 @@ type Store interface {
 	// OrderByRequest returns the order made from ticket requestNo or
 	// ErrNotFound.
 	OrderByRequest(ctx context.Context, requestNo string) (Order, error)
+	// UserOrders lists user's orders (closed ones too), newest first —
+	// created, then id, descending —, at most limit of them, starting
+	// after the cursor (the zero cursor starts at the newest). Read by the
+	// index (user_id, created_ms, id); limit <= 0 reads nothing.
+	UserOrders(ctx context.Context, user int64, after OrderCursor, limit int) ([]Order, error)
 	// LogRequest inserts e into the request log or, when its requestNo is
 	// there already, updates status, order number, remark and update time;
 	// and appends the state to the ticket's history.

@@ -3,7 +3,9 @@
 // public API) and the on-call page on the admin listener (every data call
 // and action goes through the admin API with the admin token). It also
 // serves the buyer's result as a stream of server-sent events, so the page
-// learns the outcome of a ticket the moment the consumer writes it.
+// learns the outcome of a ticket the moment the consumer writes it, and the
+// buyer's own orders from the orders database (orders.go). The on-call
+// page's charts are drawn by uPlot, vendored in static/uplot.
 package web
 
 import (
@@ -38,8 +40,13 @@ func serveFile(ctx *fasthttp.RequestCtx, name, cacheControl string) {
 		ctx.SetBodyString("not found")
 		return
 	}
-	ct := mime.TypeByExtension(path.Ext(name))
-	if ct == "" {
+	ext := path.Ext(name)
+	ct := mime.TypeByExtension(ext)
+	switch {
+	case ct != "":
+	case ext == "": // LICENSE
+		ct = "text/plain; charset=utf-8"
+	default:
 		ct = "application/octet-stream"
 	}
 	ctx.SetContentType(ct)
@@ -75,8 +82,11 @@ func page(index, cacheControl string, allowed ...string) fasthttp.RequestHandler
 var Buyer = page("buyer.html", "public, max-age=60", "buyer.js", "style.css")
 
 // OnCall serves the on-call page's static shell (no data in it: every
-// number and every button goes through the admin API with the token).
-var OnCall = page("oncall.html", "no-store", "oncall.js", "style.css")
+// number and every button goes through the admin API with the token) and
+// the chart library it draws with, uPlot (vendored in static/uplot, see
+// its README for the pinned version): GET /admin/ui and /admin/ui/{file:*}.
+var OnCall = page("oncall.html", "no-store", "oncall.js", "style.css",
+	"uplot/uPlot.iife.min.js", "uplot/uPlot.min.css", "uplot/LICENSE")
 
 // ResultEvents streams a ticket's result as server-sent events:
 // GET /api/v1/flash-sale/result/{requestNo}/events. It sends the current

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"strings"
@@ -183,5 +184,46 @@ func TestResultStreamFallsBackWhenRedisLosesTheResult(t *testing.T) {
 	}
 	if len(asked) == 0 {
 		t.Fatal("the fallback was never asked")
+	}
+}
+
+// uPlotVersion is the vendored chart library's pinned version
+// (static/uplot/README.md).
+const uPlotVersion = "1.6.32"
+
+func TestOnCallServesTheChartLibrary(t *testing.T) {
+	r := router.New()
+	r.GET("/admin/ui", OnCall)
+	r.GET("/admin/ui/{file:*}", OnCall)
+	base := listen(t, r)
+	page := get(t, base+"/admin/ui", "")
+	html, _ := io.ReadAll(page.Body)
+	for _, tc := range []struct {
+		file, contentType, contains string
+	}{
+		{"uplot/uPlot.iife.min.js", "text/javascript", "uPlot (v" + uPlotVersion + ")"},
+		{"uplot/uPlot.min.css", "text/css", ".uplot"},
+		{"uplot/LICENSE", "text/plain", "MIT License"},
+	} {
+		resp := get(t, base+"/admin/ui/"+tc.file, "")
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), tc.contentType) || !strings.Contains(string(b), tc.contains) {
+			t.Errorf("%s: %d %s, want %q in it", tc.file, resp.StatusCode, resp.Header.Get("Content-Type"), tc.contains)
+		}
+		if !strings.Contains(string(html), `"/admin/ui/`+tc.file+`"`) {
+			t.Errorf("the on-call page does not load %s", tc.file)
+		}
+	}
+	if readme, err := fs.ReadFile(files, "uplot/README.md"); err != nil || !strings.Contains(string(readme), "uPlot "+uPlotVersion) {
+		t.Errorf("static/uplot/README.md does not pin %s: %v", uPlotVersion, err)
+	}
+	for _, p := range []string{"/admin/ui/uplot/README.md", "/admin/ui/uplot/", "/admin/ui/web.go"} {
+		if resp := get(t, base+p, ""); resp.StatusCode != 404 {
+			t.Errorf("%s: %d, want 404 (not listed)", p, resp.StatusCode)
+		}
+	}
+	// The buyer's listener does not serve it.
+	if resp := get(t, serve(t, nil)+"/sale/uplot/uPlot.iife.min.js", ""); resp.StatusCode != 404 {
+		t.Errorf("the chart library on the public listener: %d", resp.StatusCode)
 	}
 }

@@ -1,6 +1,7 @@
 // The buyer page: activity view with a countdown from server time, one buy
-// button per SKU that greys out when the SKU sells out, the ticket, and the
-// result streamed by server-sent events (polling when the stream fails).
+// button per SKU that greys out when the SKU sells out, the ticket, the
+// result streamed by server-sent events (polling when the stream fails), and
+// "My orders" from the orders database, read again when a purchase succeeds.
 "use strict";
 (function () {
   const params = new URLSearchParams(location.search);
@@ -14,7 +15,7 @@
 
   const userInput = $("user");
   userInput.value = params.get("user") || sessionStorage.getItem("seckill.user") || String(1 + Math.floor(Math.random() * 1e9));
-  userInput.addEventListener("change", () => sessionStorage.setItem("seckill.user", userInput.value));
+  userInput.addEventListener("change", () => { sessionStorage.setItem("seckill.user", userInput.value); loadOrders(); });
   const user = () => userInput.value.trim();
 
   function fmt(ms) {
@@ -114,7 +115,50 @@
     $("result").textContent = ev.code;
     $("result").className = `result ${ev.code}`;
     $("detail").textContent = ev.orderNo ? `order ${ev.orderNo}` : ev.reason ? `reason ${ev.reason}` : "";
+    if (ev.code === "SUCCESS" && ev.orderNo && !shown[ev.orderNo]) loadOrders();
   }
+
+  // My orders: the first page, newest first; "More" appends the next.
+  const shown = {};     // orderNo -> true, for the orders listed
+  let next = "";        // cursor of the next page
+  let ordersTimer = null;
+  async function loadOrders(more) {
+    clearTimeout(ordersTimer);
+    const q = more && next ? `?cursor=${encodeURIComponent(next)}` : "";
+    try {
+      const r = await fetch(`${api}/orders${q}`, { headers: { "X-User-Id": user() }, cache: "no-store" });
+      if (r.status === 429) {
+        // The list is rate-limited per buyer: come back when told.
+        const wait = Number(r.headers.get("Retry-After")) || 1;
+        $("orders-note").textContent = `busy, again in ${wait}s`;
+        ordersTimer = setTimeout(() => loadOrders(more), wait * 1000);
+        return;
+      }
+      const a = await r.json();
+      if (!r.ok) throw new Error(`my orders: ${a.code}: ${a.message || ""}`);
+      if (!more) { $("orders").replaceChildren(); for (const k in shown) delete shown[k]; }
+      for (const o of a.orders) {
+        const tr = document.createElement("tr");
+        tr.id = `order-${o.orderNo}`;
+        tr.dataset.state = o.state;
+        for (const [cls, v] of [["order-no", o.orderNo], ["sku", o.skuId], ["qty", o.quantity], ["amount", `¥${o.amount}`],
+          ["state", o.state], ["deadline", o.state === "PENDING_PAYMENT" ? new Date(o.payDeadline).toLocaleTimeString() : ""]]) {
+          const td = document.createElement("td");
+          td.className = cls;
+          td.textContent = String(v);
+          tr.appendChild(td);
+        }
+        $("orders").appendChild(tr);
+        shown[o.orderNo] = true;
+      }
+      next = a.next || "";
+      $("orders-more").hidden = !next;
+      $("orders-note").textContent = Object.keys(shown).length ? "" : "none yet";
+    } catch (e) {
+      $("orders-note").textContent = String(e.message || e);
+    }
+  }
+  $("orders-more").addEventListener("click", () => loadOrders(true));
 
   // follow reads the result stream (fetch, so X-User-Id can be sent), and
   // falls back to polling the result if the stream breaks before a final
@@ -155,6 +199,7 @@
   }
 
   loadView();
+  loadOrders();
   setInterval(loadView, 1000);
   setInterval(tick, 250);
 })();

@@ -2,7 +2,9 @@
 // ordered, drift), accept and reject rates, consumer lag, and the two
 // switches on-call needs at 3 a.m. — sold out on/off per SKU and activity
 // online/offline — each behind a confirmation step. Everything goes
-// through the admin API with the bearer token.
+// through the admin API with the bearer token. Charts (uPlot, vendored in
+// uplot/) show the last minutes of the same samples: accepted and rejected
+// per second, the consumer lag, and each SKU's remaining stock.
 "use strict";
 (function () {
   const $ = (id) => document.getElementById(id);
@@ -66,6 +68,48 @@
     return n;
   }
 
+  // Charts: one uPlot per series group, kept across refreshes (the tables
+  // are rebuilt every second, the charts only get new data). Exposed as
+  // window.seckillCharts for the browser test.
+  const windowSec = 300;
+  const charts = {};
+  window.seckillCharts = charts;
+  function chart(name, parent, title, series) {
+    if (charts[name]) return charts[name];
+    const box = el("div", { class: "chart", id: `chart-${name}` });
+    if (parent.id === `chart-${name}`) parent.replaceWith(box); else parent.append(box);
+    const opts = {
+      // Two charts a row in the card (about 900px); uPlot draws at a fixed size.
+      title, width: 440, height: 170,
+      scales: { x: { time: true } },
+      series: [{}].concat(series.map(([label, stroke]) => ({ label, stroke, width: 2, spanGaps: true }))),
+    };
+    const u = new uPlot(opts, [[]].concat(series.map(() => [])), box);
+    charts[name] = u;
+    return u;
+  }
+  // sample appends one point (x in unix seconds) and drops what is older
+  // than the window.
+  function sample(u, t, ...ys) {
+    const d = u.data.map((a) => a.slice());
+    d[0].push(t);
+    ys.forEach((y, i) => d[i + 1].push(y));
+    while (d[0].length && d[0][0] < t - windowSec) d.forEach((a) => a.shift());
+    u.setData(d);
+  }
+  function drawCharts(acts, reports, rates, lag) {
+    const t = Date.now() / 1000;
+    if (rates) sample(chart("rates", $("chart-rates"), "accepted / rejected per second",
+      [["accepted/s", "#1f8a4c"], ["rejected/s", "#d9352b"]]), t, rates.accepted, rates.rejected);
+    sample(chart("lag", $("chart-lag"), "consumer lag (messages)", [["lag", "#b7791f"]]), t, lag ? lag.total : null);
+    acts.forEach((a, i) => {
+      for (const s of reports[i].skus) {
+        sample(chart(`stock-${a.id}-${s.skuId}`, $("chart-stock"), `activity ${a.id} · SKU ${s.skuId}: remaining`,
+          [["remaining", "#3b6fd4"]]), t, s.remaining);
+      }
+    });
+  }
+
   async function refresh() {
     try {
       const [acts, counters, lag] = await Promise.all([
@@ -78,13 +122,16 @@
       const now = Date.now();
       const accepted = sum(counters, "seckill_edge_engine_calls_total", (l) => l.outcome === "queued");
       const rejected = sum(counters, "seckill_edge_requests_total", (l) => l.status !== "200");
+      let rates = null;
       if (prev) {
         const dt = (now - prev.t) / 1000;
-        $("rate-accept").textContent = ((accepted - prev.accepted) / dt).toFixed(0);
-        $("rate-reject").textContent = ((rejected - prev.rejected) / dt).toFixed(0);
+        rates = { accepted: (accepted - prev.accepted) / dt, rejected: (rejected - prev.rejected) / dt };
+        $("rate-accept").textContent = rates.accepted.toFixed(0);
+        $("rate-reject").textContent = rates.rejected.toFixed(0);
       }
       prev = { t: now, accepted, rejected };
       $("lag").textContent = lag ? String(lag.total) : "n/a";
+      drawCharts(acts || [], reports, rates, lag);
       $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
       $("error").textContent = "";
     } catch (e) {

@@ -203,7 +203,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			fallback = resultFromStore(s.Store)
 			eopts = append(eopts, edge.WithResultFallback(fallback))
 		}
-		res, pay, stock := s.Results, s.Payments, s.Stock
+		res, pay, stock, st, payTimeout := s.Results, s.Payments, s.Stock, s.Store, cfg.Order.PayTimeout
 		eopts = append(eopts, edge.WithStockCheck(func(ctx context.Context, a, k int64) (bool, error) {
 			n, err := stock.Counts(ctx, a, k)
 			if err != nil || n.Remaining <= 0 {
@@ -212,7 +212,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			return stock.SoldOutMarked(ctx, a, k)
 		}))
 		eopts = append(eopts, edge.WithRoutes(func(r *router.Router) {
-			mountBuyerPages(r, res, fallback)
+			mountBuyerPages(r, res, fallback, st, payTimeout)
 			if pay != nil {
 				r.POST(payment.PayPath, payment.Handler(pay, 0))
 			}

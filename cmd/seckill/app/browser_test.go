@@ -107,6 +107,52 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	return s
 }
 
+// count counts the elements matching sel.
+func count(t *testing.T, ctx context.Context, sel string) int {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := chromedp.Run(c, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(sel)+`).length`))
+	if err != nil {
+		t.Fatalf("count %s: %v", sel, err)
+	}
+	return n
+}
+
+// chartState is what the on-call page's charts show: how many canvases,
+// the points of SKU 1001's remaining-stock chart (and its last and highest
+// value), that chart's painted pixels and its picture.
+type chartState struct {
+	Canvases     int    `json:"canvases"`
+	Points       int    `json:"points"`
+	Remaining    int    `json:"remaining"`
+	MaxRemaining int    `json:"maxRemaining"`
+	Painted      int    `json:"painted"`
+	Image        string `json:"image"`
+}
+
+func (s chartState) short() chartState { s.Image = strconv.Itoa(len(s.Image)) + " bytes"; return s }
+
+func charts(t *testing.T, ctx context.Context) chartState {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(c, chromedp.Evaluate[chartState](`(() => {
+		const u = window.seckillCharts["stock-1-1001"];
+		const cv = document.querySelector("#chart-stock-1-1001 canvas");
+		const px = cv.getContext("2d").getImageData(0, 0, cv.width, cv.height).data;
+		let painted = 0;
+		for (let i = 3; i < px.length; i += 4) if (px[i] > 0) painted++;
+		const ys = u.data[1].filter((v) => v != null);
+		return { canvases: document.querySelectorAll("#charts canvas").length, points: u.data[0].length,
+			remaining: ys[ys.length - 1], maxRemaining: Math.max(...ys), painted, image: cv.toDataURL() };
+	})()`))
+	if err != nil {
+		t.Fatalf("read the charts: %v", err)
+	}
+	return s
+}
+
 // pollTrue waits until a JavaScript expression is true.
 func pollTrue(expr string, opts ...chromedp.PollOption) chromedp.Action[chromedp.Void] {
 	p := chromedp.Poll[bool](expr, opts...)
@@ -116,8 +162,9 @@ func pollTrue(expr string, opts ...chromedp.PollOption) chromedp.Action[chromedp
 	}
 }
 
-// TestPagesInABrowser buys through the buyer page and sees SUCCESS, then
-// flips sold-out on the on-call page and watches the buy button grey out.
+// TestPagesInABrowser buys through the buyer page and sees SUCCESS and the
+// order in "My orders", then flips sold-out on the on-call page, sees its
+// charts drawn and moving, and watches the buy button grey out.
 func TestPagesInABrowser(t *testing.T) {
 	// Its one purchase must be accepted: see crowdBudgets.
 	c := startClusterWith(t, mode{driver: "sqlite"}, crowdBudgets)
@@ -149,6 +196,20 @@ func TestPagesInABrowser(t *testing.T) {
 	}
 	screenshot(t, buyer, "buyer-page.png")
 
+	// "My orders" was read again when the purchase succeeded: the new
+	// order is listed, and it is the buyer's only one.
+	row := "#order-O" + ticket
+	run(t, buyer, 30*time.Second,
+		pollTrue(`document.querySelector(`+strconv.Quote(row)+`) !== null`, chromedp.WithPollingTimeout(10*time.Second)),
+	)
+	if st, sku := text(t, buyer, row+" .state"), text(t, buyer, row+" .sku"); st != "PENDING_PAYMENT" || sku != "1001" {
+		t.Fatalf("my orders row %s: state %q sku %q", row, st, sku)
+	}
+	if rows := count(t, buyer, "#orders tr"); rows != 1 {
+		t.Fatalf("my orders lists %d rows, want the one order", rows)
+	}
+	screenshot(t, buyer, "buyer-my-orders.png")
+
 	// The on-call page: log in, mark SKU 1002 sold out (two steps).
 	oncall := tab(t, b)
 	run(t, oncall, 30*time.Second,
@@ -167,6 +228,35 @@ func TestPagesInABrowser(t *testing.T) {
 		pollTrue(`document.querySelector("#row-1-1002 .soldout").textContent.startsWith("yes")`, chromedp.WithPollingTimeout(10*time.Second)),
 	)
 	screenshot(t, oncall, "oncall-page.png")
+
+	// The on-call charts: drawn (uPlot canvases with pixels on them) and
+	// moving — more points with every sample, and SKU 1001's remaining
+	// line follows three more purchases down.
+	run(t, oncall, 30*time.Second,
+		pollTrue(`(() => { const c = window.seckillCharts || {};
+			return !!(c.rates && c.lag && c["stock-1-1001"] && c["stock-1-1002"]) && c.rates.data[0].length >= 2; })()`,
+			chromedp.WithPollingTimeout(10*time.Second)),
+	)
+	before := charts(t, oncall)
+	if before.Canvases < 4 || before.Painted < 500 || before.Remaining != 9 {
+		t.Fatalf("charts before: %+v", before)
+	}
+	for u := int64(5001); u <= 5003; u++ {
+		if a := c.buy(t, 1001, u); a.Status != 200 {
+			t.Fatalf("buy as %d: %+v", u, a)
+		}
+	}
+	run(t, oncall, 30*time.Second,
+		pollTrue(`(() => { const d = window.seckillCharts["stock-1-1001"].data[1]; return d[d.length-1] === 6; })()`,
+			chromedp.WithPollingTimeout(10*time.Second)),
+		pollTrue(`Math.max(...window.seckillCharts.rates.data[1].filter((v) => v != null)) > 0`,
+			chromedp.WithPollingTimeout(10*time.Second)),
+	)
+	after := charts(t, oncall)
+	if after.Points <= before.Points || after.Image == before.Image || after.Painted < 500 || after.Remaining != 6 || after.MaxRemaining != 9 {
+		t.Fatalf("the charts did not move: before %+v, after %+v", before.short(), after.short())
+	}
+	screenshot(t, oncall, "oncall-charts.png")
 
 	// The buyer page greys the button out by itself.
 	run(t, buyer, 30*time.Second,

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"time"
+
 	"github.com/fasthttp/router"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
@@ -8,6 +10,7 @@ import (
 	"seckill/admin"
 	"seckill/edge"
 	"seckill/internal/results"
+	"seckill/store"
 	"seckill/web"
 )
 
@@ -16,17 +19,21 @@ import (
 // need the token like every admin route.
 func mountPages(a *admin.Server, g prometheus.Gatherer) {
 	r := a.Router()
-	r.GET("/admin/ui", web.OnCall) // the page; its assets below
-	r.GET("/admin/ui/{file}", web.OnCall)
+	r.GET("/admin/ui", web.OnCall)          // the page; its assets below
+	r.GET("/admin/ui/{file:*}", web.OnCall) // uplot/… included
 	r.GET("/admin/v1/counters", web.Counters(g))
 	a.ServePublic("/admin/ui")
 }
 
-// mountBuyerPages puts the buyer page and the result stream on the public
-// router.
-func mountBuyerPages(r *router.Router, res *results.Store, fallback edge.ResultFallback) {
+// mountBuyerPages puts the buyer page, the result stream and the buyer's
+// orders on the public router. "My orders" is read from the orders
+// database: without one (st nil) the route is not there.
+func mountBuyerPages(r *router.Router, res *results.Store, fallback edge.ResultFallback, st store.Store, payTimeout time.Duration) {
 	r.GET("/", func(ctx *fasthttp.RequestCtx) { ctx.Redirect("/sale", fasthttp.StatusFound) })
 	r.GET("/sale", web.Buyer) // the page; its assets below
 	r.GET("/sale/{file}", web.Buyer)
 	r.GET("/api/v1/flash-sale/result/{requestNo}/events", web.ResultEvents{Results: res, Fallback: fallback}.Handle)
+	if st != nil {
+		r.GET(web.OrdersPath, web.NewOrders(st, web.OrdersConfig{PayTimeout: payTimeout}).Handle)
+	}
 }
