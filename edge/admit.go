@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/internal/ratelimit"
+	"seckill/internal/sale"
 )
 
 // Admission: who may come in and how often, in the order the checks run,
@@ -155,7 +156,7 @@ func (l *limits) exempted(a netip.Addr) bool {
 // user reads X-User-Id and runs the user checks (presence, form,
 // blocklist); ok false means it has answered.
 func (a *admission) user(ctx *fasthttp.RequestCtx) (user int64, ok bool) {
-	user, present, valid := userID(ctx.Request.Header.Peek("X-User-Id"))
+	user, present, valid := sale.ParseUserID(ctx.Request.Header.Peek("X-User-Id"))
 	switch {
 	case !present:
 		a.out.write(ctx, ansNoUser)
@@ -168,24 +169,6 @@ func (a *admission) user(ctx *fasthttp.RequestCtx) (user int64, ok bool) {
 		return 0, false
 	}
 	return user, true
-}
-
-// userID parses X-User-Id: 1 to 18 decimal digits, positive. ok is false
-// when the header is missing.
-func userID(h []byte) (id int64, ok, valid bool) {
-	if len(h) == 0 {
-		return 0, false, false
-	}
-	if len(h) > maxIntDigits {
-		return 0, true, false
-	}
-	for _, c := range h {
-		if c < '0' || c > '9' {
-			return 0, true, false
-		}
-		id = id*10 + int64(c-'0')
-	}
-	return id, true, id > 0
 }
 
 // userRate runs the per-user limit. It comes after the checks that answer

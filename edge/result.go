@@ -24,7 +24,7 @@ const (
 func (s *Server) result(ctx *fasthttp.RequestCtx) {
 	// Per buyer and changing: never stored by a shared cache.
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	user, present, valid := userID(ctx.Request.Header.Peek("X-User-Id"))
+	user, present, valid := sale.ParseUserID(ctx.Request.Header.Peek("X-User-Id"))
 	if !present {
 		s.out.write(ctx, ansNoUser)
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"seckill/internal/ratelimit"
+	"seckill/internal/sale"
 	"seckill/store"
 )
 
@@ -108,7 +109,7 @@ type OrdersPage struct {
 // Handle is the fasthttp handler.
 func (h *Orders) Handle(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	user, present, valid := userID(ctx.Request.Header.Peek("X-User-Id"))
+	user, present, valid := sale.ParseUserID(ctx.Request.Header.Peek("X-User-Id"))
 	switch {
 	case !present:
 		answer(ctx, fasthttp.StatusUnauthorized, "UNAUTHORIZED", "X-User-Id header required")

@@ -17,7 +17,6 @@ import (
 	"io/fs"
 	"mime"
 	"path"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -143,11 +142,13 @@ func toEvent(e results.Entry) event {
 // Handle is the fasthttp handler.
 func (h ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	user, err := strconv.ParseInt(string(ctx.Request.Header.Peek("X-User-Id")), 10, 64)
-	if err != nil || user <= 0 {
-		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"code":"UNAUTHORIZED","message":"X-User-Id header required"}`)
+	user, present, valid := sale.ParseUserID(ctx.Request.Header.Peek("X-User-Id"))
+	switch {
+	case !present:
+		answer(ctx, fasthttp.StatusUnauthorized, "UNAUTHORIZED", "X-User-Id header required")
+		return
+	case !valid:
+		answer(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "X-User-Id must be a positive integer")
 		return
 	}
 	rn, _ := ctx.UserValue("requestNo").(string)

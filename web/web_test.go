@@ -102,6 +102,8 @@ func TestResultStreamIsOwnerOnly(t *testing.T) {
 		{"another user gets not found", "8", "42", 404},
 		{"an unknown ticket is not found", "7", "43", 404},
 		{"no user is unauthorized", "", "42", 401},
+		{"a signed user id is malformed, as on the order route", "+7", "42", 400},
+		{"a user id with letters is malformed", "7a", "42", 400},
 		{"the owner gets the final answer", "7", "42", 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
