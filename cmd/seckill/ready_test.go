@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,9 +47,12 @@ type httpAnswer struct {
 	Message string `json:"message"`
 }
 
-func call(method, url, body string) (httpAnswer, error) {
+func call(method, url, body string) (httpAnswer, error) { return callAs(4711, method, url, body) }
+
+// callAs sends a request as buyer user and reads the answer.
+func callAs(user int, method, url, body string) (httpAnswer, error) {
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("X-User-Id", "4711")
+	req.Header.Set("X-User-Id", strconv.Itoa(user))
 	c := &http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Do(req)
 	if err != nil {
