@@ -174,5 +174,17 @@ func TestDevWaitsForItsLoadingRedis(t *testing.T) {
 		if !strings.Contains(out, "LOADING") {
 			t.Errorf("the wait's log line does not give Redis' answer (LOADING)\n%s", out)
 		}
+		// The start line comes before the wait, the ready line after it.
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(out, "\tready\t{\"role\": \"dev\"") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			out = p.logs.String()
+		}
+		starting := strings.Index(out, "\tstarting\t{\"role\": \"dev\"")
+		waitEnded := strings.Index(out, "dependency ready\t{\"dependency\": \"redis.default\"")
+		readyAt := strings.Index(out, "\tready\t{\"role\": \"dev\"")
+		if starting < 0 || waitEnded < starting || readyAt < waitEnded || strings.Count(out, "\tready\t{") != 1 {
+			t.Errorf("want one start line, then the wait, then one ready line (at %d, %d, %d)\n%s", starting, waitEnded, readyAt, out)
+		}
 	})
 }

@@ -31,6 +31,31 @@ func TestWatchConsole(t *testing.T) {
 	pub, adm := freeAddr(t), freeAddr(t)
 	p := startDev(t, bin, filepath.Join(dir, "data"), pub, adm, "SECKILL_ADMIN_TOKEN=watch-token")
 	waitDevReady(t, p, pub)
+	t.Run("dev says what it runs on, and that it is ready, without the admin token", func(t *testing.T) {
+		deadline := time.Now().Add(10 * time.Second)
+		for _, ok := logLine(p.logs.String(), "ready"); !ok; _, ok = logLine(p.logs.String(), "ready") {
+			if time.Now().After(deadline) {
+				t.Fatalf("no ready line\n%s", p.logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		line, ok := logLine(p.logs.String(), "starting")
+		if !ok {
+			t.Fatalf("no start line\n%s", p.logs.String())
+		}
+		checkStartLine(t, line, map[string]any{"role": "dev", "listeners": map[string]string{"public": pub, "admin": adm},
+			"store": "sqlite", "dsn": filepath.Join(dir, "data", "seckill.db")})
+		redis, _ := line["redis"].(map[string]any)
+		if b, _ := line["brokers"].([]any); len(redis) != 2 || len(b) != 1 {
+			t.Errorf("dev's start line names %v Redis and %v brokers, want its two Redis children and its broker", line["redis"], line["brokers"])
+		}
+		b, _ := json.Marshal(line)
+		for _, secret := range []string{"watch-token", "dev-token-secret-not-for-production"} {
+			if strings.Contains(string(b), secret) {
+				t.Errorf("the start line shows %q: %s", secret, b)
+			}
+		}
+	})
 	ctx := context.Background()
 	c := adminClient{base: "http://" + adm, token: "watch-token", http: &http.Client{Timeout: 10 * time.Second}}
 	cli := func(args ...string) string {
