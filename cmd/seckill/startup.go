@@ -128,6 +128,7 @@ type startup struct {
 // announce logs l and answers the startup whose ready logs the second
 // line.
 func announce(log *zap.Logger, l startLine) *startup {
+	log = log.WithOptions(zap.AddCallerSkip(1)) // the caller is the process's command
 	log.Info("starting", l.fields()...)
 	return &startup{log: log, role: l.role, began: time.Now()}
 }
