@@ -363,11 +363,18 @@ func (s *Server) lag(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, err)
 		return
 	}
-	var total int64
-	out := map[string]int64{}
+	rep := LagReport{Partitions: map[string]int64{}}
 	for p, n := range ps {
-		out[strconv.Itoa(int(p))] = n
-		total += n
+		rep.Partitions[strconv.Itoa(int(p))] = n
+		rep.Total += n
 	}
-	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"total": total, "partitions": out})
+	writeJSON(ctx, fasthttp.StatusOK, rep)
+}
+
+// LagReport answers GET /admin/v1/lag: the messages of the orders topic
+// not yet committed by the consumer group, in all and per partition
+// (keyed by the partition number).
+type LagReport struct {
+	Total      int64            `json:"total"`
+	Partitions map[string]int64 `json:"partitions"`
 }

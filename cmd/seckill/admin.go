@@ -2,24 +2,26 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"sort"
+	"os/signal"
 	"strconv"
 	"strings"
-	"text/tabwriter"
+	"syscall"
 	"time"
 )
 
 const adminUsage = `usage: seckill admin [--addr URL] [--token TOKEN] [--json] <command> [args]
 
 The address and token also come from SECKILL_ADMIN_ADDR (default
-http://127.0.0.1:8081) and SECKILL_ADMIN_TOKEN.
+http://127.0.0.1:8081) and SECKILL_ADMIN_TOKEN. Every command prints a
+table; --json prints the admin API's answer instead. Flags may come
+before or after the command.
 
 commands:
   activities                          list activities
@@ -36,20 +38,29 @@ commands:
   block user USER_ID                  refuse a user at every edge (403)
   unblock ip ADDRESS|CIDR             lift an admin API block of an address or network
   unblock user USER_ID                lift an admin API block of a user
+  watch ACTIVITY [--interval 1s] [--count N]
+                                      the live console: redraws per SKU stock, drift, sales
+                                      per second, accepted and rejected per second, consumer
+                                      lag and the switches; Ctrl-C stops it (--json: one
+                                      JSON object per frame)
 `
 
-// runAdmin is `seckill admin`: one call of the admin API per command.
+// runAdmin is `seckill admin`: one call of the admin API per command, or
+// the live console (watch).
 func runAdmin(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
 	fs.SetOutput(out)
 	addr := fs.String("addr", envOr("SECKILL_ADMIN_ADDR", "http://127.0.0.1:8081"), "admin API base URL")
 	tok := fs.String("token", os.Getenv("SECKILL_ADMIN_TOKEN"), "admin bearer token")
-	asJSON := fs.Bool("json", false, "print the raw JSON answer")
+	asJSON := fs.Bool("json", false, "print the admin API's JSON answer instead of a table")
+	repair := fs.Bool("repair", false, "reconcile: apply the provably safe repairs")
+	interval := fs.Duration("interval", time.Second, "watch: time between frames")
+	count := fs.Int("count", 0, "watch: stop after this many frames (0: until Ctrl-C)")
 	fs.Usage = func() { fmt.Fprint(out, adminUsage) }
-	if err := fs.Parse(args); err != nil {
+	a, err := parseInterleaved(fs, args)
+	if err != nil {
 		return err
 	}
-	a := fs.Args()
 	if len(a) == 0 || a[0] == "help" {
 		fmt.Fprint(out, adminUsage)
 		return nil
@@ -83,12 +94,12 @@ func runAdmin(args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		method, path = "POST", "/admin/v1/activities"
+		method, path, render = "POST", "/admin/v1/activities", renderActivities
 	case "state":
 		if err := need(2); err != nil {
 			return err
 		}
-		method, path, body = "PUT", "/admin/v1/activities/"+a[1]+"/state", map[string]string{"state": strings.ToUpper(a[2])}
+		method, path, body, render = "PUT", "/admin/v1/activities/"+a[1]+"/state", map[string]string{"state": strings.ToUpper(a[2])}, renderActivities
 	case "soldout":
 		if err := need(2); err != nil {
 			return err
@@ -101,7 +112,7 @@ func runAdmin(args []string, out io.Writer) error {
 		if len(a) > 3 {
 			b["activityId"], _ = strconv.ParseInt(a[3], 10, 64)
 		}
-		method, path, body = "PUT", "/admin/v1/skus/"+a[1]+"/soldout", b
+		method, path, body, render = "PUT", "/admin/v1/skus/"+a[1]+"/soldout", b, renderSoldOut
 	case "restock":
 		if err := need(2); err != nil {
 			return err
@@ -114,7 +125,7 @@ func runAdmin(args []string, out io.Writer) error {
 		if len(a) > 3 {
 			b["activityId"], _ = strconv.ParseInt(a[3], 10, 64)
 		}
-		method, path, body = "POST", "/admin/v1/skus/"+a[1]+"/restock", b
+		method, path, body, render = "POST", "/admin/v1/skus/"+a[1]+"/restock", b, renderRestock
 	case "stock":
 		if err := need(1); err != nil {
 			return err
@@ -124,14 +135,14 @@ func runAdmin(args []string, out io.Writer) error {
 		if err := need(1); err != nil {
 			return err
 		}
-		method, path = "GET", "/admin/v1/requests/"+a[1]
+		method, path, render = "GET", "/admin/v1/requests/"+a[1], renderStory
 	case "reconcile":
-		method, path = "POST", "/admin/v1/reconcile"
-		if len(a) > 1 && a[1] == "--repair" {
+		method, path, render = "POST", "/admin/v1/reconcile", renderReconcileAnswer
+		if *repair {
 			path += "?repair=true"
 		}
 	case "lag":
-		method, path = "GET", "/admin/v1/lag"
+		method, path, render = "GET", "/admin/v1/lag", renderLag
 	case "blocklist":
 		method, path, render = "GET", "/admin/v1/blocklist", renderBlocklist
 	case "block", "unblock":
@@ -157,26 +168,43 @@ func runAdmin(args []string, out io.Writer) error {
 			return fmt.Errorf("%s takes ip or user, not %q; see seckill admin help", a[0], a[1])
 		}
 		render = renderBlock
+	case "watch":
+		if err := need(1); err != nil {
+			return err
+		}
+		if _, err := strconv.ParseInt(a[1], 10, 64); err != nil {
+			return fmt.Errorf("watch: activity %q is not a number", a[1])
+		}
+		if *interval < 100*time.Millisecond {
+			return fmt.Errorf("watch: --interval must be at least 100ms")
+		}
+		if *count < 0 {
+			return fmt.Errorf("watch: --count must not be negative")
+		}
+		// Ctrl-C ends the console quietly (exit 0); the terminal keeps the
+		// last frame.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		w := &watch{c: c, activity: a[1], every: *interval, count: *count, asJSON: *asJSON, ansi: isTerminal(out), now: time.Now}
+		return w.run(ctx, out)
 	default:
 		return fmt.Errorf("unknown admin command %q; see seckill admin help", a[0])
 	}
 	if body != nil {
 		raw, _ = json.Marshal(body)
 	}
-	status, resp, err := c.do(method, path, raw)
+	status, resp, err := c.do(context.Background(), method, path, raw)
 	if err != nil {
 		return err
 	}
 	if status >= 300 {
-		var e struct{ Code, Message string }
-		_ = json.Unmarshal(resp, &e)
 		if *asJSON {
 			out.Write(resp)
 			fmt.Fprintln(out)
 		}
-		return fmt.Errorf("%s %s: %d %s: %s", method, path, status, e.Code, e.Message)
+		return apiError(method, path, status, resp)
 	}
-	if *asJSON || render == nil {
+	if *asJSON {
 		var pretty bytes.Buffer
 		if json.Indent(&pretty, resp, "", "  ") == nil {
 			resp = pretty.Bytes()
@@ -186,6 +214,31 @@ func runAdmin(args []string, out io.Writer) error {
 		return nil
 	}
 	return render(resp, out)
+}
+
+// parseInterleaved parses fs's flags wherever they stand among the
+// positional arguments ("stock 1 --json" as well as "--json stock 1") and
+// answers the positional ones in order.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// apiError is an admin API answer other than 2xx, with its code and message.
+func apiError(method, path string, status int, resp []byte) error {
+	var e struct{ Code, Message string }
+	_ = json.Unmarshal(resp, &e)
+	return fmt.Errorf("%s %s: %d %s: %s", method, path, status, e.Code, e.Message)
 }
 
 func envOr(k, d string) string {
@@ -200,8 +253,8 @@ type adminClient struct {
 	http        *http.Client
 }
 
-func (c adminClient) do(method, path string, body []byte) (int, []byte, error) {
-	req, err := http.NewRequest(method, c.base+path, bytes.NewReader(body))
+func (c adminClient) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -218,126 +271,25 @@ func (c adminClient) do(method, path string, body []byte) (int, []byte, error) {
 	return resp.StatusCode, b, err
 }
 
-func renderStock(b []byte, out io.Writer) error {
-	var rep struct {
-		ActivityID int64  `json:"activityId"`
-		State      string `json:"state"`
-		SKUs       []struct {
-			SKUID                                        int64 `json:"skuId"`
-			Hot, SoldOut, MarkedSoldOut                  bool
-			Initial, Remaining, Occupied, Ordered, Drift int64
-			Orders                                       int64
-		} `json:"skus"`
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "activity %d  %s\n", rep.ActivityID, rep.State)
-	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "SKU\tHOT\tINITIAL\tREMAINING\tOCCUPIED\tORDERED\tORDERS\tSOLD OUT\tDRIFT\t")
-	for _, s := range rep.SKUs {
-		so := fmt.Sprint(s.SoldOut)
-		if s.MarkedSoldOut {
-			so += " (marked)"
-		}
-		fmt.Fprintf(w, "%d\t%v\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", s.SKUID, s.Hot, s.Initial, s.Remaining, s.Occupied, s.Ordered, s.Orders, so, s.Drift)
-	}
-	return w.Flush()
+// statusError is an admin API answer other than 2xx.
+type statusError struct {
+	status int
+	err    error
 }
 
-func renderActivities(b []byte, out io.Writer) error {
-	var acts []struct {
-		ID           int64     `json:"id"`
-		Start, End   time.Time `json:"-"`
-		StartS       string    `json:"start"`
-		EndS         string    `json:"end"`
-		State        string    `json:"state"`
-		RequireToken bool      `json:"requireToken"`
-		SKUs         []struct {
-			ID    int64  `json:"id"`
-			Stock int64  `json:"stock"`
-			Price string `json:"price"`
-			Hot   bool   `json:"hot"`
-		} `json:"skus"`
-	}
-	if err := json.Unmarshal(b, &acts); err != nil {
-		return err
-	}
-	if len(acts) == 0 {
-		return errors.New("no activities")
-	}
-	sort.Slice(acts, func(i, j int) bool { return acts[i].ID < acts[j].ID })
-	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tSTATE\tSTART\tEND\tTOKEN\tSKUS")
-	for _, a := range acts {
-		var skus []string
-		for _, s := range a.SKUs {
-			h := ""
-			if s.Hot {
-				h = " hot"
-			}
-			skus = append(skus, fmt.Sprintf("%d×%d@%s%s", s.ID, s.Stock, s.Price, h))
-		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%v\t%s\n", a.ID, a.State, a.StartS, a.EndS, a.RequireToken, strings.Join(skus, " "))
-	}
-	return w.Flush()
-}
+func (e *statusError) Error() string { return e.err.Error() }
 
-func renderBlocklist(b []byte, out io.Writer) error {
-	var v struct {
-		IPs        []string `json:"ips"`
-		Users      []int64  `json:"users"`
-		Configured struct {
-			IPs   []string `json:"ips"`
-			Users []int64  `json:"users"`
-		} `json:"configured"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
+// get reads path into v; an answer other than 2xx is a *statusError.
+func (c adminClient) get(ctx context.Context, path string, v any) error {
+	status, resp, err := c.do(ctx, "GET", path, nil)
+	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KIND\tENTRY\tSOURCE")
-	for _, ip := range v.IPs {
-		fmt.Fprintf(w, "ip\t%s\tadmin\n", ip)
+	if status >= 300 {
+		return &statusError{status: status, err: apiError("GET", path, status, resp)}
 	}
-	for _, ip := range v.Configured.IPs {
-		fmt.Fprintf(w, "ip\t%s\tconfig\n", ip)
-	}
-	for _, u := range v.Users {
-		fmt.Fprintf(w, "user\t%d\tadmin\n", u)
-	}
-	for _, u := range v.Configured.Users {
-		fmt.Fprintf(w, "user\t%d\tconfig\n", u)
-	}
-	return w.Flush()
-}
-
-func renderBlock(b []byte, out io.Writer) error {
-	var v struct {
-		IP      string `json:"ip"`
-		User    int64  `json:"user"`
-		Blocked bool   `json:"blocked"`
-		Changed bool   `json:"changed"`
-		Note    string `json:"note"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	what := "ip " + v.IP
-	if v.IP == "" {
-		what = "user " + strconv.FormatInt(v.User, 10)
-	}
-	state := "blocked"
-	if !v.Blocked {
-		state = "not blocked"
-	}
-	change := " (no change)"
-	if v.Changed {
-		change = ""
-	}
-	fmt.Fprintf(out, "%s: %s%s\n", what, state, change)
-	if v.Note != "" {
-		fmt.Fprintf(out, "note: %s\n", v.Note)
+	if err := json.Unmarshal(resp, v); err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
 	}
 	return nil
 }

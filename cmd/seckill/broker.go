@@ -10,7 +10,10 @@ import (
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"go.uber.org/zap"
 
+	"seckill/cmd/seckill/config"
+	"seckill/internal/obs"
 	"seckill/internal/sale"
 )
 
@@ -34,6 +37,12 @@ func runBroker(args []string) error {
 	if _, _, err := net.SplitHostPort(*listenAddr); err != nil {
 		return fmt.Errorf("--listen %q: %w", *listenAddr, err)
 	}
+	log, err := obs.NewLogger(config.Default().Log)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	up := announce(log, startLine{role: "broker", listeners: named("kafka", *listenAddr)})
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.SeedTopics(int32(*partitions), sale.OrdersTopic, sale.DLQTopic),
@@ -51,6 +60,8 @@ func runBroker(args []string) error {
 	if err != nil {
 		return fmt.Errorf("broker on %s: %w", *listenAddr, err)
 	}
+	up.ready(zap.Strings("listeners", c.ListenAddrs()), zap.String("dataDir", *dataDir), zap.Int("partitions", *partitions),
+		zap.Strings("topics", []string{sale.OrdersTopic, sale.DLQTopic}))
 	// Scripts and the chaos harness wait for this line.
 	fmt.Printf("seckill broker listening on %s (topics %s, %s; %d partitions; data %q)\n",
 		c.ListenAddrs()[0], sale.OrdersTopic, sale.DLQTopic, *partitions, *dataDir)

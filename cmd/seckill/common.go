@@ -61,25 +61,27 @@ func override(dst *string, v string) {
 
 // startServing opens the listeners and serves sys on them until a signal.
 // If a listener cannot be opened, sys is shut down. reload, if not nil,
-// runs on SIGHUP.
-func startServing(sys *app.System, open func() (app.Listeners, error), reload func() error) error {
+// runs on SIGHUP; up logs the ready line.
+func startServing(sys *app.System, open func() (app.Listeners, error), reload func() error, up *startup) error {
 	l, err := open()
 	if err != nil {
 		_ = sys.Shutdown(context.Background())
 		return err
 	}
-	return serveUntilSignal(sys, l, 30*time.Second, reload)
+	return serveUntilSignal(sys, l, 30*time.Second, reload, up)
 }
 
 // serveUntilSignal runs sys until SIGINT/SIGTERM or a part fails, then shuts
 // it down within grace. With reload, SIGHUP runs it (a failure is logged and
 // changes nothing); without, SIGHUP is logged and ignored, so a `pkill -HUP
 // seckill` meant for the edges does not stop an engine or a consumer.
-func serveUntilSignal(sys *app.System, l app.Listeners, grace time.Duration, reload func() error) error {
+// up logs the ready line once the parts serve.
+func serveUntilSignal(sys *app.System, l app.Listeners, grace time.Duration, reload func() error, up *startup) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
 	sys.Start(l)
+	up.ready()
 	var runErr error
 wait:
 	for {

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"go.uber.org/zap"
-
 	"seckill/cmd/seckill/app"
 	"seckill/cmd/seckill/config"
 	"seckill/internal/devserver"
@@ -97,6 +95,7 @@ func runDev(args []string) (err error) {
 	}
 
 	roles := app.Roles{Edge: true, Engine: true, Consumer: true}
+	up := announce(log, partsLine("dev", cfg, roles, named("public", edgeLn.Addr().String(), "admin", adminLn.Addr().String())))
 	ok, err := start.wait(cfg, log, dependencies(cfg, roles))
 	if !ok {
 		if err == nil {
@@ -136,8 +135,7 @@ seckill dev is up (data in %s)
 
 Ctrl-C drains in-flight tickets into orders and stops.
 `, dir, pub, pub, pub, adm, cfg.Admin.Token, redisDef.Addr, redisHot.Addr, kafka.Addrs[0], pub, pub, adm, cfg.Admin.Token)
-	log.Info("seckill dev started", zap.String("listen", pub), zap.String("admin", adm))
-	return serveUntilSignal(sys, app.Listeners{Edge: edgeLn, Admin: adminLn}, 30*time.Second, rateReloader(sys, config.LoadDev, *path))
+	return serveUntilSignal(sys, app.Listeners{Edge: edgeLn, Admin: adminLn}, 30*time.Second, rateReloader(sys, config.LoadDev, *path), up)
 }
 
 // DemoActivity is the preloaded sale of `seckill dev`: activity 1, open from

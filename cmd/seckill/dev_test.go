@@ -91,29 +91,46 @@ func TestDevAndAdminCLI(t *testing.T) {
 	if out := mustAdmin("stock", "1"); !strings.Contains(out, "DRIFT") || !strings.Contains(out, "1001") {
 		t.Fatalf("stock table:\n%s", out)
 	}
-	if out := mustAdmin("request", ticket.RequestNo); !strings.Contains(out, `"orderNo": "O`+ticket.RequestNo) {
+	if out := mustAdmin("request", ticket.RequestNo); !strings.HasPrefix(rowText(out, "order"), "order O"+ticket.RequestNo+" PENDING_PAYMENT ") ||
+		!hasRow(out, "answer order O"+ticket.RequestNo+" is PENDING_PAYMENT") || !hasRow(out, "AT STEP REMARK") {
 		t.Fatalf("request story:\n%s", out)
 	}
-	if out := mustAdmin("soldout", "1002", "true"); !strings.Contains(out, `"soldOut": true`) {
+	if out := mustAdmin("request", ticket.RequestNo, "--json"); !strings.Contains(out, `"orderNo": "O`+ticket.RequestNo) {
+		t.Fatalf("request story --json:\n%s", out)
+	}
+	if out := mustAdmin("soldout", "1002", "true"); !hasRow(out, "ACTIVITY SKU MARK SOLD OUT REMAINING") || !hasRow(out, "1 1002 on yes 50000") {
 		t.Fatalf("soldout:\n%s", out)
 	}
-	if out := mustAdmin("soldout", "1002", "false"); !strings.Contains(out, `"soldOut": false`) {
-		t.Fatalf("soldout false:\n%s", out)
+	if out := mustAdmin("--json", "soldout", "1002", "false"); !strings.Contains(out, `"soldOut": false`) {
+		t.Fatalf("soldout false --json:\n%s", out)
 	}
-	if out := mustAdmin("restock", "1001", "5"); !strings.Contains(out, `"remaining": 1004`) {
+	if out := mustAdmin("restock", "1001", "5"); !hasRow(out, "ACTIVITY SKU ADDED REMAINING INITIAL") || !hasRow(out, "1 1001 5 1004 1005") {
 		t.Fatalf("restock:\n%s", out)
 	}
-	if out := mustAdmin("state", "1", "offline"); !strings.Contains(out, `"state": "OFFLINE"`) {
+	if out := mustAdmin("state", "1", "offline"); !hasRow(out, "ID STATE START END TOKEN SKUS") || !strings.HasPrefix(rowText(out, "1"), "1 OFFLINE ") {
 		t.Fatalf("state:\n%s", out)
 	}
-	mustAdmin("state", "1", "ONLINE")
-	mustAdmin("lag")
+	if out := mustAdmin("state", "1", "ONLINE", "--json"); !strings.Contains(out, `"state": "ONLINE"`) {
+		t.Fatalf("state --json:\n%s", out)
+	}
+	if out := mustAdmin("lag"); !hasRow(out, "PARTITION LAG") || !strings.HasPrefix(rowText(out, "total"), "total ") {
+		t.Fatalf("lag:\n%s", out)
+	}
+	if out := mustAdmin("lag", "--json"); !strings.Contains(out, `"total": `) || !strings.Contains(out, `"partitions": {`) {
+		t.Fatalf("lag --json:\n%s", out)
+	}
+	if out := mustAdmin("reconcile"); !hasRow(out, "2 SKUs, 0 drifts, 0 repairs") {
+		t.Fatalf("reconcile:\n%s", out)
+	}
+	if out := mustAdmin("reconcile", "--repair", "--json"); !strings.Contains(out, `"repair": true`) {
+		t.Fatalf("reconcile --repair --json:\n%s", out)
+	}
 
 	f := filepath.Join(dir, "act.json")
 	now := time.Now().UTC()
 	os.WriteFile(f, []byte(fmt.Sprintf(`{"id":7,"start":%q,"end":%q,"requireToken":false,"skus":[{"id":7001,"stock":10,"price":"9.90","limitPerUser":1,"hot":false}]}`,
 		now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))), 0o644)
-	if out := mustAdmin("create", f); !strings.Contains(out, `"id": 7`) {
+	if out := mustAdmin("create", f); !strings.HasPrefix(rowText(out, "7"), "7 ONLINE ") || !strings.Contains(out, "7001×10@9.90") {
 		t.Fatalf("create:\n%s", out)
 	}
 	if out := mustAdmin("stock", "7"); !strings.Contains(out, "7001") {
@@ -145,11 +162,11 @@ func TestDevAndAdminCLI(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	if out := mustAdmin("block", "user", "4242"); !strings.Contains(out, "user 4242: blocked") {
+	if out := mustAdmin("block", "user", "4242"); !hasRow(out, "KIND ENTRY STATE CHANGED") || !hasRow(out, "user 4242 blocked yes") {
 		t.Fatalf("block user:\n%s", out)
 	}
 	waitStatus("4242", 403)
-	if out := mustAdmin("block", "ip", "203.0.113.9/24"); !strings.Contains(out, "ip 203.0.113.0/24: blocked") {
+	if out := mustAdmin("block", "ip", "203.0.113.9/24"); !hasRow(out, "ip 203.0.113.0/24 blocked yes") {
 		t.Fatalf("block ip:\n%s", out)
 	}
 	if out := mustAdmin("blocklist"); !strings.Contains(out, "4242") || !strings.Contains(out, "203.0.113.0/24") || !strings.Contains(out, "admin") {
@@ -158,10 +175,10 @@ func TestDevAndAdminCLI(t *testing.T) {
 	if out := mustAdmin("--json", "blocklist"); !strings.Contains(out, `"203.0.113.0/24"`) {
 		t.Fatalf("blocklist --json:\n%s", out)
 	}
-	if out := mustAdmin("unblock", "ip", "203.0.113.0/24"); !strings.Contains(out, "not blocked") {
+	if out := mustAdmin("unblock", "ip", "203.0.113.0/24"); !hasRow(out, "ip 203.0.113.0/24 not blocked yes") {
 		t.Fatalf("unblock ip:\n%s", out)
 	}
-	if out := mustAdmin("unblock", "user", "4242"); !strings.Contains(out, "user 4242: not blocked") {
+	if out := mustAdmin("unblock", "user", "4242"); !hasRow(out, "user 4242 not blocked yes") {
 		t.Fatalf("unblock user:\n%s", out)
 	}
 	waitStatus("4242", 400)
@@ -195,6 +212,21 @@ func TestDevAndAdminCLI(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("seckill dev did not stop on SIGINT\n%s", logs.String())
 	}
+}
+
+// rowText is the table row of out whose first field is first, its fields
+// joined by one space ("" if none).
+func rowText(out, first string) string { return strings.Join(rowOf(out, first), " ") }
+
+// hasRow reports whether a line of out reads row, however the table
+// spaced its columns.
+func hasRow(out, row string) bool {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Join(strings.Fields(l), " ") == row {
+			return true
+		}
+	}
+	return false
 }
 
 func freeAddr(t *testing.T) string {

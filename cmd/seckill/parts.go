@@ -42,6 +42,7 @@ func runEdge(args []string) error {
 		return err
 	}
 	roles := app.Roles{Edge: true, Engine: cfg.Edge.Engine == ""}
+	up := announce(log, partsLine("edge", cfg, roles, named("public", addrOf(l.Edge), "admin", addrOf(l.Admin))))
 	start := startProbe(l.Edge, l.Admin)
 	defer start.handover()
 	if ok, err := start.wait(cfg, log, dependencies(cfg, roles)); !ok {
@@ -55,7 +56,7 @@ func runEdge(args []string) error {
 		return err
 	}
 	start.handover()
-	return serveUntilSignal(sys, l, 30*time.Second, rateReloader(sys, config.Load, *path))
+	return serveUntilSignal(sys, l, 30*time.Second, rateReloader(sys, config.Load, *path), up)
 }
 
 // runEngine is `seckill engine`: the stock engine as a sidecar.
@@ -83,6 +84,7 @@ func runEngine(args []string) error {
 	if err != nil {
 		return err
 	}
+	up := announce(log, partsLine("engine", cfg, roles, named("sidecar", cfg.Engine.Listen, "metrics", addrOf(metrics))))
 	start := startProbe(metrics)
 	defer start.handover()
 	if ok, err := start.wait(cfg, log, dependencies(cfg, roles)); !ok {
@@ -102,7 +104,7 @@ func runEngine(args []string) error {
 			closeListeners(l)
 		}
 		return l, err
-	}, nil)
+	}, nil, up)
 }
 
 // runConsumer is `seckill consumer`.
@@ -121,6 +123,7 @@ func runConsumer(args []string) error {
 	if l.Metrics, err = metricsListener(cfg.Metrics.Listen); err != nil {
 		return err
 	}
+	up := announce(log, partsLine("consumer", cfg, roles, named("metrics", addrOf(l.Metrics))))
 	start := startProbe(l.Metrics)
 	defer start.handover()
 	if ok, err := start.wait(cfg, log, dependencies(cfg, roles)); !ok {
@@ -134,7 +137,7 @@ func runConsumer(args []string) error {
 		return err
 	}
 	start.handover()
-	return serveUntilSignal(sys, l, 30*time.Second, nil)
+	return serveUntilSignal(sys, l, 30*time.Second, nil, up)
 }
 
 // metricsListener opens metrics.listen, if set.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,9 +47,12 @@ type httpAnswer struct {
 	Message string `json:"message"`
 }
 
-func call(method, url, body string) (httpAnswer, error) {
+func call(method, url, body string) (httpAnswer, error) { return callAs(4711, method, url, body) }
+
+// callAs sends a request as buyer user and reads the answer.
+func callAs(user int, method, url, body string) (httpAnswer, error) {
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("X-User-Id", "4711")
+	req.Header.Set("X-User-Id", strconv.Itoa(user))
 	c := &http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -169,6 +173,18 @@ func TestDevWaitsForItsLoadingRedis(t *testing.T) {
 		}
 		if !strings.Contains(out, "LOADING") {
 			t.Errorf("the wait's log line does not give Redis' answer (LOADING)\n%s", out)
+		}
+		// The start line comes before the wait, the ready line after it.
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(out, "\tready\t{\"role\": \"dev\"") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			out = p.logs.String()
+		}
+		starting := strings.Index(out, "\tstarting\t{\"role\": \"dev\"")
+		waitEnded := strings.Index(out, "dependency ready\t{\"dependency\": \"redis.default\"")
+		readyAt := strings.Index(out, "\tready\t{\"role\": \"dev\"")
+		if starting < 0 || waitEnded < starting || readyAt < waitEnded || strings.Count(out, "\tready\t{") != 1 {
+			t.Errorf("want one start line, then the wait, then one ready line (at %d, %d, %d)\n%s", starting, waitEnded, readyAt, out)
 		}
 	})
 }

@@ -46,6 +46,8 @@ func runReconcile(args []string, out io.Writer) error {
 	if cfg.Store.Driver == "mysql" {
 		deps = append(deps, databaseDependency(cfg))
 	}
+	up := announce(log, startLine{role: "reconcile", redis: redisAddrs(cfg.Redis), brokers: cfg.Consumer.Brokers,
+		store: cfg.Store.Driver, dsn: redactDSN(cfg.Store.Driver, cfg.Store.DSN)})
 	if ok, err := startProbe().wait(cfg, log, deps); !ok {
 		if err == nil {
 			err = errors.New("stopped while waiting for Redis and the database")
@@ -71,6 +73,7 @@ func runReconcile(args []string, out io.Writer) error {
 	} else {
 		fmt.Fprintf(os.Stderr, "seckill reconcile: no Kafka (%v): no occupancy is judged stale\n", err)
 	}
+	up.ready()
 	stock := stock.New(shards, catalog.New(shards.Default))
 	r := reconcile.New(cfg.Reconcile, stock, st, results.New(shards.Default, cfg.Engine.ResultTTL), through, log.Named("reconcile"), nil)
 	rep, err := r.Run(ctx, *repair)

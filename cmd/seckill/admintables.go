@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"seckill/admin"
+	"seckill/internal/sale"
+	"seckill/reconcile"
+)
+
+// The tables `seckill admin` prints, one per answer of the admin API
+// (--json prints the answer itself).
+
+func table(out io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(out, 2, 4, 2, ' ', 0) }
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func renderStock(b []byte, out io.Writer) error {
+	var rep admin.StockReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "activity %d  %s\n", rep.ActivityID, rep.State)
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "SKU\tHOT\tINITIAL\tREMAINING\tOCCUPIED\tORDERED\tORDERS\tSOLD OUT\tDRIFT\t")
+	for _, s := range rep.SKUs {
+		so := fmt.Sprint(s.SoldOut)
+		if s.Marked {
+			so += " (marked)"
+		}
+		fmt.Fprintf(w, "%d\t%v\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", s.SKUID, s.Hot, s.Initial, s.Remaining, s.Occupied, s.Ordered, s.Orders, so, s.Drift)
+	}
+	return w.Flush()
+}
+
+// renderActivities prints the catalog, or the one activity that create
+// and state answer.
+func renderActivities(b []byte, out io.Writer) error {
+	var acts []sale.Activity
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
+		var a sale.Activity
+		if err := json.Unmarshal(b, &a); err != nil {
+			return err
+		}
+		acts = append(acts, a)
+	} else if err := json.Unmarshal(b, &acts); err != nil {
+		return err
+	}
+	if len(acts) == 0 {
+		return errors.New("no activities")
+	}
+	sort.Slice(acts, func(i, j int) bool { return acts[i].ID < acts[j].ID })
+	w := table(out)
+	fmt.Fprintln(w, "ID\tSTATE\tSTART\tEND\tTOKEN\tSKUS")
+	for _, a := range acts {
+		var skus []string
+		for _, s := range a.SKUs {
+			h := ""
+			if s.Hot {
+				h = " hot"
+			}
+			skus = append(skus, fmt.Sprintf("%d×%d@%s%s", s.ID, s.Stock, s.Price, h))
+		}
+		state := a.State
+		if state == "" {
+			state = sale.StateOnline
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%v\t%s\n", a.ID, state, a.Start.Format(time.RFC3339), a.End.Format(time.RFC3339),
+			a.RequireToken, strings.Join(skus, " "))
+	}
+	return w.Flush()
+}
+
+func renderSoldOut(b []byte, out io.Writer) error {
+	var v struct {
+		ActivityID int64 `json:"activityId"`
+		SKUID      int64 `json:"skuId"`
+		SoldOut    bool  `json:"soldOut"`
+		Marked     bool  `json:"marked"`
+		Remaining  int64 `json:"remaining"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	w := table(out)
+	fmt.Fprintln(w, "ACTIVITY\tSKU\tMARK\tSOLD OUT\tREMAINING")
+	mark := "off"
+	if v.Marked {
+		mark = "on"
+	}
+	fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%d\n", v.ActivityID, v.SKUID, mark, yesNo(v.SoldOut), v.Remaining)
+	return w.Flush()
+}
+
+func renderRestock(b []byte, out io.Writer) error {
+	var v struct {
+		ActivityID int64 `json:"activityId"`
+		SKUID      int64 `json:"skuId"`
+		Added      int64 `json:"added"`
+		Remaining  int64 `json:"remaining"`
+		Initial    int64 `json:"initial"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	w := table(out)
+	fmt.Fprintln(w, "ACTIVITY\tSKU\tADDED\tREMAINING\tINITIAL")
+	fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\n", v.ActivityID, v.SKUID, v.Added, v.Remaining, v.Initial)
+	return w.Flush()
+}
+
+// renderStory prints a ticket's story: what it is in one line, then the
+// result, request log, order and Redis hold, then its history.
+func renderStory(b []byte, out io.Writer) error {
+	var st admin.Story
+	if err := json.Unmarshal(b, &st); err != nil {
+		return err
+	}
+	w := table(out)
+	fmt.Fprintf(w, "ticket\t%s\n", st.RequestNo)
+	fmt.Fprintf(w, "answer\t%s\n", st.Answer)
+	if r := st.Result; r != nil {
+		line := r.State
+		if r.OrderNo != "" {
+			line += "  order " + r.OrderNo
+		}
+		if r.Code != "" {
+			line += "  code " + r.Code
+		}
+		fmt.Fprintf(w, "result\t%s  (activity %d, sku %d, user %d)\n", line, r.Activity, r.SKU, r.Owner)
+	} else {
+		fmt.Fprintln(w, "result\tnone in Redis")
+	}
+	if l := st.Log; l != nil {
+		line := l.Status
+		if l.Remark != "" {
+			line += "  " + l.Remark
+		}
+		fmt.Fprintf(w, "request log\t%s  (trace %s, updated %s)\n", line, l.TraceID, l.Updated.Format(time.RFC3339))
+	} else {
+		fmt.Fprintln(w, "request log\tnone")
+	}
+	if o := st.Order; o != nil {
+		fmt.Fprintf(w, "order\t%s  %s  activity %d, sku %d, user %d, %d × %s = %s, created %s\n", o.OrderNo, o.Status,
+			o.ActivityID, o.SKUID, o.UserID, o.Quantity, o.UnitPrice, o.Amount, o.Created.Format(time.RFC3339))
+	} else {
+		fmt.Fprintln(w, "order\tnone")
+	}
+	if h := st.Occupancy; h != nil {
+		line := "not held"
+		switch {
+		case h.Held && h.Claimed:
+			line = "held, claimed by the consumer"
+		case h.Held:
+			line = "held"
+		case h.Holder != "":
+			line = "not held: the buyer's record names ticket " + h.Holder
+		}
+		fmt.Fprintf(w, "stock hold\t%s\n", line)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(st.History) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	w = table(out)
+	fmt.Fprintln(w, "AT\tSTEP\tREMARK")
+	for _, e := range st.History {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", e.At.Format("2006-01-02T15:04:05.000Z07:00"), e.Status, e.Remark)
+	}
+	return w.Flush()
+}
+
+func renderReconcileAnswer(b []byte, out io.Writer) error {
+	var rep reconcile.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return err
+	}
+	renderReconcile(rep, out)
+	return nil
+}
+
+func renderLag(b []byte, out io.Writer) error {
+	var rep admin.LagReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return err
+	}
+	parts := make([]int, 0, len(rep.Partitions))
+	for p := range rep.Partitions {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return fmt.Errorf("lag: partition %q", p)
+		}
+		parts = append(parts, n)
+	}
+	sort.Ints(parts)
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "PARTITION\tLAG\t")
+	for _, p := range parts {
+		fmt.Fprintf(w, "%d\t%d\t\n", p, rep.Partitions[strconv.Itoa(p)])
+	}
+	fmt.Fprintf(w, "total\t%d\t\n", rep.Total)
+	return w.Flush()
+}
+
+func renderBlocklist(b []byte, out io.Writer) error {
+	var v struct {
+		IPs        []string `json:"ips"`
+		Users      []int64  `json:"users"`
+		Configured struct {
+			IPs   []string `json:"ips"`
+			Users []int64  `json:"users"`
+		} `json:"configured"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	w := table(out)
+	fmt.Fprintln(w, "KIND\tENTRY\tSOURCE")
+	for _, ip := range v.IPs {
+		fmt.Fprintf(w, "ip\t%s\tadmin\n", ip)
+	}
+	for _, ip := range v.Configured.IPs {
+		fmt.Fprintf(w, "ip\t%s\tconfig\n", ip)
+	}
+	for _, u := range v.Users {
+		fmt.Fprintf(w, "user\t%d\tadmin\n", u)
+	}
+	for _, u := range v.Configured.Users {
+		fmt.Fprintf(w, "user\t%d\tconfig\n", u)
+	}
+	return w.Flush()
+}
+
+func renderBlock(b []byte, out io.Writer) error {
+	var v struct {
+		IP      string `json:"ip"`
+		User    int64  `json:"user"`
+		Blocked bool   `json:"blocked"`
+		Changed bool   `json:"changed"`
+		Note    string `json:"note"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	kind, entry := "ip", v.IP
+	if v.IP == "" {
+		kind, entry = "user", strconv.FormatInt(v.User, 10)
+	}
+	state := "blocked"
+	if !v.Blocked {
+		state = "not blocked"
+	}
+	w := table(out)
+	fmt.Fprintln(w, "KIND\tENTRY\tSTATE\tCHANGED")
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", kind, entry, state, yesNo(v.Changed))
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if v.Note != "" {
+		fmt.Fprintf(out, "note: %s\n", v.Note)
+	}
+	return nil
+}
