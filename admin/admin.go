@@ -1,8 +1,8 @@
 // Package admin is the on-call API (DESIGN §4), served on its own listener
 // next to the edge: create and preheat activities, switch them online or
 // offline, mark SKUs sold out, restock, read stock / occupancy / orders /
-// drift and a ticket's story, run reconciliation, read consumer lag, and
-// keep the IP and user blocklists.
+// drift and a ticket's story, run reconciliation, read consumer lag, keep
+// the IP and user blocklists, and switch an activity's risk policy.
 // Every call needs "Authorization: Bearer <admin.token>" (compared in
 // constant time) and is audit-logged, allowed or not.
 package admin
@@ -77,6 +77,7 @@ func New(token string, d Deps, log *zap.Logger) *Server {
 	s.r.POST("/admin/v1/activities", s.createActivity)
 	s.r.GET("/admin/v1/activities", s.listActivities)
 	s.r.PUT("/admin/v1/activities/{id}/state", s.setState)
+	s.r.PUT("/admin/v1/activities/{id}/risk", s.setRisk)
 	s.r.GET("/admin/v1/activities/{id}/stock", s.stock)
 	s.r.PUT("/admin/v1/skus/{sku}/soldout", s.soldOut)
 	s.r.POST("/admin/v1/skus/{sku}/restock", s.restock)

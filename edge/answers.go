@@ -55,6 +55,7 @@ const (
 	reasonInflight               // per-SKU bound on attempts in flight (edge.rate.sku_inflight)
 	reasonNotReserved            // token asked for by a user not on the reserved list
 	reasonTokenNotOffered        // token asked for an activity that requires none
+	reasonRisk                   // the risk service (or its cached verdict) said deny
 	nReasons
 )
 
@@ -81,6 +82,7 @@ var reasons = [nReasons]string{
 	reasonInflight:        "inflight",
 	reasonNotReserved:     "not_reserved",
 	reasonTokenNotOffered: "token_not_offered",
+	reasonRisk:            "risk",
 }
 
 // Fixed answers.
@@ -100,6 +102,9 @@ var (
 	ansTokenRequired = newAnswer(fasthttp.StatusForbidden, "TOKEN_REQUIRED", reasonTokenRequired, "this sale requires a qualification token")
 	ansTokenInvalid  = newAnswer(fasthttp.StatusForbidden, "TOKEN_INVALID", reasonTokenInvalid, "qualification token refused")
 	ansCheckBusy     = newAnswer(fasthttp.StatusServiceUnavailable, "BUSY", reasonBusy, "system busy, try again")
+	// The risk check's deny; its reason stays with the risk service (a
+	// buyer told why would learn how to get past it).
+	ansRiskRejected = newAnswer(fasthttp.StatusForbidden, "RISK_REJECTED", reasonRisk, "this purchase was refused by the risk check")
 
 	// Who may come in, and how often. Every 429 also carries Retry-After.
 	ansBlockedIP   = newAnswer(fasthttp.StatusForbidden, "BLOCKED", reasonBlockedIP, "requests from your network are refused")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"seckill/internal/blocklist"
+	"seckill/internal/sale"
 )
 
 // Config is the edge section.
@@ -40,6 +41,9 @@ type Config struct {
 	Rate RateConfig `yaml:"rate"`
 	// Blocklist holds the configured blocklists.
 	Blocklist BlocklistConfig `yaml:"blocklist"`
+	// Risk is the optional call to a risk service (risk.go); off by
+	// default.
+	Risk RiskConfig `yaml:"risk"`
 	// ReadTimeout, WriteTimeout, IdleTimeout close slow or idle clients.
 	// Defaults 5s, 5s, 60s.
 	ReadTimeout  time.Duration `yaml:"read_timeout"`
@@ -143,6 +147,31 @@ type BlocklistConfig struct {
 	RefreshInterval time.Duration `yaml:"refresh_interval"`
 }
 
+// RiskConfig is edge.risk: the call to a risk service each purchase makes
+// after the edge's own checks and before the stock (wire contract in
+// risk.go and docs/operations-edge.md).
+type RiskConfig struct {
+	// URL is the risk service's check endpoint, http:// or https://
+	// (e.g. "http://risk.internal:8081/v1/check"). Empty: no risk check
+	// (the default).
+	URL string `yaml:"url"`
+	// Timeout bounds one call, connecting included; past it the
+	// activity's policy decides. Default 20ms.
+	Timeout time.Duration `yaml:"timeout"`
+	// CacheTTL is how long a user's verdict is reused without asking the
+	// service again (per edge; failures are not cached); 0 disables the
+	// cache. Default 3s.
+	CacheTTL time.Duration `yaml:"cache_ttl"`
+	// OnError is the policy of an activity that has none of its own
+	// (sale.Activity.RiskOnError, switched live by the admin API): "allow"
+	// lets a purchase without a verdict go on (degrade open, counted),
+	// "deny" answers it 503 BUSY. Default allow.
+	OnError string `yaml:"on_error"`
+	// MaxConns caps the connections to the risk service; a call finding
+	// none free fails at once (then the policy decides). Default 512.
+	MaxConns int `yaml:"max_conns"`
+}
+
 // DefaultConfig returns the defaults named on each field.
 func DefaultConfig() Config {
 	return Config{
@@ -170,6 +199,7 @@ func DefaultConfig() Config {
 			SKUInflight: 1024, SKUInflightWait: time.Second,
 		},
 		Blocklist: BlocklistConfig{RefreshInterval: 10 * time.Second},
+		Risk:      RiskConfig{Timeout: 20 * time.Millisecond, CacheTTL: 3 * time.Second, OnError: sale.RiskAllow, MaxConns: 512},
 	}
 }
 
@@ -216,6 +246,26 @@ func (c *Config) Validate() error {
 	}
 	if c.Blocklist.RefreshInterval <= 0 {
 		return errors.New("edge.blocklist.refresh_interval must be positive")
+	}
+	return c.Risk.validate()
+}
+
+func (r *RiskConfig) validate() error {
+	switch {
+	case r.OnError != sale.RiskAllow && r.OnError != sale.RiskDeny:
+		return errors.New("edge.risk.on_error must be allow or deny")
+	case r.Timeout <= 0 || r.Timeout > 10*time.Second:
+		return errors.New("edge.risk.timeout must be positive and at most 10s")
+	case r.CacheTTL < 0:
+		return errors.New("edge.risk.cache_ttl must not be negative (0 disables the cache)")
+	case r.MaxConns < 1:
+		return errors.New("edge.risk.max_conns must be at least 1")
+	}
+	if r.URL == "" {
+		return nil
+	}
+	if _, err := parseRiskURL(r.URL); err != nil {
+		return err
 	}
 	return nil
 }

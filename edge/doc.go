@@ -8,8 +8,10 @@
 // Server wires small parts, each in a file named for it: admission
 // (admit.go, with clientip.go, blocklist.go and the rate reload in
 // reload.go), the catalog views (views.go), the sold-out flags (soldout.go),
-// the answers (answers.go: the one table of what a buyer is told) and the
-// token hooks (token.go). The routes are order.go, result.go, activity.go,
+// the answers (answers.go: the one table of what a buyer is told), the
+// token hooks (token.go) and the optional risk check (risk.go: a call to a
+// risk service with a per-user verdict cache and a per-activity policy for
+// when it fails). The routes are order.go, result.go, activity.go,
 // token.go and health.go; events.go and poll.go keep the parts fresh.
 //
 // Admission comes first: the client address (X-Forwarded-For only from
@@ -19,7 +21,9 @@
 // in flight (edge.rate.sku_inflight), the user × SKU window in Redis and the
 // per-SKU admission gate, which lets this edge's share
 // (1/edge.rate.gate_edges) of K × remaining stock per second through to the
-// engine. Every refusal for rate is 429 with Retry-After. SetRate (SIGHUP in
+// engine. Every refusal for rate is 429 with Retry-After. A purchase
+// admitted then meets the risk check when edge.risk.url is set (risk.go),
+// before its token is spent and the engine is asked. SetRate (SIGHUP in
 // cmd/seckill) changes edge.rate while serving.
 //
 // Local state is two ristretto caches: per-SKU sold-out flags (raised by one
@@ -43,13 +47,17 @@
 //	seckill_edge_request_seconds{route}              time to answer (histogram)
 //	seckill_edge_soldout_propagation_seconds         event sender to local flag (histogram)
 //	seckill_edge_blocklist_entries{kind}             blocklist in force: ip, user
+//	seckill_edge_risk_verdicts_total{verdict,source} risk verdicts applied: allow, deny × service, cache
+//	seckill_edge_risk_failures_total{kind}           risk calls without a verdict: timeout, error
+//	seckill_edge_risk_degraded_total{policy}         purchases the policy decided: allow (passed), deny (503)
+//	seckill_edge_risk_call_seconds                   one risk call (histogram)
 //
 // Routes: order, submit, result, activity, token, healthz, readyz, metrics,
 // none (no route matched), guard (refused by address before routing).
 // Rejection reasons: route, too_large, bad_http, no_user, bad_user,
 // bad_request, unknown_sku, not_open, ended, sold_out, token_required,
 // token_invalid, busy, blocked_ip, blocked_user, rate_ip, rate_user,
-// rate_user_sku, gate, inflight, not_reserved, token_not_offered. Engine outcomes:
+// rate_user_sku, gate, inflight, not_reserved, token_not_offered, risk. Engine outcomes:
 // queued, not_open, ended, sold_out, duplicate, over_limit, unknown_sku,
 // busy.
 package edge

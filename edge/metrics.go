@@ -57,6 +57,12 @@ type metrics struct {
 	propagation prometheus.Histogram
 	blockIPs    prometheus.Gauge
 	blockUsers  prometheus.Gauge
+
+	// The risk check (risk.go): every series exists with risk off too.
+	riskVerdicts [nRiskVerdicts][nRiskSources]prometheus.Counter
+	riskFailures [nRiskFailures]prometheus.Counter
+	riskDegraded [nRiskVerdicts]prometheus.Counter // by the policy that decided
+	riskSeconds  prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -92,7 +98,26 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		// Dense around the 80ms p99 target.
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .08, .1, .25, .5, 1, 2.5},
 	}, []string{"route"})
-	for _, c := range []prometheus.Collector{m.requestsVec, rejections, engineCalls, seconds, m.propagation, blocklist} {
+	riskVerdicts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_edge_risk_verdicts_total",
+		Help: "Risk verdicts the edge applied, by verdict (allow, deny) and source (service: a call answered; cache: a user's recent verdict reused).",
+	}, []string{"verdict", "source"})
+	riskFailures := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_edge_risk_failures_total",
+		Help: "Risk calls that gave no verdict, by kind: timeout (past edge.risk.timeout) or error (refused, no free connection, bad status or body).",
+	}, []string{"kind"})
+	riskDegraded := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_edge_risk_degraded_total",
+		Help: "Purchases the activity's risk policy decided for lack of a verdict: allow (passed without a check) or deny (answered 503 BUSY).",
+	}, []string{"policy"})
+	riskSeconds := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "seckill_edge_risk_call_seconds",
+		Help:    "Time of one call to the risk service, failures included (they end at edge.risk.timeout).",
+		Buckets: []float64{.0005, .001, .002, .004, .008, .012, .016, .02, .025, .032, .05, .1},
+	})
+	m.riskSeconds = riskSeconds
+	for _, c := range []prometheus.Collector{m.requestsVec, rejections, engineCalls, seconds, m.propagation, blocklist,
+		riskVerdicts, riskFailures, riskDegraded, riskSeconds} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge metrics: %w", err)
 		}
@@ -109,6 +134,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	for i := range nOutcomes {
 		m.engineCalls[i] = engineCalls.WithLabelValues(outcomes[i])
+	}
+	for v := range nRiskVerdicts {
+		for src := range nRiskSources {
+			m.riskVerdicts[v][src] = riskVerdicts.WithLabelValues(riskVerdictNames[v], riskSourceNames[src])
+		}
+		m.riskDegraded[v] = riskDegraded.WithLabelValues(riskVerdictNames[v])
+	}
+	for f := range nRiskFailures {
+		m.riskFailures[f] = riskFailures.WithLabelValues(riskFailureNames[f])
 	}
 	return m, nil
 }

@@ -67,6 +67,20 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	// The place purchase took is given back when the engine has answered
 	// (or the token is refused): deferred, so a panic cannot leak it.
 	defer s.admit.done(o.SKUID)
+	// The risk check comes after the limits, so the service is asked at
+	// the pace the gate lets through, and before the token is spent, so a
+	// buyer refused (or answered 503) keeps a usable token.
+	var risked time.Time
+	var riskRemark string
+	if s.risk != nil {
+		risked = time.Now()
+		var ipBuf [64]byte
+		q := riskQuery{user: user, activity: v.activity, sku: o.SKUID, quantity: o.Quantity, policy: v.act.RiskOnError}
+		var ok bool
+		if riskRemark, ok = s.risk.check(ctx, q, s.admit.clientIP(ctx).AppendTo(ipBuf[:0])); !ok {
+			return
+		}
+	}
 	// Spent only now, after the limits: a buyer sent away with 429 keeps
 	// a usable token.
 	if v.requireToken {
@@ -94,6 +108,10 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		req.TraceID = string(o.RequestID)
 	}
 	t, err := s.eng.Occupy(s.bgCtx, req)
+	if err == nil && riskRemark != "" && s.riskLog != nil && t.RequestNo != "" {
+		// Only now is there a ticket whose story the check belongs to.
+		s.riskLog.RiskPassed(t.RequestNo, risked, riskRemark)
+	}
 	if v.requireToken && s.tokens.refunder != nil && errors.Is(err, engine.ErrBusy) {
 		// The token paid for nothing: give it back for the retry.
 		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.TokenRefundTimeout)

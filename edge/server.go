@@ -47,6 +47,9 @@ type Server struct {
 	views  *views
 	flags  *soldOutFlags
 	tokens tokens
+	risk   *riskCheck // nil without edge.risk.url (risk.go)
+
+	riskLog RiskLog // RISK_PASSED into tickets' histories (risk.go)
 
 	ready          []func(context.Context) error
 	gather         prometheus.Gatherer
@@ -139,6 +142,14 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		return nil, err
 	}
 	s.out = answers{rejections: &s.m.rejections}
+	if s.risk, err = newRiskCheck(cfg.Risk, s.out, s.m, s.warn); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.risk.close()
+		}
+	}()
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -269,6 +280,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.closed = true
 		s.flags.close()
 		s.views.close()
+		s.risk.close()
 		s.evMu.Unlock()
 	})
 	return s.err

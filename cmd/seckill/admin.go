@@ -27,6 +27,7 @@ commands:
   activities                          list activities
   create FILE.json                    create or replace + preheat an activity ("-" reads stdin)
   state ACTIVITY ONLINE|OFFLINE       switch an activity online or offline
+  risk ACTIVITY allow|deny            on a risk-service timeout or error: pass purchases, or answer 503
   soldout SKU true|false [ACTIVITY]   set or clear the on-call sold-out mark
   restock SKU UNITS [ACTIVITY]        add units to a live SKU
   stock ACTIVITY                      initial / remaining / occupied / ordered / drift per SKU
@@ -100,6 +101,8 @@ func runAdmin(args []string, out io.Writer) error {
 			return err
 		}
 		method, path, body, render = "PUT", "/admin/v1/activities/"+a[1]+"/state", map[string]string{"state": strings.ToUpper(a[2])}, renderActivities
+	case "risk":
+		return adminRisk(c, a[1:], *asJSON, out)
 	case "soldout":
 		if err := need(2); err != nil {
 			return err
@@ -290,6 +293,44 @@ func (c adminClient) get(ctx context.Context, path string, v any) error {
 	}
 	if err := json.Unmarshal(resp, v); err != nil {
 		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	return nil
+}
+
+// adminRisk is `seckill admin risk ACTIVITY allow|deny`: the activity's
+// risk policy, what every edge does with a purchase when the risk service
+// (edge.risk.url) times out or fails.
+func adminRisk(c adminClient, args []string, asJSON bool, out io.Writer) error {
+	if len(args) != 2 {
+		return fmt.Errorf("risk needs ACTIVITY allow|deny; see seckill admin help")
+	}
+	if _, err := strconv.ParseInt(args[0], 10, 64); err != nil {
+		return fmt.Errorf("risk: %q is not an activity id", args[0])
+	}
+	policy := strings.ToLower(args[1])
+	if policy != "allow" && policy != "deny" {
+		return fmt.Errorf("risk: policy %q must be allow or deny", args[1])
+	}
+	path := "/admin/v1/activities/" + args[0] + "/risk"
+	status, resp, err := c.do(context.Background(), "PUT", path, []byte(`{"onError":"`+policy+`"}`))
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		out.Write(resp)
+		fmt.Fprintln(out)
+	}
+	if status >= 300 {
+		var e struct{ Code, Message string }
+		_ = json.Unmarshal(resp, &e)
+		return fmt.Errorf("PUT %s: %d %s: %s", path, status, e.Code, e.Message)
+	}
+	if !asJSON {
+		what := "purchases pass without a verdict (degrade open, counted in seckill_edge_risk_degraded_total)"
+		if policy == "deny" {
+			what = "purchases are answered 503 BUSY"
+		}
+		fmt.Fprintf(out, "activity %s: when the risk service times out or fails, %s\n", args[0], what)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ package catalog
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -83,6 +84,33 @@ func (c *Catalog) Put(ctx context.Context, a sale.Activity) error {
 	c.snap.Store(build(acts))
 	c.gen.Add(1)
 	return nil
+}
+
+// ErrUnknownActivity is Update's error for an activity the catalog does not
+// hold.
+var ErrUnknownActivity = errors.New("unknown activity")
+
+// Update changes one activity in place, the way a live switch does (the
+// risk policy): it reloads the catalog, applies change to a copy of
+// activity id and puts the copy (Put). The caller announces it
+// (sale.EventActivity). Updates of one activity from two processes at once
+// are not serialised: the last Put wins.
+func (c *Catalog) Update(ctx context.Context, id int64, change func(*sale.Activity)) (sale.Activity, error) {
+	if err := c.Load(ctx); err != nil {
+		return sale.Activity{}, err
+	}
+	cur, ok := c.Activity(id)
+	if !ok {
+		return sale.Activity{}, fmt.Errorf("activity %d: %w", id, ErrUnknownActivity)
+	}
+	a := *cur
+	a.SKUs = append([]sale.SKU(nil), cur.SKUs...)
+	a.ReservedUsers = append([]int64(nil), cur.ReservedUsers...)
+	change(&a)
+	if err := c.Put(ctx, a); err != nil {
+		return sale.Activity{}, err
+	}
+	return a, nil
 }
 
 // Load refreshes the snapshot from Redis. A Put that lands while Load reads

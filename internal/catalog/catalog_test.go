@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -174,5 +175,38 @@ func TestRememberAddsWhatTheSnapshotLacks(t *testing.T) {
 	}
 	if _, ok := c.Activity(2); !ok {
 		t.Fatal("Load forgot a remembered activity Redis still lacks")
+	}
+}
+
+// TestUpdateChangesOneActivityForEveryReader: a live switch (the risk
+// policy) reaches another process's catalog on its next load, and the
+// snapshot a reader already holds is not changed under it.
+func TestUpdateChangesOneActivityForEveryReader(t *testing.T) {
+	r := testenv.StartRedis(t)
+	ctx := context.Background()
+	writer, reader := New(r.Client(t)), New(r.Client(t))
+	t0 := time.Unix(1_800_000_000, 0)
+	if err := writer.Put(ctx, act(1, 10, t0, t0.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held, _ := reader.Activity(1)
+	got, err := writer.Update(ctx, 1, func(a *sale.Activity) { a.RiskOnError = sale.RiskDeny })
+	if err != nil || got.RiskOnError != sale.RiskDeny || len(got.SKUs) != 1 {
+		t.Fatalf("update: %+v, %v", got, err)
+	}
+	if held.RiskOnError != "" {
+		t.Fatal("the update changed a snapshot a reader holds")
+	}
+	if err := reader.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := reader.Activity(1); a.RiskOnError != sale.RiskDeny || a.State != sale.StateOnline {
+		t.Fatalf("reader after load: %+v", a)
+	}
+	if _, err := writer.Update(ctx, 2, func(*sale.Activity) {}); !errors.Is(err, ErrUnknownActivity) {
+		t.Fatalf("update of an unknown activity: %v", err)
 	}
 }

@@ -16,6 +16,13 @@ const (
 	StateOffline = "OFFLINE"
 )
 
+// Risk policies: what the edge does with a purchase when the risk service
+// cannot give a verdict in time (Activity.RiskOnError, edge.risk.on_error).
+const (
+	RiskAllow = "allow" // degrade open: the purchase goes on, counted
+	RiskDeny  = "deny"  // fail closed: 503 BUSY
+)
+
 // Activity is one flash sale: a window, an optional qualification-token
 // requirement and the SKUs on sale. Times are absolute; the window is judged
 // against Redis server time by the occupy script.
@@ -32,7 +39,14 @@ type Activity struct {
 	// unit goes back on sale, but that buyer's next attempt is refused as a
 	// duplicate naming the closed ticket.
 	RebuyAfterClose *bool `json:"rebuyAfterClose,omitempty" yaml:"rebuy_after_close"`
-	SKUs            []SKU `json:"skus" yaml:"skus"`
+	// RiskOnError is the activity's risk policy (RiskAllow or RiskDeny):
+	// what the edges do when the risk service (edge.risk.url) times out or
+	// fails. Empty: the edge's edge.risk.on_error. A live switch, like
+	// State: set by PUT /admin/v1/activities/{id}/risk, kept in the
+	// catalog (not in the orders database) and announced by an activity
+	// event.
+	RiskOnError string `json:"riskOnError,omitempty" yaml:"risk_on_error"`
+	SKUs        []SKU  `json:"skus" yaml:"skus"`
 }
 
 // Rebuy reports RebuyAfterClose with its default (true).
@@ -61,6 +75,9 @@ func (a *Activity) Validate() error {
 	}
 	if a.State != StateOnline && a.State != StateOffline {
 		return fmt.Errorf("activity %d: state must be ONLINE or OFFLINE", a.ID)
+	}
+	if a.RiskOnError != "" && a.RiskOnError != RiskAllow && a.RiskOnError != RiskDeny {
+		return fmt.Errorf("activity %d: riskOnError must be allow or deny", a.ID)
 	}
 	if len(a.SKUs) == 0 {
 		return fmt.Errorf("activity %d: at least one sku", a.ID)

@@ -198,6 +198,9 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		if s.Tokens.CanIssue() {
 			eopts = append(eopts, edge.WithTokenIssuer(s.Tokens))
 		}
+		if s.jobs.reqlog != nil {
+			eopts = append(eopts, edge.WithRiskLog(s.jobs.reqlog))
+		}
 		var fallback edge.ResultFallback
 		if s.Store != nil {
 			fallback = resultFromStore(s.Store)

@@ -16,7 +16,7 @@ import (
 )
 
 // jobs are the bookkeeping parts of a process with an orders database: the
-// request-log writer behind the in-process engine, and (reconcile.jobs) the
+// request-log writer behind the in-process engine and the edge's risk check, and (reconcile.jobs) the
 // periodic jobs — unpaid-order closer, orphan sweeper, Redis watcher,
 // reconciler. They start with System.Start and stop in Shutdown before the
 // connections close.
@@ -40,8 +40,12 @@ func newJobs(s *System, roles Roles, o *options) *jobs {
 	}
 	cfg := s.Cfg
 	s.Payments = payment.New(s.Store, cfg.Order.PayTimeout)
-	if roles.Engine {
+	if roles.Engine || roles.Edge {
+		// One writer for the engine's compensation steps and the edge's
+		// RISK_PASSED (wired in New).
 		j.reqlog = reqlog.New(s.Store, s.Log.Named("reqlog"), s.Reg, 0)
+	}
+	if roles.Engine {
 		o.engineOpts = append(o.engineOpts, engine.WithRequestLog(j.reqlog))
 	}
 	j.lag = &lazyLag{brokers: cfg.Consumer.Brokers, group: cfg.Consumer.Group, topic: cfg.Consumer.Topic}

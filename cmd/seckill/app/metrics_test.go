@@ -20,6 +20,8 @@ var documentedMetrics = []string{
 	// edge
 	"seckill_edge_requests_total", "seckill_edge_rejections_total", "seckill_edge_engine_calls_total",
 	"seckill_edge_request_seconds", "seckill_edge_soldout_propagation_seconds", "seckill_edge_blocklist_entries",
+	"seckill_edge_risk_verdicts_total", "seckill_edge_risk_failures_total", "seckill_edge_risk_degraded_total",
+	"seckill_edge_risk_call_seconds",
 	// engine
 	"seckill_engine_occupy_total", "seckill_engine_lua_seconds", "seckill_engine_lua_errors_total",
 	"seckill_engine_occupy_batch_buyers", "seckill_engine_produce_seconds", "seckill_engine_produce_errors_total",
@@ -55,6 +57,7 @@ func TestEveryDocumentedSignalIsOnMetricsFromTheStart(t *testing.T) {
 	}
 	for _, series := range []string{
 		`seckill_edge_rejections_total{reason="sold_out"} 0`,
+		`seckill_edge_risk_degraded_total{policy="allow"} 0`,
 		`seckill_engine_occupy_total{code="duplicate"} 0`,
 		`seckill_consumer_messages_total{outcome="dlq"} 0`,
 		`seckill_sku_remaining_units{activity="1",sku="1001"} 10`,

@@ -1,0 +1,49 @@
+package admin
+
+import (
+	"errors"
+
+	"github.com/valyala/fasthttp"
+
+	"seckill/internal/catalog"
+	"seckill/internal/sale"
+)
+
+// setRisk is PUT /admin/v1/activities/{id}/risk {"onError":"allow"|"deny"}:
+// the activity's risk policy — what every edge does with a purchase when
+// the risk service (edge.risk.url) times out or fails: allow (degrade
+// open) or deny (503 BUSY). It is kept where the activity's state is, in
+// the catalog entry every edge loads, and announced by an activity event,
+// so running edges follow within the event's delivery (at the latest their
+// edge.refresh_interval). It is not in the orders database: an activity
+// rebuilt from the database after Redis lost its catalog starts again with
+// the edges' edge.risk.on_error, and on-call sets it again.
+func (s *Server) setRisk(ctx *fasthttp.RequestCtx) {
+	id, ok := pathInt(ctx, "id")
+	if !ok {
+		return
+	}
+	var body struct {
+		OnError string `json:"onError"`
+	}
+	if !decode(ctx, &body) {
+		return
+	}
+	if body.OnError != sale.RiskAllow && body.OnError != sale.RiskDeny {
+		writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "onError must be allow or deny")
+		return
+	}
+	c, cancel := opCtx(ctx)
+	defer cancel()
+	a, err := s.d.Stock.Catalog().Update(c, id, func(a *sale.Activity) { a.RiskOnError = body.OnError })
+	if errors.Is(err, catalog.ErrUnknownActivity) {
+		writeErr(ctx, fasthttp.StatusNotFound, "NOT_FOUND", err.Error())
+		return
+	}
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	s.d.Stock.Publish(c, sale.Event{Kind: sale.EventActivity, Activity: id})
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"activityId": id, "onError": a.RiskOnError})
+}

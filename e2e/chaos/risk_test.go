@@ -1,0 +1,155 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"seckill/internal/sale"
+)
+
+// TestRiskServiceSlowDuringTheSale is the seed's degrade case: the edge asks
+// a risk service (edge.risk.url, the production timeout of 20 ms) and the
+// service gets slow. Under the activity's policy deny the edge answers
+// 503 BUSY and takes nothing; switched live to allow through the admin
+// API, the crowd buys while the service is slow — every purchase passes
+// unchecked, counted — and the books still add up. Fast.
+func TestRiskServiceSlowDuringTheSale(t *testing.T) {
+	sc := newScenario(t, Options{})
+	s := sc.s
+	risk := startSlowableRisk(t)
+	s.useRisk(risk.url, "20ms")
+
+	load, skus := crowd()
+	sc.open(skus)
+
+	// Deny, the service slow: refused with 503 before the stock.
+	risk.slow.Store(true)
+	s.setRiskPolicy(sale.RiskDeny)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	probe := s.buy(ctx, LoadSpec{Users: 40, FirstUser: 900_001, HotFrac: load.HotFrac, Rate: 100, Workers: 8, Seed: 7})
+	cancel()
+	s.expect("under deny a slow risk service is answered 503 BUSY", probe.Statuses["503 BUSY"] == probe.sent() && probe.accepted() == 0,
+		"%d probes: %s", probe.sent(), probe.summary())
+
+	// Allow, the service fast, then slow in the middle of the sale.
+	risk.slow.Store(false)
+	s.setRiskPolicy(sale.RiskAllow)
+	var slowFrom, slowTo atomic.Int64
+	run, _ := s.buyWithFault(load, faultPlan{
+		Name: "risk service answers in 2s (edge.risk.timeout 20ms), policy allow", At: 2 * time.Second,
+		Inject: func() error { slowFrom.Store(time.Now().UnixNano()); risk.slow.Store(true); return nil },
+		HealAt: 6 * time.Second,
+		Heal:   func() error { risk.slow.Store(false); slowTo.Store(time.Now().UnixNano()); return nil },
+	})
+	during := 0
+	for _, a := range run.Attempts {
+		if a.Status == 200 && a.Sent.UnixNano() >= slowFrom.Load() && a.Sent.Add(a.Took).UnixNano() <= slowTo.Load() {
+			during++
+		}
+	}
+	m := s.edgeMetrics()
+	s.expect("under allow the sale went on while the risk service was slow", during > 0,
+		"%d tickets issued while it was slow (%s)", during, run.summary())
+	s.expect("the slow calls were counted as timeouts and degraded passes",
+		m[`seckill_edge_risk_failures_total{kind="timeout"}`] > 0 && m[`seckill_edge_risk_degraded_total{policy="allow"}`] > 0 &&
+			m[`seckill_edge_risk_degraded_total{policy="deny"}`] >= float64(probe.sent()),
+		"timeouts %v, degraded allow %v, degraded deny %v", m[`seckill_edge_risk_failures_total{kind="timeout"}`],
+		m[`seckill_edge_risk_degraded_total{policy="allow"}`], m[`seckill_edge_risk_degraded_total{policy="deny"}`])
+	sc.finish(run)
+}
+
+// slowableRisk is a risk service on 127.0.0.1 that allows every purchase,
+// at once or, while slow, after 2 s.
+type slowableRisk struct {
+	url  string
+	slow atomic.Bool
+}
+
+func startSlowableRisk(t *testing.T) *slowableRisk {
+	t.Helper()
+	r := &slowableRisk{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		if r.slow.Load() {
+			select {
+			case <-time.After(2 * time.Second):
+			case <-req.Context().Done(): // the edge gave up and closed
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"verdict":"allow"}`)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	r.url = "http://" + ln.Addr().String() + "/v1/check"
+	return r
+}
+
+// useRisk points the edge at the risk service: its environment gets
+// SECKILL_EDGE_RISK_URL and _TIMEOUT (README "Configuration": every key can
+// be overridden so), and the edge restarts to read them.
+func (s *System) useRisk(url, timeout string) {
+	s.t.Helper()
+	s.Edge.kill(syscall.SIGTERM)
+	if err := s.lastExit(s.Edge); err != nil {
+		s.t.Fatal(err)
+	}
+	s.Edge.mu.Lock()
+	s.Edge.env = append(append([]string(nil), s.Edge.env...), "SECKILL_EDGE_RISK_URL="+url, "SECKILL_EDGE_RISK_TIMEOUT="+timeout)
+	s.Edge.mu.Unlock()
+	if err := s.restart(s.Edge, s.waitEdge); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// setRiskPolicy switches the activity's policy through the admin API.
+func (s *System) setRiskPolicy(policy string) {
+	s.t.Helper()
+	var out struct {
+		OnError string `json:"onError"`
+	}
+	if err := s.adminJSON("PUT", "/admin/v1/activities/"+strconv.Itoa(activityID)+"/risk", map[string]string{"onError": policy}, &out); err != nil || out.OnError != policy {
+		s.t.Fatalf("risk policy %s: %+v %v", policy, out, err)
+	}
+}
+
+// edgeMetrics reads the edge's /metrics into series → value.
+func (s *System) edgeMetrics() map[string]float64 {
+	s.t.Helper()
+	st, b, err := s.get("/metrics", 0)
+	if err != nil || st != 200 {
+		s.t.Fatalf("edge metrics: %d %v", st, err)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
