@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"seckill/internal/sale"
 )
 
 // TestRiskServiceSlowDuringTheSale is the seed's degrade case: the edge asks
@@ -34,7 +32,7 @@ func TestRiskServiceSlowDuringTheSale(t *testing.T) {
 
 	// Deny, the service slow: refused with 503 before the stock.
 	risk.slow.Store(true)
-	s.setRiskPolicy(sale.RiskDeny)
+	s.setRiskPolicy("deny")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	probe := s.buy(ctx, LoadSpec{Users: 40, FirstUser: 900_001, HotFrac: load.HotFrac, Rate: 100, Workers: 8, Seed: 7})
 	cancel()
@@ -43,13 +41,15 @@ func TestRiskServiceSlowDuringTheSale(t *testing.T) {
 
 	// Allow, the service fast, then slow in the middle of the sale.
 	risk.slow.Store(false)
-	s.setRiskPolicy(sale.RiskAllow)
+	s.setRiskPolicy("allow")
 	var slowFrom, slowTo atomic.Int64
 	run, _ := s.buyWithFault(load, faultPlan{
 		Name: "risk service answers in 2s (edge.risk.timeout 20ms), policy allow", At: 2 * time.Second,
 		Inject: func() error { slowFrom.Store(time.Now().UnixNano()); risk.slow.Store(true); return nil },
 		HealAt: 6 * time.Second,
 		Heal:   func() error { risk.slow.Store(false); slowTo.Store(time.Now().UnixNano()); return nil },
+		// Degrade open: buyers see a healthy sale while the service is slow.
+		During: healthy,
 	})
 	during := 0
 	for _, a := range run.Attempts {
