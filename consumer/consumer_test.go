@@ -55,13 +55,9 @@ func runTest(t *testing.T, fn func(t *testing.T, r *rig), opts ...store.Option) 
 func newRig(t *testing.T, scfg store.Config, opts ...store.Option) *rig {
 	t.Helper()
 	ctx := context.Background()
-	r := &rig{redis: testenv.StartRedis(t), kafka: testenv.StartKafka(t, 2)}
-	r.stock, r.res = stocktest.Stock(t, r.redis)
+	l := stocktest.NewLedger(t, scfg, stocktest.Options{Store: opts})
+	r := &rig{redis: l.Redis, stock: l.Stock, res: l.Results, st: l.Store, kafka: testenv.StartKafka(t, 2)}
 	var err error
-	if r.st, err = store.Open(scfg, opts...); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.st.Close() })
 
 	now := time.Now()
 	r.act = sale.Activity{ID: actID, Start: now.Add(-time.Minute), End: now.Add(time.Hour), State: sale.StateOnline,
@@ -159,20 +155,21 @@ func (r *rig) start(t *testing.T) *Consumer {
 // result waits for the ticket's final result.
 func (r *rig) result(t *testing.T, req string) results.Entry {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		e, err := r.res.Read(context.Background(), req)
-		if err == nil && e.State != sale.ResultQueuing {
-			return e
-		}
-		if err != nil && !errors.Is(err, results.ErrNotFound) {
+	var e results.Entry
+	testenv.EventuallyOK(t, "the final result of "+req, 15*time.Second, func() error {
+		var err error
+		e, err = r.res.Read(context.Background(), req)
+		switch {
+		case err != nil && !errors.Is(err, results.ErrNotFound):
 			t.Fatal(err)
+		case err != nil:
+			return err
+		case e.State == sale.ResultQueuing:
+			return errors.New("still queuing")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no result for %s", req)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return e
 }
 
 func (r *rig) counts(t *testing.T, sku int64) stock.Counts {
@@ -209,16 +206,11 @@ func txCount(c *Consumer) uint64 {
 	return m.GetHistogram().GetSampleCount()
 }
 
-// eventually waits for cond (metrics settle just after results are written).
+// eventually is testenv.Eventually with the consumer tests' 10s (metrics
+// settle just after results are written).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 10*time.Second, cond)
 }
 
 func TestTicketsBecomeOrders(t *testing.T) {

@@ -9,12 +9,11 @@ import (
 	"time"
 
 	"github.com/fasthttp/router"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/valyala/fasthttp"
 
 	"seckill/engine"
 	"seckill/internal/sale"
+	"seckill/internal/testenv"
 )
 
 const orderPath = "/api/v1/flash-sale/order"
@@ -43,19 +42,6 @@ func mustStatus(t *testing.T, r response, status int, code string) {
 	if r.status != status || r.code() != code {
 		t.Fatalf("got %d %s, want %d %s", r.status, r.raw, status, code)
 	}
-}
-
-// metricValue reads a counter or gauge.
-func metricValue(t *testing.T, m prometheus.Metric) float64 {
-	t.Helper()
-	var d dto.Metric
-	if err := m.Write(&d); err != nil {
-		t.Fatal(err)
-	}
-	if d.Counter != nil {
-		return d.Counter.GetValue()
-	}
-	return d.Gauge.GetValue()
 }
 
 func contains(s, sub string) bool {
@@ -97,10 +83,10 @@ func TestPerIPLimitTripsAndRecovers(t *testing.T) {
 	mustRateLimited(t, e.doVia(a, "POST", orderPath, "302", `{"skuId":1001}`), reasonRateIP)
 	mustStatus(t, e.doVia(e.from("2001:db8:1:3::1"), "POST", orderPath, "303", `{"skuId":1001}`), 200, "QUEUING")
 
-	if n := metricValue(t, e.srv.m.rejections[reasonRateIP]); n != 3 {
+	if n := testenv.Metric(t, e.reg, "seckill_edge_rejections_total", map[string]string{"reason": reasons[reasonRateIP]}); n != 3 {
 		t.Errorf("rate_ip rejections %v, want 3", n)
 	}
-	if n := metricValue(t, e.srv.m.requests[routeGuard][statusIndex(429)]); n != 3 {
+	if n := testenv.Metric(t, e.reg, "seckill_edge_requests_total", map[string]string{"route": routes[routeGuard], "status": statusLabel(429)}); n != 3 {
 		t.Errorf("requests{route=guard,status=429} %v, want 3", n)
 	}
 }
@@ -252,7 +238,7 @@ func TestInflightBoundRefusesBeyondItAndFreesOnAnswer(t *testing.T) {
 	for i := range 3 {
 		mustStatus(t, e.order(strconv.Itoa(200+i), `{"skuId":1001}`), 200, "QUEUING")
 	}
-	if n := metricValue(t, e.srv.m.rejections[reasonInflight]); n != 1 {
+	if n := testenv.Metric(t, e.reg, "seckill_edge_rejections_total", map[string]string{"reason": reasons[reasonInflight]}); n != 1 {
 		t.Errorf("inflight rejections %v, want 1", n)
 	}
 }
@@ -296,7 +282,7 @@ func TestInflightWaitLetsTheNextBuyerInWhenAPlaceFrees(t *testing.T) {
 	if p := peak.Load(); p != 1 {
 		t.Fatalf("%d inside the engine at once, bound 1", p)
 	}
-	if n := metricValue(t, e.srv.m.rejections[reasonInflight]); n != 0 {
+	if n := testenv.Metric(t, e.reg, "seckill_edge_rejections_total", map[string]string{"reason": reasons[reasonInflight]}); n != 0 {
 		t.Errorf("inflight rejections %v, want 0", n)
 	}
 }

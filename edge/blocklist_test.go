@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"seckill/internal/blocklist"
+	"seckill/internal/testenv"
 )
 
 func TestBlocklistFromConfigAndRedis(t *testing.T) {
@@ -41,7 +42,7 @@ func TestBlocklistFromConfigAndRedis(t *testing.T) {
 	})
 	mustStatus(t, e.order("777", `{"skuId":1001}`), 403, "BLOCKED")
 	mustStatus(t, e.doVia(e.from("198.51.100.7"), "POST", orderPath, "8", `{"skuId":1001}`), 403, "BLOCKED")
-	if ips, users := metricValue(t, e.srv.m.blockIPs), metricValue(t, e.srv.m.blockUsers); ips != 2 || users != 2 {
+	if ips, users := testenv.Metric(t, e.reg, "seckill_edge_blocklist_entries", map[string]string{"kind": "ip"}), testenv.Metric(t, e.reg, "seckill_edge_blocklist_entries", map[string]string{"kind": "user"}); ips != 2 || users != 2 {
 		t.Errorf("blocklist gauges ip=%v user=%v, want 2 and 2", ips, users)
 	}
 	if _, err := st.RemoveUser(ctx, 777); err != nil {

@@ -256,16 +256,10 @@ func (e *edgeEnv) order(user, body string) response {
 	return e.do("POST", "/api/v1/flash-sale/order", user, body)
 }
 
-// waitFor polls cond for up to 5s.
+// waitFor is testenv.Eventually with the edge tests' 5s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 5*time.Second, cond)
 }
 
 func (e *edgeEnv) waitSubscribed() {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/sale"
@@ -19,36 +18,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if labels[lp.GetName()] != lp.GetValue() {
-					continue next
-				}
-			}
-			return value(m), true
-		}
-	}
-	return 0, false
-}
-
-func value(m *dto.Metric) float64 {
-	if m.Gauge != nil {
-		return m.Gauge.GetValue()
-	}
-	return m.GetCounter().GetValue()
-}
 
 func TestGaugesFollowTheSale(t *testing.T) {
 	r := testenv.StartRedis(t)
@@ -73,11 +42,11 @@ func TestGaugesFollowTheSale(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(ledger, st, nil, time.Second, zaptest.NewLogger(t), reg)
 	l := map[string]string{"activity": "3", "sku": "30"}
-	if v, ok := gauge(t, reg, "seckill_sku_remaining_units", l); !ok || v != 0 {
+	if v, ok := testenv.MetricPresent(t, reg, "seckill_sku_remaining_units", l); !ok || v != 0 {
 		t.Fatalf("the series must exist before the first sample: %v %v", v, ok)
 	}
 	m.Sample(ctx)
-	if v, _ := gauge(t, reg, "seckill_sku_remaining_units", l); v != 2 {
+	if v, _ := testenv.MetricPresent(t, reg, "seckill_sku_remaining_units", l); v != 2 {
 		t.Fatalf("remaining %v", v)
 	}
 	pa, k, _ := ledger.Catalog().Lookup(3, 30)
@@ -95,20 +64,20 @@ func TestGaugesFollowTheSale(t *testing.T) {
 		"seckill_sku_remaining_units": 0, "seckill_sku_occupied_units": 1,
 		"seckill_sku_ordered_units": 1, "seckill_sku_initial_units": 2,
 	} {
-		if v, _ := gauge(t, reg, name, l); v != want {
+		if v, _ := testenv.MetricPresent(t, reg, name, l); v != want {
 			t.Errorf("%s = %v, want %v", name, v, want)
 		}
 	}
-	if v, _ := gauge(t, reg, "seckill_sku_sold_out_timestamp_seconds", l); v < float64(now.Unix()-1) {
+	if v, _ := testenv.MetricPresent(t, reg, "seckill_sku_sold_out_timestamp_seconds", l); v < float64(now.Unix()-1) {
 		t.Fatalf("sold-out time %v not set", v)
 	}
 	m.HandleEvent(sale.Event{Kind: sale.EventAvailable, Activity: 3, SKU: 30})
-	if v, _ := gauge(t, reg, "seckill_sku_sold_out_timestamp_seconds", l); v != 0 {
+	if v, _ := testenv.MetricPresent(t, reg, "seckill_sku_sold_out_timestamp_seconds", l); v != 0 {
 		t.Fatalf("sold-out time %v after available", v)
 	}
 	at := time.Now()
 	m.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 3, SKU: 30, At: at.UnixNano()})
-	if v, _ := gauge(t, reg, "seckill_sku_sold_out_timestamp_seconds", l); v != float64(at.UnixMilli())/1000 {
+	if v, _ := testenv.MetricPresent(t, reg, "seckill_sku_sold_out_timestamp_seconds", l); v != float64(at.UnixMilli())/1000 {
 		t.Fatalf("sold-out time %v, want the event's %v", v, at.Unix())
 	}
 }
@@ -131,7 +100,7 @@ func TestDependencyUpFollowsEachPing(t *testing.T) {
 		Dependency{Name: "store", Ping: st.Ping})
 	up := func(dep string) float64 {
 		t.Helper()
-		v, ok := gauge(t, reg, "seckill_dependency_up", map[string]string{"dep": dep})
+		v, ok := testenv.MetricPresent(t, reg, "seckill_dependency_up", map[string]string{"dep": dep})
 		if !ok {
 			t.Fatalf("no seckill_dependency_up{dep=%q}", dep)
 		}
@@ -249,7 +218,7 @@ func TestSampleReadsCountersNotTheOrders(t *testing.T) {
 	l := map[string]string{"activity": "4", "sku": "40"}
 	for name, want := range map[string]float64{"seckill_sku_ordered_units": 250, "seckill_sku_occupied_units": 50,
 		"seckill_sku_remaining_units": 200} {
-		if v, _ := gauge(t, reg, name, l); v != want {
+		if v, _ := testenv.MetricPresent(t, reg, name, l); v != want {
 			t.Errorf("%s = %v, want %v", name, v, want)
 		}
 	}

@@ -45,23 +45,15 @@ func runTest(t *testing.T, fn func(t *testing.T, r *rig)) {
 
 func newRig(t *testing.T, scfg store.Config) *rig {
 	t.Helper()
-	r := &rig{redis: testenv.StartRedis(t, testenv.WithRedisArgs("--appendonly", "yes", "--appendfsync", "always"))}
-	r.stock, r.res = stocktest.Stock(t, r.redis, func(c *shard.Config) { c.Timeout = 500 * time.Millisecond })
-	var err error
-	if r.st, err = store.Open(scfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.st.Close() })
+	l := stocktest.NewLedger(t, scfg, stocktest.Options{
+		Redis:  []testenv.RedisOption{testenv.WithRedisArgs("--appendonly", "yes", "--appendfsync", "always")},
+		Shards: func(c *shard.Config) { c.Timeout = 500 * time.Millisecond },
+	})
+	r := &rig{redis: l.Redis, stock: l.Stock, res: l.Results, st: l.Store}
 	now := time.Now()
 	r.act = sale.Activity{ID: 3, Start: now.Add(-time.Hour), End: now.Add(time.Hour), State: sale.StateOnline,
 		SKUs: []sale.SKU{{ID: 3001, Stock: 2, Price: 1250, LimitPerUser: 1}}}
-	ctx := context.Background()
-	if err := r.st.PutActivity(ctx, r.act); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.stock.Preheat(ctx, r.act); err != nil {
-		t.Fatal(err)
-	}
+	l.Sell(t, r.act)
 	return r
 }
 
@@ -298,18 +290,13 @@ func TestRedisDownBetweenCloseAndReleaseRetriesOnce(t *testing.T) {
 		if err := r.redis.Start(); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if _, err := c.Scan(ctx); err == nil {
-				if rel, _ := r.st.PendingReleases(ctx, 10); len(rel) == 0 {
-					break
-				}
+		testenv.Eventually(t, "no release pending once redis is back", 10*time.Second, func() bool {
+			if _, err := c.Scan(ctx); err != nil {
+				return false
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("releases still pending after redis came back")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			rel, _ := r.st.PendingReleases(ctx, 10)
+			return len(rel) == 0
+		})
 		c.Scan(ctx)
 		if rem, ordered := r.books(t); rem != 2 || ordered != 0 {
 			t.Fatalf("after the retried releases: %d remaining, %d ordered", rem, ordered)
@@ -397,18 +384,13 @@ func TestClosedBuyerMayNotBuyAgainWhereTheActivitySaysSo(t *testing.T) {
 		if err := r.redis.Start(); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if _, err := c.Scan(ctx); err == nil {
-				if rel, _ := r.st.PendingReleases(ctx, 10); len(rel) == 0 {
-					break
-				}
+		testenv.Eventually(t, "no release pending once redis is back", 10*time.Second, func() bool {
+			if _, err := c.Scan(ctx); err != nil {
+				return false
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("releases still pending after redis came back")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			rel, _ := r.st.PendingReleases(ctx, 10)
+			return len(rel) == 0
+		})
 		c.Scan(ctx)
 		if rem, ordered := r.books(t); rem != 2 || ordered != 0 {
 			t.Fatalf("after the retried releases: %d remaining, %d ordered", rem, ordered)

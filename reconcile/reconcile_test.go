@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/rueidis"
 	"go.uber.org/zap/zaptest"
 
@@ -55,13 +54,9 @@ func runTest(t *testing.T, fn func(t *testing.T, r *rig)) {
 
 func newRig(t *testing.T, scfg store.Config, driver, dsn string) *rig {
 	t.Helper()
-	r := &rig{redis: testenv.StartRedis(t), ids: sale.NewRequestNos(7), later: time.Now().Add(time.Hour)}
-	r.stock, r.res = stocktest.Stock(t, r.redis)
+	l := stocktest.NewLedger(t, scfg, stocktest.Options{})
+	r := &rig{redis: l.Redis, stock: l.Stock, res: l.Results, st: l.Store, ids: sale.NewRequestNos(7), later: time.Now().Add(time.Hour)}
 	var err error
-	if r.st, err = store.Open(scfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.st.Close() })
 	if r.db, err = sql.Open(driver, dsn); err != nil {
 		t.Fatal(err)
 	}
@@ -75,13 +70,7 @@ func newRig(t *testing.T, scfg store.Config, driver, dsn string) *rig {
 			{ID: 504, Stock: 5, Price: 100, LimitPerUser: 1, Hot: true},
 			{ID: 505, Stock: 5, Price: 100, LimitPerUser: 1},
 		}}
-	ctx := context.Background()
-	if err := r.st.PutActivity(ctx, r.act); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.stock.Preheat(ctx, r.act); err != nil {
-		t.Fatal(err)
-	}
+	l.Sell(t, r.act)
 	return r
 }
 
@@ -203,31 +192,6 @@ func gaugeSeries(t *testing.T, g prometheus.Gatherer) int {
 	return 0
 }
 
-func gauge(t *testing.T, g prometheus.Gatherer, sku int64, kind string) float64 {
-	t.Helper()
-	mfs, _ := g.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() != "seckill_reconcile_drift" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if label(m, "sku") == fmt.Sprint(sku) && label(m, "kind") == kind {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return -1
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
 // TestInjectedDriftIsFoundAndOnlySafeKindsRepaired injects one drift of
 // every kind, checks each is reported by name, repairs, and checks that
 // exactly the safe kinds are gone while the others are left for an
@@ -297,7 +261,7 @@ func TestInjectedDriftIsFoundAndOnlySafeKindsRepaired(t *testing.T) {
 				t.Errorf("unexpected drift %s = %d", kind, n)
 			}
 		}
-		if v := gauge(t, reg, 501, KindOrphan); v != 1 {
+		if v := testenv.Metric(t, reg, "seckill_reconcile_drift", map[string]string{"sku": "501", "kind": KindOrphan}); v != 1 {
 			t.Errorf("drift gauge of 501 orphan = %v", v)
 		}
 

@@ -175,7 +175,7 @@ func run(o options) error {
 			return err
 		}
 		logf("ref evalsha: wrk -c%d %v", o.conns, o.dur)
-		ws := []watched{{role: roleServer, pid: p.cmd.Process.Pid}, {role: roleRedisDef, pid: rp.cmd.Process.Pid, redis: raddr}}
+		ws := []watched{{role: roleServer, pid: p.pid()}, {role: roleRedisDef, pid: rp.pid(), redis: raddr}}
 		m := measure(ws)
 		if r.evalsha, err = runWrk(out, "ref-evalsha", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
 			return err

@@ -77,11 +77,11 @@ func startParts(out, bin, config string) (*system, error) {
 	}
 	s.procs = append(s.procs, consumer)
 	s.watch = []watched{
-		{role: roleServer, pid: edge.cmd.Process.Pid},
-		{role: roleBroker, pid: broker.cmd.Process.Pid},
-		{role: roleConsumer, pid: consumer.cmd.Process.Pid},
-		{role: roleRedisDef, pid: redisDef.cmd.Process.Pid, redis: defAddr},
-		{role: roleRedisHot, pid: redisHot.cmd.Process.Pid, redis: hotAddr},
+		{role: roleServer, pid: edge.pid()},
+		{role: roleBroker, pid: broker.pid()},
+		{role: roleConsumer, pid: consumer.pid()},
+		{role: roleRedisDef, pid: redisDef.pid(), redis: defAddr},
+		{role: roleRedisHot, pid: redisHot.pid(), redis: hotAddr},
 	}
 	if err := s.preheat(); err != nil {
 		return s, err

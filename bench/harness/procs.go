@@ -1,22 +1,24 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
+
+	"seckill/internal/testenv"
 )
 
-// proc is a child process the harness started; it is stopped by its PID.
+// proc is a child process the harness started (a testenv.Proc); it is
+// stopped by its PID. The harness reads its CPU time from /proc by pid().
 type proc struct {
+	*testenv.Proc
 	name string
-	cmd  *exec.Cmd
-	done chan struct{}
 	log  string
 }
 
@@ -26,44 +28,28 @@ var (
 	procs   []*proc
 )
 
-// start runs bin with args, its output in dir/name.log. The child gets
-// SIGTERM if the harness dies first.
+// start runs bin with args and our environment plus env, its output in
+// dir/name.log. The child gets SIGTERM if the harness dies first.
 func start(dir, name, bin string, env []string, args ...string) (*proc, error) {
 	logPath := filepath.Join(dir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
+	p := &proc{name: name, log: logPath, Proc: &testenv.Proc{Name: name, Bin: bin, Args: args,
+		Env: append(os.Environ(), env...), Log: logPath, DeathSignal: syscall.SIGTERM}}
+	if err := p.Start(); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: logPath}
-	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
 	procsMu.Lock()
 	procs = append(procs, p)
 	procsMu.Unlock()
 	return p, nil
 }
 
+// pid is the child's process id.
+func (p *proc) pid() int { return p.PID() }
+
 // stop sends SIGTERM to p's PID, waits up to grace, then SIGKILL.
 func (p *proc) stop(grace time.Duration) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		fmt.Fprintf(os.Stderr, "harness: %s (pid %d) ignored SIGTERM for %v; killing it\n", p.name, p.cmd.Process.Pid, grace)
-		_ = p.cmd.Process.Kill()
-		<-p.done
+	if p.Stop(syscall.SIGTERM, grace) {
+		fmt.Fprintf(os.Stderr, "harness: %s (pid %d) ignored SIGTERM for %v; killed it\n", p.name, p.PID(), grace)
 	}
 	procsMu.Lock()
 	for i, q := range procs {
@@ -73,16 +59,6 @@ func (p *proc) stop(grace time.Duration) {
 		}
 	}
 	procsMu.Unlock()
-}
-
-// exited reports whether p is gone.
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // stopAll stops every child still running, newest first.
@@ -97,18 +73,13 @@ func stopAll() {
 
 // waitPort waits until addr accepts TCP connections or p exits.
 func waitPort(p *proc, addr string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if p != nil && p.exited() {
-			return fmt.Errorf("%s exited before listening on %s (see %s)", p.name, addr, p.log)
+	return p.Await(timeout, "listening on "+addr, func() error {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return err
 		}
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("%s did not listen on %s within %v", p.name, addr, timeout)
+		return c.Close()
+	})
 }
 
 // waitReady waits until GET url answers 200 or p exits. A seckill process
@@ -116,25 +87,17 @@ func waitPort(p *proc, addr string, timeout time.Duration) error {
 // answer 503 (the start-up probe).
 func waitReady(p *proc, url string, timeout time.Duration) error {
 	c := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(timeout)
-	last := "no answer"
-	for time.Now().Before(deadline) {
-		if p.exited() {
-			return fmt.Errorf("%s exited before %s answered 200 (see %s)", p.name, url, p.log)
-		}
+	return p.Await(timeout, url+" answering 200", func() error {
 		resp, err := c.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("%s: %s not 200 within %v (last: %s)", p.name, url, timeout, last)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return nil
+	})
 }
 
 // freeAddr is a free 127.0.0.1 port.

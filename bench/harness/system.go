@@ -97,7 +97,7 @@ func devWatch(p *proc) ([]watched, error) {
 	for {
 		b, _ := os.ReadFile(p.log)
 		if m := reDevRedis.FindSubmatch(b); m != nil {
-			ws := []watched{{role: roleServer, pid: p.cmd.Process.Pid}}
+			ws := []watched{{role: roleServer, pid: p.pid()}}
 			for i, role := range []string{roleRedisDef, roleRedisHot} {
 				addr := string(m[i+1])
 				pid, err := redisPID(addr)

@@ -440,17 +440,13 @@ func (s *System) preheat(a activity) {
 	if err := s.adminJSON("POST", "/admin/v1/activities", a, nil); err != nil {
 		s.t.Fatalf("create activity: %v", err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testenv.EventuallyOK(s.t, fmt.Sprintf("activity %d visible at the edge", a.ID), 15*time.Second, func() error {
 		st, body, err := s.get(fmt.Sprintf("/api/v1/flash-sale/activities/%d", a.ID), 0)
 		if err == nil && st == 200 {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("activity %d not visible at the edge: %d %s %v", a.ID, st, body, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("%d %s %v", st, body, err)
+	})
 }
 
 // lag is the consumer group's total lag as the admin API reports it.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -18,19 +17,6 @@ import (
 // Issue 16, start-up: every process waits for its servers instead of
 // dying on them, answering its probes meanwhile, and gives up after
 // start_timeout naming what never came.
-
-// sinceStart is the process' log since its last start.
-func (p *proc) sinceStart() string {
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	if i := strings.LastIndex(s, "===== chaos: start #"); i >= 0 {
-		return s[i:]
-	}
-	return s
-}
 
 // waitLines counts, in log, the start-up wait's lines about dep: when the
 // wait began, while it lasted, when it ended.
@@ -202,14 +188,13 @@ func TestPartsWaitForBrokerAndDatabase(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for p, deps := range wantWaits {
 		for _, dep := range deps {
-			for {
-				if f, _, _ := waitLines(p.sinceStart(), dep); f == 1 {
-					break
+			if err := p.waitFor(time.Until(deadline), "its one line of waiting for "+dep, func() error {
+				if f, _, _ := waitLines(p.sinceStart(), dep); f != 1 {
+					return fmt.Errorf("%d such lines since its start", f)
 				}
-				if !p.running() || time.Now().After(deadline) {
-					t.Fatalf("%s does not log its wait for %s (running %v):\n%s", p.name, dep, p.running(), p.tail(20))
-				}
-				time.Sleep(100 * time.Millisecond)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}

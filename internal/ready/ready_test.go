@@ -3,6 +3,7 @@ package ready
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"seckill/internal/testenv"
 )
 
 // The waiting loop itself, with checks whose answers the test controls; the
@@ -53,13 +56,12 @@ func TestWaitLogsOneLinePerDependencyNotPerRetry(t *testing.T) {
 			Dependency{Name: "redis.default", Check: slow.check},
 			Dependency{Name: "database", Check: func(context.Context) error { return nil }})
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for !slices.Equal(st.Waiting(), []string{"redis.default"}) {
-		if time.Now().After(deadline) {
-			t.Fatalf("status %v, want only redis.default left", st.Waiting())
+	testenv.EventuallyOK(t, "only redis.default left waiting", 5*time.Second, func() error {
+		if w := st.Waiting(); !slices.Equal(w, []string{"redis.default"}) {
+			return fmt.Errorf("status %v", w)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	time.Sleep(time.Second)
 	slow.open.Store(true)
 	if err := <-done; err != nil {

@@ -3,6 +3,14 @@
 // one fresh database per test) and the embedded Kafka-protocol broker kfake.
 // Nothing here mocks a server's behaviour. A missing binary fails the test
 // with the command that installs it; it never skips.
+//
+// It also holds the helpers every test shares, written once: Eventually
+// (the one poll loop), Metric (the one metric reader), FreePort, and Proc,
+// a child process started and stopped by its PID with its output in a log
+// file (the chaos suite's processes and the bench harness's). Proc takes no
+// *testing.T, so the bench harness, a plain program, uses it too; `seckill
+// dev` (internal/devserver) does not: production code does not link the
+// test environment.
 package testenv
 
 import (

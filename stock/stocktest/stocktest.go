@@ -7,11 +7,13 @@
 package stocktest
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
 	"seckill/internal/catalog"
 	"seckill/internal/results"
+	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
 	"seckill/stock"
@@ -50,4 +52,55 @@ func Stock(t testing.TB, r *testenv.Redis, adjust ...func(*shard.Config)) (*stoc
 	}
 	t.Cleanup(shards.Close)
 	return stock.New(shards, catalog.New(shards.Default)), results.New(shards.Default, 0)
+}
+
+// Ledger is the rig the bookkeeping parts' tests share: a redis-server of
+// their own, the stock ledger and the results store over it, and an orders
+// database. What a part does with them (its activity, its broker, its
+// clock) stays in its own tests.
+type Ledger struct {
+	Redis   *testenv.Redis
+	Stock   *stock.Stock
+	Results *results.Store
+	Store   store.Store
+}
+
+// Options changes how NewLedger builds a Ledger; the zero value is a Redis
+// without persistence, the default shard configuration and no store options.
+type Options struct {
+	Redis  []testenv.RedisOption // e.g. append-only persistence, for a test that restarts Redis
+	Shards func(*shard.Config)   // e.g. a shorter Redis timeout
+	Store  []store.Option
+}
+
+// NewLedger starts the Ledger over the orders database scfg names (one
+// EachStore gives), everything closed when the test ends.
+func NewLedger(t testing.TB, scfg store.Config, o Options) *Ledger {
+	t.Helper()
+	l := &Ledger{Redis: testenv.StartRedis(t, o.Redis...)}
+	var adjust []func(*shard.Config)
+	if o.Shards != nil {
+		adjust = append(adjust, o.Shards)
+	}
+	l.Stock, l.Results = Stock(t, l.Redis, adjust...)
+	st, err := store.Open(scfg, o.Store...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	l.Store = st
+	return l
+}
+
+// Sell puts act in the orders database and preheats its stock into Redis,
+// as the admin API does when an activity is created.
+func (l *Ledger) Sell(t testing.TB, act sale.Activity) {
+	t.Helper()
+	ctx := context.Background()
+	if err := l.Store.PutActivity(ctx, act); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Stock.Preheat(ctx, act); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
 
 	"seckill/cmd/seckill/config"
@@ -173,33 +171,6 @@ func (c *cluster) db(t *testing.T) *sql.DB {
 	return db
 }
 
-func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += value(m)
-			}
-		}
-	}
-	return sum
-}
-
-func value(m *dto.Metric) float64 {
-	if m.Counter != nil {
-		return m.Counter.GetValue()
-	}
-	if m.Gauge != nil {
-		return m.Gauge.GetValue()
-	}
-	return 0
-}
-
 func openActivity(id int64, skus ...sale.SKU) sale.Activity {
 	now := time.Now()
 	return sale.Activity{ID: id, Start: now.Add(-time.Minute), End: now.Add(time.Hour), State: sale.StateOnline, SKUs: skus}
@@ -329,13 +300,13 @@ func testFlashSale(t *testing.T, m mode) {
 	}
 
 	// Sold out: the edge answers 410 from its flag, without the engine.
-	before := counter(t, c.sys.Reg, "seckill_edge_engine_calls_total")
+	before := testenv.Metric(t, c.sys.Reg, "seckill_edge_engine_calls_total", nil)
 	for u := int64(5001); u <= 5100; u++ {
 		if a := c.buy(t, 1001, u); a.Status != 410 || a.Code != "SOLD_OUT" {
 			t.Fatalf("after sell-out user %d: %+v", u, a)
 		}
 	}
-	if after := counter(t, c.sys.Reg, "seckill_edge_engine_calls_total"); after != before {
+	if after := testenv.Metric(t, c.sys.Reg, "seckill_edge_engine_calls_total", nil); after != before {
 		t.Fatalf("the engine was called %v times after sell-out, want 0", after-before)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"seckill/cmd/seckill/config"
 	"seckill/internal/sale"
+	"seckill/internal/testenv"
 	"seckill/internal/token"
 )
 
@@ -113,7 +114,7 @@ func TestTokensThroughTheEdge(t *testing.T) {
 	other, _ := token.New(token.Config{Keys: []token.Key{{ID: "k1", Secret: "not-the-edge-secret-at-all"}}, TTL: time.Minute}, nil)
 	forged, _, _ := other.Issue(7, 7001, 42, now)
 	expired, _, _ := c.sys.Tokens.Issue(7, 7001, 42, now.Add(-time.Hour))
-	calls := counter(t, c.sys.Reg, "seckill_edge_engine_calls_total")
+	calls := testenv.Metric(t, c.sys.Reg, "seckill_edge_engine_calls_total", nil)
 	for _, bad := range []struct {
 		name string
 		user int64
@@ -134,7 +135,7 @@ func TestTokensThroughTheEdge(t *testing.T) {
 		}
 		expect(t, bad.name, send(t, "POST", orderURL, bad.user, "", body), 403, bad.code)
 	}
-	if got := counter(t, c.sys.Reg, "seckill_edge_engine_calls_total"); got != calls {
+	if got := testenv.Metric(t, c.sys.Reg, "seckill_edge_engine_calls_total", nil); got != calls {
 		t.Fatalf("bad tokens reached the engine %v times", got-calls)
 	}
 	expect(t, "the good token", buy(42, 7001, good), 200, "QUEUING")
@@ -210,7 +211,7 @@ func TestAdmissionGateNeverStarvesTheLastUnits(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	calls := counter(t, c.sys.Reg, "seckill_edge_engine_calls_total")
+	calls := testenv.Metric(t, c.sys.Reg, "seckill_edge_engine_calls_total", nil)
 	t.Logf("%v: %d requests: %d tickets, %d gated (429), %d duplicates, %d sold out; engine calls %v",
 		time.Since(start).Round(time.Millisecond), sent.Load(), tickets.Load(), gated.Load(), dup.Load(), soldOut.Load(), calls)
 	if tickets.Load() != stock {

@@ -12,6 +12,7 @@ import (
 
 	"seckill/cmd/seckill/config"
 	"seckill/internal/sale"
+	"seckill/internal/testenv"
 	"seckill/store"
 )
 
@@ -160,12 +161,9 @@ func TestRebuyBarSurvivesFlushAndANewProcess(t *testing.T) {
 		if ex := l.redis.Do(t, "EXISTS", sale.ActivityKey(1)); ex.Error() != nil || mustInt64(t, ex) != 0 {
 			t.Fatal("the catalog entry is in Redis before any rebuild")
 		}
-		for deadline := time.Now().Add(15 * time.Second); counter(t, n.sys.Reg, "seckill_reconcile_rebuilds_total") < 1; {
-			if time.Now().After(deadline) {
-				t.Fatal("the new process' watcher did not rebuild the SKU")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testenv.Eventually(t, "the new process' watcher's rebuild of the SKU", 15*time.Second, func() bool {
+			return testenv.Metric(t, n.sys.Reg, "seckill_reconcile_rebuilds_total", nil) >= 1
+		})
 		// Until the rebuild the SKU answers busy; then the closed buyer is
 		// barred.
 		var again ledgerAnswer
