@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"io"
 	"net"
 	"net/http"
@@ -148,13 +149,13 @@ func TestRiskVerdictsDecideThePurchase(t *testing.T) {
 			if got := float64(e.eng.calls.Load()); got != tc.engineCalls {
 				t.Errorf("engine calls %v, want %v", got, tc.engineCalls)
 			}
-			if got := metricValue(t, e.srv.m.rejections[reasonRisk]); got != tc.rejectedForRisk {
+			if got := testutil.ToFloat64(e.srv.m.rejections[reasonRisk]); got != tc.rejectedForRisk {
 				t.Errorf("risk rejections %v, want %v", got, tc.rejectedForRisk)
 			}
-			if got := metricValue(t, e.srv.m.riskVerdicts[riskAllow][riskFromService]); got != tc.allowed {
+			if got := testutil.ToFloat64(e.srv.m.riskVerdicts[riskAllow][riskFromService]); got != tc.allowed {
 				t.Errorf("allow verdicts %v, want %v", got, tc.allowed)
 			}
-			if got := metricValue(t, e.srv.m.riskVerdicts[riskDeny][riskFromService]); got != tc.denied {
+			if got := testutil.ToFloat64(e.srv.m.riskVerdicts[riskDeny][riskFromService]); got != tc.denied {
 				t.Errorf("deny verdicts %v, want %v", got, tc.denied)
 			}
 			steps := log.all()
@@ -239,10 +240,10 @@ func TestRiskFailureFollowsTheActivityPolicy(t *testing.T) {
 				if took := time.Since(start); took > 2*riskTimeoutForTests+time.Second {
 					t.Errorf("two purchases took %v: the timeout did not bound the call", took)
 				}
-				if got := metricValue(t, e.srv.m.riskFailures[svc.kind]); got != 2 {
+				if got := testutil.ToFloat64(e.srv.m.riskFailures[svc.kind]); got != 2 {
 					t.Errorf("%s failures %v, want 2", riskFailureNames[svc.kind], got)
 				}
-				allowed, denied := metricValue(t, e.srv.m.riskDegraded[riskAllow]), metricValue(t, e.srv.m.riskDegraded[riskDeny])
+				allowed, denied := testutil.ToFloat64(e.srv.m.riskDegraded[riskAllow]), testutil.ToFloat64(e.srv.m.riskDegraded[riskDeny])
 				if pol.status == 200 {
 					if allowed != 2 || denied != 0 || e.eng.calls.Load() != 2 {
 						t.Errorf("degraded allow %v deny %v, engine calls %d; want 2, 0, 2", allowed, denied, e.eng.calls.Load())
@@ -255,7 +256,7 @@ func TestRiskFailureFollowsTheActivityPolicy(t *testing.T) {
 					if allowed != 0 || denied != 2 || e.eng.calls.Load() != 0 {
 						t.Errorf("degraded allow %v deny %v, engine calls %d; want 0, 2, 0", allowed, denied, e.eng.calls.Load())
 					}
-					if n := metricValue(t, e.srv.m.rejections[reasonBusy]); n != 2 {
+					if n := testutil.ToFloat64(e.srv.m.rejections[reasonBusy]); n != 2 {
 						t.Errorf("busy rejections %v, want 2", n)
 					}
 					if steps := log.all(); len(steps) != 0 {
@@ -304,8 +305,8 @@ func TestRiskPolicySwitchesLiveOnARunningEdge(t *testing.T) {
 		user++
 		return e.order(strconv.Itoa(user), `{"skuId":1001}`).status == 200
 	})
-	if metricValue(t, e.srv.m.riskDegraded[riskDeny]) < 1 || metricValue(t, e.srv.m.riskDegraded[riskAllow]) < 2 {
-		t.Errorf("degraded counts: allow %v, deny %v", metricValue(t, e.srv.m.riskDegraded[riskAllow]), metricValue(t, e.srv.m.riskDegraded[riskDeny]))
+	if testutil.ToFloat64(e.srv.m.riskDegraded[riskDeny]) < 1 || testutil.ToFloat64(e.srv.m.riskDegraded[riskAllow]) < 2 {
+		t.Errorf("degraded counts: allow %v, deny %v", testutil.ToFloat64(e.srv.m.riskDegraded[riskAllow]), testutil.ToFloat64(e.srv.m.riskDegraded[riskDeny]))
 	}
 }
 
@@ -322,7 +323,7 @@ func TestRiskVerdictIsCachedPerUser(t *testing.T) {
 	if n := f.calls.Load(); n != 1 {
 		t.Fatalf("service called %d times for one user within the TTL, want 1", n)
 	}
-	if n := metricValue(t, e.srv.m.riskVerdicts[riskAllow][riskFromCache]); n != 1 {
+	if n := testutil.ToFloat64(e.srv.m.riskVerdicts[riskAllow][riskFromCache]); n != 1 {
 		t.Errorf("cached allow verdicts %v, want 1", n)
 	}
 	mustStatus(t, e.order("101", `{"skuId":1001}`), 200, "QUEUING")
@@ -341,7 +342,7 @@ func TestRiskVerdictIsCachedPerUser(t *testing.T) {
 	if n := f.calls.Load(); n != 3 {
 		t.Fatalf("a cached deny called the service (%d calls)", n)
 	}
-	if n := metricValue(t, e.srv.m.rejections[reasonRisk]); n != 2 {
+	if n := testutil.ToFloat64(e.srv.m.rejections[reasonRisk]); n != 2 {
 		t.Errorf("risk rejections %v, want 2", n)
 	}
 }

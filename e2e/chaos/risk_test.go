@@ -42,6 +42,10 @@ func TestRiskServiceSlowDuringTheSale(t *testing.T) {
 	// Allow, the service fast, then slow in the middle of the sale.
 	risk.slow.Store(false)
 	s.setRiskPolicy("allow")
+	// The switch reaches the edge by the activity event (milliseconds) or,
+	// were it lost, the edge's catalog refresh: give it that long, so no
+	// purchase of the crowd meets the old deny policy.
+	time.Sleep(time.Second)
 	var slowFrom, slowTo atomic.Int64
 	run, _ := s.buyWithFault(load, faultPlan{
 		Name: "risk service answers in 2s (edge.risk.timeout 20ms), policy allow", At: 2 * time.Second,
@@ -109,9 +113,8 @@ func (s *System) useRisk(url, timeout string) {
 	if err := s.lastExit(s.Edge); err != nil {
 		s.t.Fatal(err)
 	}
-	s.Edge.mu.Lock()
-	s.Edge.env = append(append([]string(nil), s.Edge.env...), "SECKILL_EDGE_RISK_URL="+url, "SECKILL_EDGE_RISK_TIMEOUT="+timeout)
-	s.Edge.mu.Unlock()
+	// The edge is stopped: nothing reads its environment now.
+	s.Edge.Env = append(append([]string(nil), s.Edge.Env...), "SECKILL_EDGE_RISK_URL="+url, "SECKILL_EDGE_RISK_TIMEOUT="+timeout)
 	if err := s.restart(s.Edge, s.waitEdge); err != nil {
 		s.t.Fatal(err)
 	}
