@@ -2,7 +2,7 @@
 // deliberate bugs of scripts/mutations/*.patch one at a time in a scratch
 // copy of the committed tree and shows that the tests catch each one.
 //
-//	go run ./scripts/mutate [-run REGEX] [-flags '-race'] [-timeout 15m] [-keep] [-list]
+//	go run ./scripts/mutate [-run REGEX] [-flags '-race'] [-all] [-timeout 15m] [-keep] [-list]
 //	make mutate [MUTATE_FLAGS='-run occupy']
 //
 // The scratch copy is `git archive HEAD` in a temp dir, never the working
@@ -10,7 +10,8 @@
 // first). For each mutation it applies the patch (git apply), runs the
 // patch's quick stage (its package's own tests) and, while the mutation
 // survives, its wide stages (other packages, fault scenarios with a narrow
-// -run), stopping a run at its first failing test; then it resets the copy.
+// -run), stopping a run at its first failing test (with -all: running the
+// stage to its end and listing every failing test); then it resets the copy.
 // Last, every test that caught a mutation is run once on the unmutated copy
 // and must pass there (a test that fails anyway proves nothing). Tests share
 // one MariaDB that mutate starts (scripts/mariadb-test.sh) unless
@@ -61,6 +62,7 @@ func run() int {
 		timeout  = flag.Duration("timeout", 15*time.Minute, "go test -timeout of each run")
 		keep     = flag.Bool("keep", false, "keep the scratch copy and print its path")
 		baseline = flag.Bool("baseline", true, "run each catching test on the unmutated tree (it must pass)")
+		all      = flag.Bool("all", false, "run every test of the catching stage and list every failing test (slower)")
 		logDir   = flag.String("logs", "", "directory for one log per mutation (default: a new temp dir, kept)")
 	)
 	flag.Parse()
@@ -129,7 +131,7 @@ func run() int {
 		return fail("%v", err)
 	}
 
-	r := &runner{module: module, flags: strings.Fields(*flags), timeout: *timeout, env: os.Environ()}
+	r := &runner{module: module, flags: strings.Fields(*flags), timeout: *timeout, env: os.Environ(), all: *all}
 
 	// Ctrl-C: stop the run in progress and clean up.
 	sigs := make(chan os.Signal, 1)
@@ -186,6 +188,9 @@ func run() int {
 	}
 
 	printTable(os.Stdout, results, head, *flags, time.Since(began), load+" → "+loadavg())
+	if *all {
+		printFailures(os.Stdout, results)
+	}
 	for _, res := range results {
 		if !res.ok() {
 			fmt.Fprintf(os.Stderr, "mutate: FAILED: %s %s: %s (log %s)\n", res.m.name, res.status, res.problem,
@@ -302,6 +307,18 @@ func printTable(w io.Writer, results []result, head, flags string, took time.Dur
 	fmt.Fprintf(w, "\n¹ wall time from the start of the mutation's first go test (compiling included, and the stages it\n"+
 		"survived) to its first failing test, where the run is stopped. %d cores, load average %s (start → end).\n",
 		runtime.NumCPU(), load)
+}
+
+// printFailures lists, per caught mutation, every test that failed in the
+// catching stage (-all).
+func printFailures(w io.Writer, results []result) {
+	fmt.Fprintln(w, "\n| mutation | every failing test of the catching stage (-all) |")
+	fmt.Fprintln(w, "|---|---|")
+	for _, res := range results {
+		if res.ok() {
+			fmt.Fprintf(w, "| %s | %d: %s |\n", res.m.name, len(res.out.failed), strings.Join(res.out.failed, ", "))
+		}
+	}
 }
 
 // loadavg is the 1-minute load average, or "?".

@@ -44,15 +44,20 @@ type outcome struct {
 	after   time.Duration // from the start of go test (compiling included) to that failure
 	took    time.Duration // the whole run (it is stopped at the first failure)
 	ran     map[string]bool
+	failed  []string // every failing test, "pkg TestName/sub" (with -all; else the first)
 	detail  string
 }
 
 // goTest runs go test -json in dir over st, writing the tests' output to
 // log. It stops the run at the first failing test (killing its process
 // group: the test binaries' servers go with them, by Pdeathsig), since
-// only the first failure and its time are reported.
+// only the first failure and its time are reported — unless r.all, which
+// runs every test of the stage and records every failure.
 func (r *runner) goTest(dir string, st stage, log io.Writer) outcome {
-	args := []string{"test", "-json", "-count=1", "-failfast", "-timeout", r.timeout.String()}
+	args := []string{"test", "-json", "-count=1", "-timeout", r.timeout.String()}
+	if !r.all {
+		args = append(args, "-failfast")
+	}
 	args = append(args, r.flags...)
 	if st.run != "" {
 		args = append(args, "-run", st.run)
@@ -99,6 +104,9 @@ func (r *runner) goTest(dir string, st stage, log io.Writer) outcome {
 				o.ran[e.Package+" "+e.Test] = true
 			}
 		case "fail":
+			if e.Test != "" && e.FailedBuild == "" {
+				o.failed = append(o.failed, shortPkg(e.Package, r.module)+" "+e.Test)
+			}
 			switch {
 			case o.verdict == caught:
 			case e.FailedBuild != "":
@@ -106,21 +114,26 @@ func (r *runner) goTest(dir string, st stage, log io.Writer) outcome {
 			case e.Test != "":
 				o.verdict, o.pkg, o.name, o.after = caught, e.Package, e.Test, time.Since(start)
 				o.test = shortPkg(e.Package, r.module) + " " + e.Test
-				fmt.Fprintf(log, "\n==== first failure after %s: %s; stopping the run\n", o.after.Round(time.Second), o.test)
-				killGroup(cmd.Process.Pid)
+				fmt.Fprintf(log, "\n==== first failure after %s: %s\n", o.after.Round(time.Second), o.test)
+				if !r.all {
+					killGroup(cmd.Process.Pid)
+				}
 			default:
 				// A package failed without naming a test: a panic in
 				// TestMain, a timeout, an exit from a test.
 				if buildErr == "" {
 					o.verdict, o.pkg, o.after = caught, e.Package, time.Since(start)
 					o.test = shortPkg(e.Package, r.module) + " (the package, no test named)"
-					killGroup(cmd.Process.Pid)
+					if !r.all {
+						killGroup(cmd.Process.Pid)
+					}
 				}
 			}
 		}
 	}
 	werr := cmd.Wait()
 	o.took = time.Since(start)
+	o.failed = leaves(o.failed)
 	switch {
 	case o.verdict == caught:
 	case buildErr != "":
@@ -129,6 +142,25 @@ func (r *runner) goTest(dir string, st stage, log io.Writer) outcome {
 		o.verdict, o.detail = broken, "go test: "+werr.Error()+" without a failing test (see the log)"
 	}
 	return o
+}
+
+// leaves drops the tests whose failure is only a subtest's: TestX fails
+// when TestX/sub does.
+func leaves(tests []string) []string {
+	var out []string
+	for _, t := range tests {
+		parent := false
+		for _, u := range tests {
+			if strings.HasPrefix(u, t+"/") {
+				parent = true
+				break
+			}
+		}
+		if !parent {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // killGroup kills the process group of pid (go test and the test binaries
@@ -160,6 +192,7 @@ type runner struct {
 	module  string
 	env     []string
 	flags   []string // extra go test flags (-flags)
+	all     bool     // run stages to their end, recording every failing test
 	timeout time.Duration
 
 	mu      sync.Mutex
