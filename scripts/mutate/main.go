@@ -241,6 +241,9 @@ func mutate(r *runner, tree string, m mutation, logDir string) result {
 		}
 	}
 	res.status, res.problem = "SURVIVED", "every stage passed with the bug planted"
+	if len(res.out.ran) == 0 {
+		res.problem += " (its last stage ran no test: is its -run stale?)"
+	}
 	return res
 }
 
