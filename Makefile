@@ -6,6 +6,8 @@
 #               e2e/chaos, short fuzz runs (what CI runs)
 #   make bench  Go micro-benchmarks (benchstat against the last run), then the
 #               wrk load harness in bench/harness (see bench/README.md)
+#   make mutate the mutation check: plants each bug of scripts/mutations/ and
+#               shows the tests catch it (docs/testing.md); not in make test
 
 GO ?= go
 # A fresh shell may not have the toolchain on PATH yet.
@@ -28,7 +30,7 @@ CHAOSFLAGS ?= -race -count=1 -timeout 25m
 CHAOSPKG   := ./e2e/chaos/
 CHAOSHEAD  := | scenario | sent | accepted | accepted after | orders | stock left | held | took | invariants |\n|---|---:|---:|---:|---:|---|---:|---:|---|
 
-.PHONY: all deps build run test bench lint clean chaos
+.PHONY: all deps build run test bench lint clean chaos mutate
 
 all: build
 
@@ -97,6 +99,17 @@ chaos:
 	echo; echo "== make chaos, $$(date -u '+%Y-%m-%d %H:%M UTC'): one line per scenario"; \
 	printf '$(CHAOSHEAD)\n'; cat "$$table"; \
 	exit $$status
+
+# The mutation check (issue 10, docs/testing.md): plants each bug of
+# scripts/mutations/*.patch, one at a time, in a scratch copy of HEAD (never
+# this tree), runs the patch's tests to the first failure and prints one
+# table; fails if a bug survives, a patch no longer applies or a catching
+# test fails without its bug. Not in make test (minutes). MUTATE_FLAGS passes
+# flags to scripts/mutate, e.g. MUTATE_FLAGS='-run occupy' or "-flags -race".
+MUTATE_FLAGS ?=
+mutate:
+	@scripts/deps.sh --test
+	$(GO) run ./scripts/mutate $(MUTATE_FLAGS)
 
 # make bench: Go micro-benchmarks (-benchmem, $(BENCHCOUNT) runs each) into
 # $(BENCHOUT)/go-bench.txt, compared with the previous run's file by benchstat
