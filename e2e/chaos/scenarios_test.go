@@ -256,8 +256,9 @@ func TestDatabaseUnreachable(t *testing.T) {
 
 // TestEdgeRestarted: the edge (in-process engine) is stopped with SIGTERM
 // under load — it drains and flushes its producer — and started again.
-// Buyers meanwhile find the port closed (a transport error), never a
-// wrong answer, and every ticket it answered becomes an order.
+// Buyers meanwhile find the port closed (a transport error) or, while the
+// new edge waits for its servers (its listeners open first), 503 BUSY —
+// never a wrong answer — and every ticket it answered becomes an order.
 func TestEdgeRestarted(t *testing.T) {
 	sc := newScenario(t, Options{})
 	s := sc.s
@@ -266,14 +267,15 @@ func TestEdgeRestarted(t *testing.T) {
 		Inject: func() error { s.Edge.kill(syscall.SIGTERM); return s.lastExit(s.Edge) },
 		HealAt: 3 * time.Second,
 		Heal:   func() error { return s.restart(s.Edge, s.waitEdge) },
-		During: healthy.with("err"), Settle: time.Second,
+		During: healthy.with("err", "503 BUSY"), Settle: time.Second,
 	})
 }
 
 // TestEdgeKilled: the edge with its in-process engine is SIGKILLed under
 // load — occupancies it took may never reach Kafka (the orphan sweeper must
 // give them back) and tickets Kafka acked may never be answered — and
-// started again. Buyers meanwhile get a transport error.
+// started again. Buyers meanwhile get a transport error, or 503 BUSY while
+// the new edge waits for its servers.
 func TestEdgeKilled(t *testing.T) {
 	sc := newScenario(t, Options{})
 	s := sc.s
@@ -282,7 +284,7 @@ func TestEdgeKilled(t *testing.T) {
 		Inject: func() error { s.Edge.kill(syscall.SIGKILL); return nil },
 		HealAt: 4 * time.Second,
 		Heal:   func() error { return s.restart(s.Edge, s.waitEdge) },
-		During: healthy.with("err"), Settle: time.Second,
+		During: healthy.with("err", "503 BUSY"), Settle: time.Second,
 	})
 }
 
