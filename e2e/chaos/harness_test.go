@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"seckill/cmd/seckill/config"
 	"seckill/internal/sale"
