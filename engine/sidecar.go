@@ -301,6 +301,9 @@ func (c *Client) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	if !r.resolved() {
 		return t, errUnresolved
 	}
+	if r.Quantity < 1 {
+		return t, ErrBadQuantity
+	}
 	now := time.Now().UnixNano()
 	if till := c.openTill.Load(); now < till {
 		return t, errCircuitOpen

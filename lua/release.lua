@@ -8,7 +8,8 @@
 -- KEYS[7] pending sorted set: "userId:requestNo" -> accept ms (unclaimed)
 -- ARGV[1] userId
 -- ARGV[2] requestNo
--- ARGV[3] quantity, used where qty does not record the ticket's units
+-- ARGV[3] quantity, used where qty does not record the ticket's units; it
+--         must be an integer >= 1 (else an error reply, nothing changed)
 -- ARGV[4] "1" to release a claimed ticket too (the order failed for good or
 --         was closed unpaid); anything else leaves a claimed ticket alone
 -- ARGV[5] "1" when the ticket's order was closed unpaid: closed[userId] =
@@ -25,6 +26,10 @@
 -- Whatever the outcome the ticket is not pending afterwards: released, it
 -- holds nothing; not held or claimed, it does not belong in the index.
 -- Stock is restored only through the user's record, never by a bare INCR.
+local argq = tonumber(ARGV[3])
+if not argq or argq < 1 or argq ~= math.floor(argq) then
+  return redis.error_reply('ERR release: quantity must be an integer >= 1')
+end
 if ARGV[5] == '1' then
   redis.call('HSET', KEYS[5], ARGV[1], ARGV[2])
 end
@@ -39,7 +44,7 @@ if redis.call('SISMEMBER', KEYS[4], ARGV[2]) == 1 then
   end
   redis.call('SREM', KEYS[4], ARGV[2])
 end
-local q = tonumber(redis.call('HGET', KEYS[6], ARGV[2]) or ARGV[3])
+local q = tonumber(redis.call('HGET', KEYS[6], ARGV[2])) or argq
 redis.call('HDEL', KEYS[6], ARGV[2])
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('DECRBY', KEYS[3], q)
