@@ -44,9 +44,9 @@ func long(t *testing.T) {
 func chaosMode() bool { return os.Getenv(chaosEnv) == "1" }
 
 const (
-	adminToken  = "chaos-admin-token"
+	adminToken  = "chaos-admin-token-0123456789abcdef"
 	tokenKeyID  = "k1"
-	tokenSecret = "chaos-token-secret-0123456789"
+	tokenSecret = "chaos-token-secret-0123456789abcdef"
 	activityID  = 1
 	skuNormal   = 101 // on the default Redis
 	skuHot      = 102 // on the hot-SKU Redis
