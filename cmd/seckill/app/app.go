@@ -69,8 +69,10 @@ type System struct {
 	Lag      *lag.Reader
 	Tokens   *token.Tokens
 	Monitor  *monitor.Monitor
-	// Payments pays orders (nil without a store); the edge mounts
-	// payment.Handler(Payments, 0) on payment.PayPath.
+	// Payments starts and confirms payments (nil without a store); the
+	// edge mounts payment.Handler on payment.PayPath (the buyer's intent)
+	// and payment.CallbackHandler on payment.CallbackPath (the provider's
+	// signed callback, the one way to PAID).
 	Payments *payment.Service
 	jobs     *jobs // bookkeeping jobs (jobs.go)
 
@@ -224,6 +226,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			mountBuyerPages(r, res, fallback)
 			if pay != nil {
 				r.POST(payment.PayPath, payment.Handler(pay, 0))
+				r.POST(payment.CallbackPath, payment.CallbackHandler(pay, 0))
 			}
 		}))
 		eopts = append(eopts, o.edgeOpts...)

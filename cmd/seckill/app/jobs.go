@@ -39,7 +39,7 @@ func newJobs(s *System, roles Roles, o *options) *jobs {
 		return j
 	}
 	cfg := s.Cfg
-	s.Payments = payment.New(s.Store, cfg.Order.PayTimeout)
+	s.Payments = payment.New(s.Store, cfg.Payment, cfg.Order.PayTimeout, s.Log.Named("payment"))
 	if roles.Engine {
 		j.reqlog = reqlog.New(s.Store, s.Log.Named("reqlog"), s.Reg, 0)
 		o.engineOpts = append(o.engineOpts, engine.WithRequestLog(j.reqlog))
