@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fasthttp/router"
@@ -74,6 +75,14 @@ type Server struct {
 // closed) — set admin.token.
 func New(token string, d Deps, log *zap.Logger) *Server {
 	s := &Server{token: []byte(token), d: d, log: log, r: router.New(), now: time.Now}
+	// A handler that panics answers 500 and is logged; the listener and the
+	// process live on (the audit line follows as for every call).
+	s.r.PanicHandler = func(ctx *fasthttp.RequestCtx, v any) {
+		s.log.Error("admin handler panicked", zap.String("method", string(ctx.Method())),
+			zap.String("path", string(ctx.Path())), zap.Any("panic", v), zap.StackSkip("stack", 1))
+		ctx.ResetBody()
+		writeErr(ctx, fasthttp.StatusInternalServerError, "INTERNAL", "internal error")
+	}
 	s.r.POST("/admin/v1/activities", s.createActivity)
 	s.r.GET("/admin/v1/activities", s.listActivities)
 	s.r.PUT("/admin/v1/activities/{id}/state", s.setState)
@@ -115,16 +124,25 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWith
 // mounting extra listeners).
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
-// ServePublic lets requests under prefix through without the token. Use it
-// only for static assets that hold no data.
-func (s *Server) ServePublic(prefix string) { s.public = append(s.public, prefix) }
+// ServePublic lets GET and HEAD requests for the path p and the paths under
+// it (p + "/…") through without the token — a path, not a string prefix:
+// p + "X" needs the token. Use it only for static assets that hold no data.
+func (s *Server) ServePublic(p string) { s.public = append(s.public, strings.TrimSuffix(p, "/")) }
+
+// isPublic: path is a public path or lies under one.
+func (s *Server) isPublic(path []byte) bool {
+	for _, p := range s.public {
+		if bytes.HasPrefix(path, []byte(p)) && (len(path) == len(p) || path[len(p)] == '/') {
+			return true
+		}
+	}
+	return false
+}
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
-	for _, p := range s.public {
-		if bytes.HasPrefix(ctx.Path(), []byte(p)) && (ctx.IsGet() || ctx.IsHead()) {
-			s.r.Handler(ctx)
-			return
-		}
+	if (ctx.IsGet() || ctx.IsHead()) && s.isPublic(ctx.Path()) {
+		s.r.Handler(ctx)
+		return
 	}
 	start := time.Now()
 	allowed := s.authorized(ctx)

@@ -17,6 +17,10 @@ type Config struct {
 	// Engine is the sidecar engine address ("unix:///path.sock",
 	// "tcp://host:port"); empty runs the engine in-process.
 	Engine string `yaml:"engine"`
+	// EngineSecret is the sidecar's shared secret the client sends
+	// ("Authorization: Bearer …"); empty uses engine.sidecar_secret. Set it
+	// from the environment, SECKILL_EDGE_ENGINE_SECRET. Default none.
+	EngineSecret string `yaml:"engine_secret"`
 	// MaxBodyBytes refuses larger request bodies before parsing (413); it
 	// is also the server's MaxRequestBodySize. Default 4096.
 	MaxBodyBytes int `yaml:"max_body_bytes"`

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"seckill/stock"
@@ -18,9 +19,31 @@ type Config struct {
 	// ResultTTL is how long ticket results stay readable. Default 48h.
 	ResultTTL time.Duration `yaml:"result_ttl"`
 	// Listen is the sidecar listener of `seckill engine`
-	// ("unix:///run/seckill/engine.sock" or "tcp://127.0.0.1:9090").
-	Listen string      `yaml:"listen"`
-	Kafka  KafkaConfig `yaml:"kafka"`
+	// ("unix:///run/seckill/engine.sock" or "tcp://127.0.0.1:9090"). A unix
+	// socket is created with mode 0600 (only this user connects); tcp://
+	// (or a bare host:port) needs SidecarSecret or the TLS pair, else
+	// Validate refuses it.
+	Listen string `yaml:"listen"`
+	// SidecarSecret is the shared secret of the sidecar: with it the server
+	// answers 401 to any call without "Authorization: Bearer <secret>"
+	// (compared in constant time), and the edge's client sends it (see
+	// edge.engine_secret). At least 32 bytes outside `seckill dev`; set it
+	// from the environment, SECKILL_ENGINE_SIDECAR_SECRET. Default none.
+	SidecarSecret string `yaml:"sidecar_secret"`
+	// SidecarTLSCert and SidecarTLSKey are PEM files: set, the sidecar
+	// serves TLS. Default none.
+	SidecarTLSCert string `yaml:"sidecar_tls_cert"`
+	SidecarTLSKey  string `yaml:"sidecar_tls_key"`
+	// SidecarTLSCA is a PEM file of the CA the edge's client verifies the
+	// sidecar's certificate with; set, the client speaks TLS. Default none.
+	SidecarTLSCA string `yaml:"sidecar_tls_ca"`
+	// SidecarReadTimeout bounds reading one request (a half-sent request is
+	// cut off after it), SidecarWriteTimeout writing one answer,
+	// SidecarIdleTimeout an idle keep-alive connection. Defaults 2s, 5s, 2m.
+	SidecarReadTimeout  time.Duration `yaml:"sidecar_read_timeout"`
+	SidecarWriteTimeout time.Duration `yaml:"sidecar_write_timeout"`
+	SidecarIdleTimeout  time.Duration `yaml:"sidecar_idle_timeout"`
+	Kafka               KafkaConfig   `yaml:"kafka"`
 	// Batch is group-commit occupy (see batch.go). Default on.
 	Batch BatchConfig `yaml:"batch"`
 }
@@ -61,7 +84,11 @@ func DefaultConfig() Config {
 		Node:          1,
 		OccupyTimeout: 500 * time.Millisecond,
 		ResultTTL:     48 * time.Hour,
-		Batch:         BatchConfig{Enabled: true, MaxSize: 256},
+
+		SidecarReadTimeout:  2 * time.Second,
+		SidecarWriteTimeout: 5 * time.Second,
+		SidecarIdleTimeout:  2 * time.Minute,
+		Batch:               BatchConfig{Enabled: true, MaxSize: 256},
 		Kafka: KafkaConfig{
 			Brokers:        []string{"127.0.0.1:9092"},
 			Topic:          "seckill.orders",
@@ -97,6 +124,23 @@ func (c *Config) Validate() error {
 		return errors.New("engine.batch.max_size must be 1..1024")
 	case c.Kafka.RetryMax < 0:
 		return errors.New("engine.kafka.retry_max must not be negative")
+	case c.SidecarReadTimeout <= 0 || c.SidecarWriteTimeout <= 0 || c.SidecarIdleTimeout <= 0:
+		return errors.New("engine.sidecar_read_timeout, engine.sidecar_write_timeout and engine.sidecar_idle_timeout must be positive")
+	case (c.SidecarTLSCert == "") != (c.SidecarTLSKey == ""):
+		return errors.New("engine.sidecar_tls_cert and engine.sidecar_tls_key go together")
+	}
+	return c.checkListen()
+}
+
+// checkListen: a tcp sidecar is reachable by anyone who reaches the port,
+// so it must authenticate its callers (the secret) or their channel (TLS).
+func (c *Config) checkListen() error {
+	if c.Listen == "" {
+		return nil
+	}
+	if network, _ := splitAddr(c.Listen); network == "tcp" && c.SidecarSecret == "" && c.SidecarTLSCert == "" {
+		return fmt.Errorf("engine.listen %s is tcp: set engine.sidecar_secret (SECKILL_ENGINE_SIDECAR_SECRET) "+
+			"or engine.sidecar_tls_cert and engine.sidecar_tls_key, or listen on a unix:// socket", c.Listen)
 	}
 	return nil
 }

@@ -17,3 +17,9 @@ var ErrBusy = stock.ErrBusy
 // errUnresolved answers a Request without the edge's resolution (no
 // activity or SKU): nothing can be occupied for it.
 var errUnresolved = fmt.Errorf("%w: the request names no resolved activity and SKU", stock.ErrUnknownSKU)
+
+// ErrBadQuantity answers a Request whose Quantity is below 1: refused before
+// any script runs (the occupy script refuses it too). It wraps
+// stock.ErrOverLimit — the quantity is outside 1..limit — so it maps to the
+// over-limit answer everywhere.
+var ErrBadQuantity = fmt.Errorf("%w: quantity must be at least 1", stock.ErrOverLimit)

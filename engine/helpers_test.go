@@ -145,11 +145,19 @@ func startSidecar(t *testing.T, eng Engine, cat *catalog.Catalog, cfg ClientConf
 
 func serveSidecar(t *testing.T, eng Engine, cat *catalog.Catalog, addr string) (*Server, chan error) {
 	t.Helper()
+	return serveSidecarWith(t, eng, cat, addr, DefaultConfig())
+}
+
+func serveSidecarWith(t *testing.T, eng Engine, cat *catalog.Catalog, addr string, cfg Config) (*Server, chan error) {
+	t.Helper()
 	ln, err := Listen(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(eng, cat, DefaultConfig(), zaptest.NewLogger(t))
+	srv, err := NewServer(eng, cat, cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })

@@ -84,6 +84,9 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	if !r.resolved() {
 		return Ticket{Remaining: -1}, errUnresolved
 	}
+	if r.Quantity < 1 {
+		return Ticket{Remaining: -1}, ErrBadQuantity
+	}
 	a, sku := r.Activity, r.SKU
 	t := Ticket{Remaining: -1}
 	rn := e.ids.Next()

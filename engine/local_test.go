@@ -57,6 +57,18 @@ func testOccupyQueuesADurableMessage(t *testing.T, r *rig, k *testenv.Kafka, e E
 	if _, err := e.Occupy(ctx, &Request{UserID: 1, Quantity: 1}); !errors.Is(err, stock.ErrUnknownSKU) {
 		t.Fatalf("an unresolved request: %v", err)
 	}
+	// A quantity below one is refused before Redis: no stock moves, no
+	// record is written for the buyer.
+	for _, q := range []int64{0, -1} {
+		req := r.order(t, 1001, 43)
+		req.Quantity = q
+		if _, err := e.Occupy(ctx, req); !errors.Is(err, stock.ErrOverLimit) {
+			t.Fatalf("quantity %d: %v, want over limit", q, err)
+		}
+	}
+	if c := r.counts(t, 1, 1001); c.Remaining != 4 || c.Holders != 1 {
+		t.Fatalf("after the refused quantities: %+v", c)
+	}
 }
 
 func TestBrokerUnreachableAnswersBusyAndRestoresStock(t *testing.T) {

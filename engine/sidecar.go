@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -45,16 +48,35 @@ import (
 
 // Listen opens a listener for an address "unix:///path.sock" or
 // "tcp://host:port" (a bare "host:port" means tcp). A stale unix socket file
-// is removed first.
+// is removed first, and the socket is created with mode 0600: only this
+// user (the edge runs as it) may connect.
 func Listen(addr string) (net.Listener, error) {
 	network, a := splitAddr(addr)
-	if network == "unix" {
-		if err := os.Remove(a); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("remove stale socket %s: %w", a, err)
-		}
+	if network != "unix" {
+		return net.Listen(network, a)
 	}
-	return net.Listen(network, a)
+	if err := os.Remove(a); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket %s: %w", a, err)
+	}
+	// The umask makes the socket 0600 from its creation, so no peer can
+	// connect in the moment before a chmod; the chmod states it for any
+	// umask the process had.
+	umaskMu.Lock()
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen(network, a)
+	syscall.Umask(old)
+	umaskMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(a, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod socket %s: %w", a, err)
+	}
+	return ln, nil
 }
+
+var umaskMu sync.Mutex
 
 func splitAddr(addr string) (network, a string) {
 	switch {
@@ -73,14 +95,29 @@ type Server struct {
 	timeout time.Duration // bounds a catalog reload: engine.occupy_timeout
 	log     *zap.Logger
 	srv     *fasthttp.Server
+	tls     *tls.Config // nil: plain
+	auth    []byte      // "Bearer <secret>"; nil: no secret
 	reload  catalogReload
 }
 
 // NewServer wraps eng. cat is this process's catalog, in which the ids on
-// the wire are looked up; cfg is the engine section (occupy_timeout bounds a
-// reload of cat after a miss).
-func NewServer(eng Engine, cat *catalog.Catalog, cfg Config, log *zap.Logger) *Server {
+// the wire are looked up; cfg is the engine section: occupy_timeout bounds a
+// reload of cat after a miss, sidecar_secret is the bearer secret every
+// call must carry (none: none), sidecar_tls_cert and _key make it serve TLS,
+// sidecar_read/write/idle_timeout bound its connections. The error is a
+// TLS pair that does not load.
+func NewServer(eng Engine, cat *catalog.Catalog, cfg Config, log *zap.Logger) (*Server, error) {
 	s := &Server{eng: eng, cat: cat, timeout: cfg.OccupyTimeout, log: log}
+	if cfg.SidecarSecret != "" {
+		s.auth = []byte("Bearer " + cfg.SidecarSecret)
+	}
+	if cfg.SidecarTLSCert != "" {
+		pair, err := tls.LoadX509KeyPair(cfg.SidecarTLSCert, cfg.SidecarTLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("engine.sidecar_tls_cert and engine.sidecar_tls_key: %w", err)
+		}
+		s.tls = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	}
 	s.srv = &fasthttp.Server{
 		Handler:                       s.handle,
 		Name:                          "seckill-engine",
@@ -88,19 +125,40 @@ func NewServer(eng Engine, cat *catalog.Catalog, cfg Config, log *zap.Logger) *S
 		NoDefaultContentType:          true,
 		DisableHeaderNamesNormalizing: true,
 		MaxRequestBodySize:            1024,
-		IdleTimeout:                   5 * time.Minute,
+		ReadTimeout:                   cfg.SidecarReadTimeout,
+		WriteTimeout:                  cfg.SidecarWriteTimeout,
+		IdleTimeout:                   cfg.SidecarIdleTimeout,
 		Concurrency:                   64 * 1024,
+		Logger:                        zap.NewStdLog(log),
 	}
-	return s
+	return s, nil
 }
 
-// Serve serves ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+// Serve serves ln (over TLS when configured) until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
+	return s.srv.Serve(ln)
+}
 
 // Shutdown stops taking connections and waits for in-flight calls.
 func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	defer func() {
+		// A panic answers 500 and is logged; the sidecar lives on.
+		if v := recover(); v != nil {
+			s.log.Error("sidecar handler panicked", zap.ByteString("path", ctx.Path()), zap.Any("panic", v), zap.StackSkip("stack", 1))
+			ctx.ResetBody()
+			ctx.SetStatusCode(fasthttp.StatusInternalServerError)
+		}
+	}()
+	if s.auth != nil && subtle.ConstantTimeCompare(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization), s.auth) != 1 {
+		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
+		ctx.SetBodyString("sidecar secret required")
+		return
+	}
 	path := ctx.Path()
 	if string(path) == "/healthz" {
 		ctx.SetBodyString("ok")
@@ -253,6 +311,12 @@ type ClientConfig struct {
 	// Defaults 5 and 1s.
 	BreakAfter int
 	Cooldown   time.Duration
+	// Secret is sent on every call as "Authorization: Bearer <secret>"
+	// (engine.sidecar_secret of the sidecar). Default none.
+	Secret string
+	// TLS, if set, makes the client speak TLS with it (the server name is
+	// the address's host when the config names none). Default nil.
+	TLS *tls.Config
 }
 
 // Client calls a sidecar engine. It implements Engine. Safe for concurrent
@@ -260,6 +324,7 @@ type ClientConfig struct {
 type Client struct {
 	pc       *fasthttp.PipelineClient
 	cfg      ClientConfig
+	auth     string // "Bearer <secret>", or ""
 	fails    atomic.Int64
 	openTill atomic.Int64 // unix nanos; circuit open before this
 	probing  atomic.Bool
@@ -281,9 +346,35 @@ func NewClient(addr string, cfg ClientConfig) *Client {
 	}
 	network, a := splitAddr(addr)
 	c := &Client{cfg: cfg}
+	if cfg.Secret != "" {
+		c.auth = "Bearer " + cfg.Secret
+	}
+	dial := func(string) (net.Conn, error) { return net.DialTimeout(network, a, time.Second) }
+	if cfg.TLS != nil {
+		tc := cfg.TLS.Clone()
+		if tc.ServerName == "" {
+			if host, _, err := net.SplitHostPort(a); err == nil {
+				tc.ServerName = host
+			}
+		}
+		dial = func(string) (net.Conn, error) {
+			conn, err := net.DialTimeout(network, a, time.Second)
+			if err != nil {
+				return nil, err
+			}
+			tconn := tls.Client(conn, tc)
+			_ = tconn.SetDeadline(time.Now().Add(time.Second))
+			if err := tconn.Handshake(); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			_ = tconn.SetDeadline(time.Time{})
+			return tconn, nil
+		}
+	}
 	c.pc = &fasthttp.PipelineClient{
 		Addr:               a,
-		Dial:               func(string) (net.Conn, error) { return net.DialTimeout(network, a, time.Second) },
+		Dial:               dial,
 		MaxConns:           cfg.Conns,
 		MaxPendingRequests: 16 * 1024,
 		ReadTimeout:        cfg.Timeout,
@@ -300,6 +391,9 @@ func (c *Client) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	t := Ticket{Remaining: -1}
 	if !r.resolved() {
 		return t, errUnresolved
+	}
+	if r.Quantity < 1 {
+		return t, ErrBadQuantity
 	}
 	now := time.Now().UnixNano()
 	if till := c.openTill.Load(); now < till {
@@ -318,6 +412,9 @@ func (c *Client) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.SetRequestURI("/occupy")
 	req.Header.SetHost("engine")
+	if c.auth != "" {
+		req.Header.Set(fasthttp.HeaderAuthorization, c.auth)
+	}
 	var buf [128]byte
 	body := strconv.AppendInt(buf[:0], r.Activity.ID, 10)
 	body = append(body, ',')

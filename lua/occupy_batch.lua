@@ -20,7 +20,8 @@
 -- ARGV    n triples, buyer i = 1..n:
 --   ARGV[3i-2] userId
 --   ARGV[3i-1] requestNo
---   ARGV[3i]   quantity (positive integer)
+--   ARGV[3i]   quantity (positive integer; anything else is OVER_LIMIT —
+--              outside 1..limit — and takes nothing)
 -- Returns a flat array of 3n values, {code, remaining, holder} of buyer i at
 -- 3i-2, 3i-1, 3i (one buyer: {code, remaining, holder}):
 --   "OK"         stock taken; remaining after this buyer's decrement;
@@ -34,7 +35,7 @@
 --   "DUPLICATE"  the user holds a ticket (before or earlier in the batch);
 --                holder = that requestNo. Also where meta rebuy is "0" and
 --                the user's order was closed unpaid: holder = its requestNo
---   "OVER_LIMIT" quantity above the per-user limit
+--   "OVER_LIMIT" quantity above the per-user limit, or not an integer >= 1
 --   "SOLD_OUT"   remaining below quantity (remaining may be above 0), or the
 --                on-call sold-out mark is set (remaining 0: nothing sellable)
 -- remaining is -1 where stock was not read. Redis work per call, whatever n
@@ -92,7 +93,7 @@ for i = 1, n do
   local j = 3 * i - 2
   if h then
     out[j], out[j + 1], out[j + 2] = 'DUPLICATE', -1, h
-  elseif q > limit then
+  elseif not q or q < 1 or q ~= math.floor(q) or q > limit then
     out[j], out[j + 1], out[j + 2] = 'OVER_LIMIT', -1, ''
   elseif marked then
     out[j], out[j + 1], out[j + 2] = 'SOLD_OUT', 0, ''

@@ -20,7 +20,8 @@
 -- ARGV    then n triples, ticket i = 1..n:
 --   ARGV[3i]   userId
 --   ARGV[3i+1] requestNo
---   ARGV[3i+2] quantity, used where qty does not record the ticket's units
+--   ARGV[3i+2] quantity, used where qty does not record the ticket's units;
+--              an integer >= 1 (else an error reply, nothing changed)
 -- Returns n codes, ticket i's at i:
 --   "RELEASED"  stock restored by the ticket's units (qty's, else its
 --               quantity), user record and units entry removed
@@ -36,6 +37,12 @@
 -- HDEL of qty, one HDEL of users, one DECRBY and one INCRBY (and one SREM
 -- where a claimed one is released by force); one HSET of closed for a close.
 local n = (#ARGV - 2) / 3
+for i = 1, n do
+  local q = tonumber(ARGV[3 * i + 2])
+  if not q or q < 1 or q ~= math.floor(q) then
+    return redis.error_reply('ERR release: quantity must be an integer >= 1')
+  end
+end
 local force, closing = ARGV[1] == '1', ARGV[2] == '1'
 local uids, rns, pend, closed = {}, {}, {}, {}
 for i = 1, n do

@@ -1,72 +1,155 @@
 package payment
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"seckill/internal/sale"
 )
 
-// PayPath is the route Handler serves; {orderNo} is a router parameter.
+// PayPath is the buyer's route Handler serves; {orderNo} is a router
+// parameter.
 const PayPath = "/api/v1/flash-sale/orders/{orderNo}/pay"
 
-// Answer is the JSON body of every pay answer.
+// CallbackPath is the payment provider's route CallbackHandler serves.
+const CallbackPath = "/api/v1/payments/callback"
+
+// Answer is the JSON body of every answer of both routes.
 type Answer struct {
-	Code    string `json:"code"` // PAID, NOT_FOUND, CLOSED, EXPIRED, UNAUTHORIZED, BAD_REQUEST, BUSY
-	OrderNo string `json:"orderNo,omitempty"`
-	Status  string `json:"status,omitempty"` // the order's status when known
-	Amount  string `json:"amount,omitempty"`
-	Message string `json:"message"`
+	// Code: PAYMENT_PENDING, PAID, NOT_FOUND, CLOSED, EXPIRED,
+	// UNAUTHORIZED, BAD_REQUEST, BAD_SIGNATURE, AMOUNT_MISMATCH,
+	// REFERENCE_REUSED, ALREADY_PAID, UNSUPPORTED_MEDIA_TYPE, BUSY.
+	Code        string `json:"code"`
+	OrderNo     string `json:"orderNo,omitempty"`
+	State       string `json:"state,omitempty"` // the payment's state when known (Intent's states)
+	Amount      string `json:"amount,omitempty"`
+	AmountCents int64  `json:"amountCents,omitempty"`
+	ExpireAt    string `json:"expireAt,omitempty"` // RFC 3339: pay before it
+	Message     string `json:"message"`
 }
 
 // Handler serves POST PayPath for the edge (mount it on the public
-// router): the buyer is the X-User-Id header, the order the {orderNo}
-// parameter. 200 PAID (also for an order paid before), 401 without a user,
-// 400 for a malformed one, 404 for an order that is not the buyer's, 409
-// CLOSED or EXPIRED past the deadline, 503 when the database fails. Each
-// call is bounded by timeout (default 2s when 0).
+// router): the buyer starts a payment and reads its state — the payment
+// intent {orderNo, amount, state, expireAt} the provider's checkout takes.
+// It never marks the order paid (only the provider's callback does). The
+// buyer is the X-User-Id header, the order the {orderNo} parameter. 200
+// PAYMENT_PENDING (state AWAITING_PAYMENT) or PAID, 401 without a user, 400
+// for a malformed one, 404 for an order that is not the buyer's, 409 CLOSED
+// or EXPIRED, 503 when the database fails. Each call is bounded by timeout
+// (default 2s when 0).
 func Handler(s *Service, timeout time.Duration) fasthttp.RequestHandler {
 	if timeout <= 0 {
 		timeout = 2 * time.Second
 	}
 	return func(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("Cache-Control", "no-store")
-		h := ctx.Request.Header.Peek("X-User-Id")
-		if len(h) == 0 {
+		user, present, valid := sale.ParseUserID(ctx.Request.Header.Peek("X-User-Id"))
+		if !present {
 			answer(ctx, fasthttp.StatusUnauthorized, Answer{Code: "UNAUTHORIZED", Message: "X-User-Id header required"})
 			return
 		}
-		user, err := strconv.ParseInt(string(h), 10, 64)
-		if err != nil || user <= 0 {
+		if !valid {
 			answer(ctx, fasthttp.StatusBadRequest, Answer{Code: "BAD_REQUEST", Message: "X-User-Id must be a positive integer"})
 			return
 		}
 		orderNo, _ := ctx.UserValue("orderNo").(string)
 		c, cancel := context.WithTimeout(context.Background(), timeout)
-		o, err := s.Pay(c, orderNo, user)
+		in, err := s.Intent(c, orderNo, user)
 		cancel()
-		a := Answer{OrderNo: orderNo, Status: o.Status}
-		if o.OrderNo != "" {
-			a.Amount = o.Amount.String()
+		if errors.Is(err, ErrNotFound) {
+			answer(ctx, fasthttp.StatusNotFound, Answer{Code: "NOT_FOUND", Message: "no such order"})
+			return
 		}
-		switch {
-		case err == nil:
+		if err != nil {
+			answer(ctx, fasthttp.StatusServiceUnavailable, Answer{Code: "BUSY", Message: "system busy, try again"})
+			return
+		}
+		a := Answer{OrderNo: in.OrderNo, State: in.State, Amount: in.Amount.String(), AmountCents: int64(in.Amount),
+			ExpireAt: in.ExpireAt.UTC().Format(time.RFC3339)}
+		switch in.State {
+		case StateAwaiting:
+			a.Code, a.Message = "PAYMENT_PENDING", "pay the amount through the payment provider before expireAt"
+			answer(ctx, fasthttp.StatusOK, a)
+		case StatePaid:
 			a.Code, a.Message = "PAID", "order paid"
 			answer(ctx, fasthttp.StatusOK, a)
-		case errors.Is(err, ErrNotFound):
-			answer(ctx, fasthttp.StatusNotFound, Answer{Code: "NOT_FOUND", Message: "no such order"})
-		case errors.Is(err, ErrClosed):
+		case StateClosed:
 			a.Code, a.Message = "CLOSED", "the order was closed unpaid"
 			answer(ctx, fasthttp.StatusConflict, a)
-		case errors.Is(err, ErrExpired):
+		default:
 			a.Code, a.Message = "EXPIRED", "the payment deadline has passed"
 			answer(ctx, fasthttp.StatusConflict, a)
-		default:
-			answer(ctx, fasthttp.StatusServiceUnavailable, Answer{Code: "BUSY", Message: "system busy, try again"})
 		}
+	}
+}
+
+// callbackBody is the provider's JSON: signature = Sign(key, orderNo,
+// amountCents, providerRef).
+type callbackBody struct {
+	OrderNo     string `json:"orderNo"`
+	AmountCents int64  `json:"amountCents"`
+	ProviderRef string `json:"providerRef"`
+	Signature   string `json:"signature"`
+}
+
+// CallbackHandler serves POST CallbackPath, the payment provider's
+// confirmation (application/json, callbackBody). 200 PAID (also for the
+// same callback again: idempotent), 415 for another content type, 400 for
+// a malformed body, 401 BAD_SIGNATURE, 404 NOT_FOUND, 409 AMOUNT_MISMATCH,
+// REFERENCE_REUSED, ALREADY_PAID, CLOSED or EXPIRED (the provider refunds),
+// 503 BUSY (retry). Every call is audit-logged by Confirm.
+func CallbackHandler(s *Service, timeout time.Duration) fasthttp.RequestHandler {
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	return func(ctx *fasthttp.RequestCtx) {
+		ctx.Response.Header.Set("Cache-Control", "no-store")
+		if ct, _, _ := bytes.Cut(ctx.Request.Header.ContentType(), []byte(";")); !bytes.EqualFold(bytes.TrimSpace(ct), []byte("application/json")) {
+			answer(ctx, fasthttp.StatusUnsupportedMediaType, Answer{Code: "UNSUPPORTED_MEDIA_TYPE", Message: "application/json required"})
+			return
+		}
+		var b callbackBody
+		dec := json.NewDecoder(bytes.NewReader(ctx.PostBody()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&b); err != nil {
+			answer(ctx, fasthttp.StatusBadRequest, Answer{Code: "BAD_REQUEST", Message: "body: want {orderNo, amountCents, providerRef, signature}"})
+			return
+		}
+		c, cancel := context.WithTimeout(context.Background(), timeout)
+		o, err := s.Confirm(c, Callback{OrderNo: b.OrderNo, Amount: sale.Cents(b.AmountCents), ProviderRef: b.ProviderRef,
+			Signature: b.Signature, Remote: ctx.RemoteIP().String()})
+		cancel()
+		a := Answer{OrderNo: b.OrderNo}
+		for _, m := range []struct {
+			err    error
+			status int
+			code   string
+		}{
+			{nil, fasthttp.StatusOK, "PAID"},
+			{ErrSignature, fasthttp.StatusUnauthorized, "BAD_SIGNATURE"},
+			{ErrNotFound, fasthttp.StatusNotFound, "NOT_FOUND"},
+			{ErrAmount, fasthttp.StatusConflict, "AMOUNT_MISMATCH"},
+			{ErrRefReused, fasthttp.StatusConflict, "REFERENCE_REUSED"},
+			{ErrAlreadyPaid, fasthttp.StatusConflict, "ALREADY_PAID"},
+			{ErrClosed, fasthttp.StatusConflict, "CLOSED"},
+			{ErrExpired, fasthttp.StatusConflict, "EXPIRED"},
+		} {
+			if err == m.err || m.err != nil && errors.Is(err, m.err) {
+				a.Code, a.Message = m.code, "payment "+m.code
+				if err == nil {
+					a.State, a.Message = StatePaid, "order paid"
+					a.Amount, a.AmountCents = o.Amount.String(), int64(o.Amount)
+				}
+				answer(ctx, m.status, a)
+				return
+			}
+		}
+		answer(ctx, fasthttp.StatusServiceUnavailable, Answer{Code: "BUSY", Message: "system busy, try again"})
 	}
 }
 

@@ -12,7 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"seckill/internal/results"
 	"seckill/internal/sale"
@@ -144,70 +147,195 @@ func (r *rig) books(t *testing.T) (remaining, ordered int64) {
 	return n.Remaining, units
 }
 
-func TestPayIsForTheBuyerAndIdempotent(t *testing.T) {
+// testKey is the provider's key in these tests.
+const testKey = "test-payment-provider-key-0123456789abcdef"
+
+func newSvc(t *testing.T, r *rig, log *zap.Logger, opts ...Option) *Service {
+	t.Helper()
+	if log == nil {
+		log = zaptest.NewLogger(t)
+	}
+	return New(r.st, Config{ProviderKey: testKey}, timeout, log, opts...)
+}
+
+// signedCallback is the provider's callback for o under ref, signed with key.
+func signedCallback(key string, o store.Order, amount sale.Cents, ref string) Callback {
+	return Callback{OrderNo: o.OrderNo, Amount: amount, ProviderRef: ref, Signature: Sign(key, o.OrderNo, amount, ref)}
+}
+
+func TestAnOrderIsPaidOnlyThroughASignedCallback(t *testing.T) {
 	runTest(t, func(t *testing.T, r *rig) {
 		ctx := context.Background()
+		core, logs := observer.New(zapcore.InfoLevel)
+		svc := newSvc(t, r, zap.New(core))
 		o, _ := r.order(t, 1)
-		svc := New(r.st, timeout)
-		if _, err := svc.Pay(ctx, o.OrderNo, 2); !errors.Is(err, ErrNotFound) {
-			t.Errorf("someone else pays: %v", err)
+		o2, _ := r.order(t, 2)
+		status := func(o store.Order) string {
+			t.Helper()
+			got, err := r.st.Order(ctx, o.OrderNo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got.Status
 		}
+		// The buyer's route starts the payment and reports it; it pays nothing.
 		for range 2 {
-			if p, err := svc.Pay(ctx, o.OrderNo, 1); err != nil || p.Status != store.OrderPaid {
-				t.Errorf("pay: %+v %v", p, err)
+			if in, err := svc.Intent(ctx, o.OrderNo, 1); err != nil || in.State != StateAwaiting || in.Amount != 1250 {
+				t.Fatalf("intent: %+v %v", in, err)
 			}
 		}
-		late := New(r.st, timeout, WithClock(func() time.Time { return time.Now().Add(2 * timeout) }))
-		o2, _ := r.order(t, 2)
-		if _, err := late.Pay(ctx, o2.OrderNo, 2); !errors.Is(err, ErrExpired) {
+		if _, err := svc.Intent(ctx, o.OrderNo, 2); !errors.Is(err, ErrNotFound) {
+			t.Errorf("another buyer's intent: %v", err)
+		}
+		if st := status(o); st != store.OrderPendingPayment {
+			t.Fatalf("the buyer's word paid the order: %s", st)
+		}
+		refused := []struct {
+			name string
+			cb   Callback
+			want error
+		}{
+			{"a callback signed with another key", signedCallback("someone-else-key-0123456789abcdefgh", o, 1250, "ref-1"), ErrSignature},
+			{"a callback without a signature", Callback{OrderNo: o.OrderNo, Amount: 1250, ProviderRef: "ref-1"}, ErrSignature},
+			{"a signed callback whose amount was changed", func() Callback {
+				cb := signedCallback(testKey, o, 1250, "ref-1")
+				cb.Amount = 1
+				return cb
+			}(), ErrSignature},
+			{"a signed callback for another amount", signedCallback(testKey, o, 1, "ref-1"), ErrAmount},
+			{"a signed callback for an unknown order", signedCallback(testKey, store.Order{OrderNo: "Onope"}, 1250, "ref-1"), ErrNotFound},
+		}
+		for _, c := range refused {
+			if _, err := svc.Confirm(ctx, c.cb); !errors.Is(err, c.want) {
+				t.Errorf("%s: %v, want %v", c.name, err, c.want)
+			}
+		}
+		if st := status(o); st != store.OrderPendingPayment {
+			t.Fatalf("a refused callback paid the order: %s", st)
+		}
+		// The provider's signed word pays it; the same callback again is a
+		// no-op; the reference cannot pay another order.
+		for range 2 {
+			if p, err := svc.Confirm(ctx, signedCallback(testKey, o, 1250, "ref-1")); err != nil || p.Status != store.OrderPaid {
+				t.Fatalf("confirm: %+v %v", p, err)
+			}
+		}
+		if _, err := svc.Confirm(ctx, signedCallback(testKey, o2, 1250, "ref-1")); !errors.Is(err, ErrRefReused) {
+			t.Errorf("the reference for another order: %v, want ErrRefReused", err)
+		}
+		if _, err := svc.Confirm(ctx, signedCallback(testKey, o, 1250, "ref-2")); !errors.Is(err, ErrAlreadyPaid) {
+			t.Errorf("a second reference for a paid order: %v, want ErrAlreadyPaid", err)
+		}
+		if st := status(o2); st != store.OrderPendingPayment {
+			t.Fatalf("a reused reference paid another order: %s", st)
+		}
+		// Too late, then closed.
+		late := newSvc(t, r, nil, WithClock(func() time.Time { return time.Now().Add(2 * timeout) }))
+		if _, err := late.Confirm(ctx, signedCallback(testKey, o2, 1250, "ref-3")); !errors.Is(err, ErrExpired) {
 			t.Errorf("pay past the deadline: %v", err)
 		}
 		if n, err := r.closer(t, time.Now().Add(2*timeout)).Scan(ctx); err != nil || n != 1 {
 			t.Fatalf("close: %d %v", n, err)
 		}
-		if _, err := svc.Pay(ctx, o2.OrderNo, 2); !errors.Is(err, ErrClosed) {
+		if _, err := svc.Confirm(ctx, signedCallback(testKey, o2, 1250, "ref-3")); !errors.Is(err, ErrClosed) {
 			t.Errorf("pay a closed order: %v", err)
 		}
+		if in, err := svc.Intent(ctx, o2.OrderNo, 2); err != nil || in.State != StateClosed {
+			t.Errorf("intent of a closed order: %+v %v", in, err)
+		}
+		// Without a provider key nothing is paid (fail closed).
+		nokey := New(r.st, Config{}, timeout, zaptest.NewLogger(t))
+		o3, _ := r.order(t, 3)
+		if _, err := nokey.Confirm(ctx, signedCallback("", o3, 1250, "ref-4")); !errors.Is(err, ErrSignature) {
+			t.Errorf("no key configured: %v, want ErrSignature", err)
+		}
 		r.books(t)
+		// The audit log: every refusal at warn, with its reason and the
+		// callback's fields; the replay too.
+		for _, reason := range []string{"signature", "amount", "not_found", "reference_reused", "already_paid", "closed"} {
+			if logs.FilterMessage("payment callback refused").FilterField(zap.String("reason", reason)).Len() == 0 {
+				t.Errorf("no audit line for a refusal of reason %s", reason)
+			}
+		}
+		if n := logs.FilterMessage("payment callback replayed: already recorded, nothing changed").
+			FilterField(zap.String("providerRef", "ref-1")).Len(); n != 1 {
+			t.Errorf("%d audit lines for the replay, want 1", n)
+		}
+		if n := logs.FilterMessage("payment confirmed: order paid").Len(); n != 1 {
+			t.Errorf("%d lines for the one payment, want 1", n)
+		}
 	})
 }
 
-func TestPayHandlerAnswers(t *testing.T) {
+func TestPaymentRoutesAnswer(t *testing.T) {
 	runTest(t, func(t *testing.T, r *rig) {
 		o, _ := r.order(t, 7)
-		h := Handler(New(r.st, timeout), 0)
-		call := func(user, orderNo string) (int, Answer) {
-			var c fasthttp.RequestCtx
-			c.Request.Header.SetMethod("POST")
-			if user != "" {
-				c.Request.Header.Set("X-User-Id", user)
-			}
-			c.SetUserValue("orderNo", orderNo)
-			h(&c)
+		svc := newSvc(t, r, nil)
+		pay, callback := Handler(svc, 0), CallbackHandler(svc, 0)
+		decode := func(c *fasthttp.RequestCtx) (int, Answer) {
 			var a Answer
 			if err := json.Unmarshal(c.Response.Body(), &a); err != nil {
 				t.Fatalf("body %q: %v", c.Response.Body(), err)
 			}
 			return c.Response.StatusCode(), a
 		}
+		intent := func(user, orderNo string) (int, Answer) {
+			var c fasthttp.RequestCtx
+			c.Request.Header.SetMethod("POST")
+			if user != "" {
+				c.Request.Header.Set("X-User-Id", user)
+			}
+			c.SetUserValue("orderNo", orderNo)
+			pay(&c)
+			return decode(&c)
+		}
+		confirm := func(contentType, body string) (int, Answer) {
+			var c fasthttp.RequestCtx
+			c.Request.Header.SetMethod("POST")
+			c.Request.Header.SetContentType(contentType)
+			c.Request.SetBodyString(body)
+			callback(&c)
+			return decode(&c)
+		}
+		body := func(amount int64, ref, sig string) string {
+			b, _ := json.Marshal(map[string]any{"orderNo": o.OrderNo, "amountCents": amount, "providerRef": ref, "signature": sig})
+			return string(b)
+		}
+		good := body(1250, "ref-7", Sign(testKey, o.OrderNo, 1250, "ref-7"))
 		for _, tc := range []struct {
-			name, user, order string
-			status            int
-			code              string
+			name   string
+			call   func() (int, Answer)
+			status int
+			code   string
 		}{
-			{"no user is unauthorized", "", o.OrderNo, 401, "UNAUTHORIZED"},
-			{"a malformed user is a bad request", "x7", o.OrderNo, 400, "BAD_REQUEST"},
-			{"another buyer's order is not found", "8", o.OrderNo, 404, "NOT_FOUND"},
-			{"an unknown order is not found", "7", "Onope", 404, "NOT_FOUND"},
-			{"the buyer pays", "7", o.OrderNo, 200, "PAID"},
-			{"paying again answers the paid order", "7", o.OrderNo, 200, "PAID"},
+			{"no user is unauthorized", func() (int, Answer) { return intent("", o.OrderNo) }, 401, "UNAUTHORIZED"},
+			{"a malformed user is a bad request", func() (int, Answer) { return intent("x7", o.OrderNo) }, 400, "BAD_REQUEST"},
+			{"another buyer's order is not found", func() (int, Answer) { return intent("8", o.OrderNo) }, 404, "NOT_FOUND"},
+			{"an unknown order is not found", func() (int, Answer) { return intent("7", "Onope") }, 404, "NOT_FOUND"},
+			{"the buyer starts the payment: an intent, not a payment", func() (int, Answer) { return intent("7", o.OrderNo) }, 200, "PAYMENT_PENDING"},
+			{"a form-encoded callback is refused", func() (int, Answer) { return confirm("application/x-www-form-urlencoded", good) }, 415, "UNSUPPORTED_MEDIA_TYPE"},
+			{"a callback with an unknown field is refused", func() (int, Answer) {
+				return confirm("application/json", good[:len(good)-1]+`,"paid":true}`)
+			}, 400, "BAD_REQUEST"},
+			{"a forged callback is refused", func() (int, Answer) {
+				return confirm("application/json", body(1250, "ref-7", Sign("forged-key-0123456789abcdefghijkl", o.OrderNo, 1250, "ref-7")))
+			}, 401, "BAD_SIGNATURE"},
+			{"a wrong-amount callback is refused", func() (int, Answer) {
+				return confirm("application/json", body(1, "ref-7", Sign(testKey, o.OrderNo, 1, "ref-7")))
+			}, 409, "AMOUNT_MISMATCH"},
+			{"the provider's callback pays", func() (int, Answer) { return confirm("application/json; charset=utf-8", good) }, 200, "PAID"},
+			{"the same callback again answers paid", func() (int, Answer) { return confirm("application/json", good) }, 200, "PAID"},
+			{"the buyer reads the paid state", func() (int, Answer) { return intent("7", o.OrderNo) }, 200, "PAID"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				status, a := call(tc.user, tc.order)
+				status, a := tc.call()
 				if status != tc.status || a.Code != tc.code {
 					t.Errorf("%d %+v, want %d %s", status, a, tc.status, tc.code)
 				}
-				if a.Code == "PAID" && (a.Status != store.OrderPaid || a.Amount != "12.50" || a.OrderNo != o.OrderNo) {
+				if a.Code == "PAYMENT_PENDING" && (a.State != StateAwaiting || a.Amount != "12.50" || a.AmountCents != 1250 || a.OrderNo != o.OrderNo || a.ExpireAt == "") {
+					t.Errorf("intent answer %+v", a)
+				}
+				if a.Code == "PAID" && (a.State != StatePaid || a.Amount != "12.50" || a.OrderNo != o.OrderNo) {
 					t.Errorf("paid answer %+v", a)
 				}
 			})
@@ -226,7 +354,7 @@ func TestClosedOrdersUnitSellsAgain(t *testing.T) {
 		if _, ok := r.order(t, 3); ok {
 			t.Fatal("a third unit was sold out of two")
 		}
-		if err := New(r.st, timeout).PayNow(ctx, b); err != nil {
+		if err := newSvc(t, r, nil).PayNow(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 		c := r.closer(t, time.Now().Add(timeout+time.Second))
@@ -304,13 +432,13 @@ func TestRedisDownBetweenCloseAndReleaseRetriesOnce(t *testing.T) {
 	})
 }
 
-// TestPayAndCloseRaceNeverBoth races a buyer's payment against the closer
+// TestPayAndCloseRaceNeverBoth races the provider's payment against the closer
 // for many orders: each ends paid or closed, never both, and the books add
 // up after every round.
 func TestPayAndCloseRaceNeverBoth(t *testing.T) {
 	runTest(t, func(t *testing.T, r *rig) {
 		ctx := context.Background()
-		svc := New(r.st, timeout)
+		svc := newSvc(t, r, nil)
 		c := r.closer(t, time.Now().Add(timeout+time.Second))
 		if err := r.st.Restock(ctx, r.act.ID, 3001, 30); err != nil {
 			t.Fatal(err)
@@ -331,7 +459,7 @@ func TestPayAndCloseRaceNeverBoth(t *testing.T) {
 				n    int
 				cerr error
 			)
-			wg.Go(func() { _, perr = svc.Pay(ctx, o.OrderNo, user) })
+			wg.Go(func() { _, perr = svc.Confirm(ctx, signedCallback(testKey, o, o.Amount, fmt.Sprintf("ref-%d", i))) })
 			wg.Go(func() { n, cerr = c.Scan(ctx) })
 			wg.Wait()
 			if cerr != nil || (perr != nil && !errors.Is(perr, ErrClosed)) {
@@ -352,9 +480,10 @@ func TestPayAndCloseRaceNeverBoth(t *testing.T) {
 	})
 }
 
-// PayNow pays o for its buyer (a test shorthand).
+// PayNow pays o through a callback the provider signed with testKey (a
+// test shorthand).
 func (s *Service) PayNow(ctx context.Context, o store.Order) error {
-	_, err := s.Pay(ctx, o.OrderNo, o.UserID)
+	_, err := s.Confirm(ctx, signedCallback(testKey, o, o.Amount, "ref-"+o.OrderNo))
 	return err
 }
 

@@ -62,6 +62,15 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			units:   map[string]string{"rb": "2", "ra2": "1"},
 		},
 		{
+			name:  "a quantity below one (0 or negative) is over the limit, takes nothing and does not bar the buyer",
+			stock: 5, limit: 2,
+			buyers:    []Buyer{{a, "ra", 0}, {b, "rb", -1}, {a, "ra2", 1}},
+			want:      []want{{"OVER_LIMIT", -1, ""}, {"OVER_LIMIT", -1, ""}, {"OK", 4, "ra2"}},
+			remaining: 4, sold: 1, users: map[int64]string{a: "ra2"},
+			pending: []string{"1:ra2"},
+			units:   map[string]string{"ra2": "1"},
+		},
+		{
 			name:  "a quantity above what remains is sold out, and a smaller one after it still fits",
 			stock: 4, limit: 3,
 			buyers:    []Buyer{{a, "ra", 3}, {b, "rb", 2}, {c, "rc", 1}, {d, "rd", 1}},

@@ -19,25 +19,42 @@ var (
 	future = time.Now().Add(time.Hour)  // createdBefore that every order meets
 )
 
-func TestPayOrderIsForTheOwnerOnceAndOnlyInTime(t *testing.T) {
+func TestConfirmPaymentPaysOnceUnderOneReferenceAndOnlyInTime(t *testing.T) {
 	runTest(t, func(t *testing.T, r runner) {
 		ctx := context.Background()
 		s := r.open(t)
 		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 5}))
 		save(t, s, msg("r1", 1, 10, 100))
-		if _, err := s.PayOrder(ctx, "Or1", 101, past); !errors.Is(err, ErrNotFound) {
-			t.Errorf("another user pays: %v, want ErrNotFound", err)
+		save(t, s, msg("r2", 1, 10, 200))
+		pay := func(order, ref string, amount sale.Cents, since time.Time) (Order, PaymentResult, error) {
+			return s.ConfirmPayment(ctx, Payment{OrderNo: order, ProviderRef: ref, Amount: amount}, since)
 		}
-		if _, err := s.PayOrder(ctx, "Onone", 100, past); !errors.Is(err, ErrNotFound) {
+		if _, _, err := pay("Onone", "p0", 990, past); !errors.Is(err, ErrNotFound) {
 			t.Errorf("unknown order: %v, want ErrNotFound", err)
 		}
-		if o, err := s.PayOrder(ctx, "Or1", 100, future); err != nil || o.Status != OrderPendingPayment {
-			t.Errorf("pay past the deadline: %+v, %v; want it left PENDING_PAYMENT", o, err)
+		if _, _, err := pay("Or1", "p1", 1, past); !errors.Is(err, ErrPaymentAmount) {
+			t.Errorf("a wrong amount: %v, want ErrPaymentAmount", err)
 		}
-		for range 2 {
-			if o, err := s.PayOrder(ctx, "Or1", 100, past); err != nil || o.Status != OrderPaid {
-				t.Errorf("pay: %+v, %v", o, err)
-			}
+		if o, res, err := pay("Or1", "p1", 990, future); err != nil || res != PaymentNotPayable || o.Status != OrderPendingPayment {
+			t.Errorf("pay past the deadline: %+v %v %v; want it left PENDING_PAYMENT", o, res, err)
+		}
+		if o, res, err := pay("Or1", "p1", 990, past); err != nil || res != PaymentApplied || o.Status != OrderPaid {
+			t.Errorf("pay: %+v %v %v", o, res, err)
+		}
+		if o, res, err := pay("Or1", "p1", 990, past); err != nil || res != PaymentReplayed || o.Status != OrderPaid {
+			t.Errorf("the same payment again: %+v %v %v, want a replay that changes nothing", o, res, err)
+		}
+		if _, _, err := pay("Or1", "p1", 1990, past); !errors.Is(err, ErrPaymentAmount) {
+			t.Errorf("the reference again with another amount: %v, want ErrPaymentAmount", err)
+		}
+		if _, _, err := pay("Or2", "p1", 990, past); !errors.Is(err, ErrPaymentRefReused) {
+			t.Errorf("the reference for another order: %v, want ErrPaymentRefReused", err)
+		}
+		if o, err := s.Order(ctx, "Or2"); err != nil || o.Status != OrderPendingPayment {
+			t.Errorf("the other order after a reused reference: %+v %v", o, err)
+		}
+		if _, res, err := pay("Or1", "p9", 990, past); err != nil || res != PaymentNotPayable {
+			t.Errorf("a second reference for a paid order: %v %v, want not payable", res, err)
 		}
 		evs, err := s.RequestEvents(ctx, "r1")
 		if err != nil {
@@ -55,7 +72,7 @@ func TestPayOrderIsForTheOwnerOnceAndOnlyInTime(t *testing.T) {
 		if _, closed, err := s.CloseOrder(ctx, "Or1", future); err != nil || closed {
 			t.Errorf("close a paid order: closed=%v, %v", closed, err)
 		}
-		wantStock(t, s, 1, 10, 5, 4)
+		wantStock(t, s, 1, 10, 5, 3)
 	})
 }
 
@@ -77,7 +94,10 @@ func TestPayAndCloseNeverBothWin(t *testing.T) {
 				cerr     error
 			)
 			start := make(chan struct{})
-			wg.Go(func() { <-start; po, perr = s.PayOrder(ctx, testenv.OrderNo(req), int64(1000+i), past) })
+			wg.Go(func() {
+				<-start
+				po, _, perr = s.ConfirmPayment(ctx, Payment{OrderNo: testenv.OrderNo(req), ProviderRef: "ref-" + req, Amount: 990}, past)
+			})
 			wg.Go(func() { <-start; _, didClose, cerr = s.CloseOrder(ctx, testenv.OrderNo(req), future) })
 			close(start)
 			wg.Wait()

@@ -14,13 +14,42 @@ import (
 // The order lifecycle after SaveBatch (payment, unpaid close, the release
 // marker) and the reads the reconciler and the Redis rebuild need.
 
-func (s *sqlStore) PayOrder(ctx context.Context, orderNo string, user int64, createdSince time.Time) (Order, error) {
-	var o Order
+func (s *sqlStore) ConfirmPayment(ctx context.Context, p Payment, createdSince time.Time) (Order, PaymentResult, error) {
+	var (
+		o   Order
+		out PaymentResult
+	)
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var (
+			paidOrder string
+			paidCents int64
+		)
+		err := tx.QueryRowContext(ctx, `SELECT order_no, amount_cents FROM seckill_payment WHERE provider_ref = ?`,
+			p.ProviderRef).Scan(&paidOrder, &paidCents)
+		switch {
+		case err == nil && paidOrder != p.OrderNo:
+			return fmt.Errorf("reference %s: %w", p.ProviderRef, ErrPaymentRefReused)
+		case err == nil && sale.Cents(paidCents) != p.Amount:
+			return fmt.Errorf("reference %s: %w", p.ProviderRef, ErrPaymentAmount)
+		case err == nil:
+			out = PaymentReplayed
+			o, err = scanOrder(tx.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM seckill_order WHERE order_no = ?`,
+				p.OrderNo), "order_no", p.OrderNo)
+			return err
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		if o, err = scanOrder(tx.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM seckill_order WHERE order_no = ?`,
+			p.OrderNo), "order_no", p.OrderNo); err != nil {
+			return err
+		}
+		if o.Amount != p.Amount {
+			return fmt.Errorf("order amount %s, paid %s: %w", o.Amount, p.Amount, ErrPaymentAmount)
+		}
 		now := s.nowMs()
 		res, err := tx.ExecContext(ctx, `UPDATE seckill_order SET status = ?, updated_ms = ?
-			WHERE order_no = ? AND user_id = ? AND status = ? AND created_ms >= ?`,
-			OrderPaid, now, orderNo, user, OrderPendingPayment, createdSince.UnixMilli())
+			WHERE order_no = ? AND status = ? AND created_ms >= ?`,
+			OrderPaid, now, p.OrderNo, OrderPendingPayment, createdSince.UnixMilli())
 		if err != nil {
 			return err
 		}
@@ -28,22 +57,27 @@ func (s *sqlStore) PayOrder(ctx context.Context, orderNo string, user int64, cre
 		if err != nil {
 			return err
 		}
-		if o, err = scanOrder(tx.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM seckill_order WHERE order_no = ?`,
-			orderNo), "order_no", orderNo); err != nil {
+		if n == 0 {
+			// Read again: a closer may have committed since the read above
+			// (read committed), and the caller reports what stands.
+			out = PaymentNotPayable
+			o, err = scanOrder(tx.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM seckill_order WHERE order_no = ?`,
+				p.OrderNo), "order_no", p.OrderNo)
 			return err
 		}
-		if o.UserID != user {
-			return fmt.Errorf("order %s of user %d: %w", orderNo, user, ErrNotFound)
+		out, o.Status, o.Updated = PaymentApplied, OrderPaid, time.UnixMilli(now)
+		// The reference's primary key makes a concurrent use of it for
+		// another order fail here, undoing this update.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_payment (provider_ref, order_no, amount_cents, created_ms)
+			VALUES (?, ?, ?, ?)`, p.ProviderRef, p.OrderNo, int64(p.Amount), now); err != nil {
+			return err
 		}
-		if n == 1 {
-			return s.insertEvents(ctx, tx, []Event{{RequestNo: o.RequestNo, Status: EventOrderPaid, At: time.UnixMilli(now)}})
-		}
-		return nil
+		return s.insertEvents(ctx, tx, []Event{{RequestNo: o.RequestNo, Status: EventOrderPaid, At: time.UnixMilli(now)}})
 	})
 	if err != nil {
-		return Order{}, fmt.Errorf("pay order %s: %w", orderNo, err)
+		return Order{}, 0, fmt.Errorf("confirm payment of order %s: %w", p.OrderNo, err)
 	}
-	return o, nil
+	return o, out, nil
 }
 
 func (s *sqlStore) ExpiredOrders(ctx context.Context, t time.Time, limit int) ([]Order, error) {

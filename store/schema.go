@@ -96,6 +96,15 @@ var mysqlSchema = []string{
 		user_id     BIGINT NOT NULL,
 		PRIMARY KEY (activity_id, user_id)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	// One row per payment a provider confirmed: its reference is unique, so
+	// a reference pays one order once.
+	`CREATE TABLE IF NOT EXISTS seckill_payment (
+		provider_ref VARCHAR(64) NOT NULL PRIMARY KEY,
+		order_no     VARCHAR(80) NOT NULL,
+		amount_cents BIGINT      NOT NULL,
+		created_ms   BIGINT      NOT NULL,
+		KEY idx_payment_order (order_no)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 }
 
 var sqliteSchema = []string{
@@ -167,6 +176,13 @@ var sqliteSchema = []string{
 		user_id     INTEGER NOT NULL,
 		PRIMARY KEY (activity_id, user_id)
 	)`,
+	`CREATE TABLE IF NOT EXISTS seckill_payment (
+		provider_ref TEXT    NOT NULL PRIMARY KEY,
+		order_no     TEXT    NOT NULL,
+		amount_cents INTEGER NOT NULL,
+		created_ms   INTEGER NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS idx_payment_order ON seckill_payment (order_no)`,
 }
 
 // sqliteOrderTable is seckill_order's definition (the table name is a

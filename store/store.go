@@ -65,14 +65,18 @@ type Store interface {
 	// (re-buy allowed, also every row from before the column), a pointer
 	// to false where the activity forbids buying again after a close.
 	Activities(ctx context.Context) ([]sale.Activity, error)
-	// PayOrder marks orderNo PAID when it belongs to user, is
-	// PENDING_PAYMENT and was created at or after createdSince (not past
-	// its payment deadline); the conditional update is where a race with
-	// CloseOrder is decided. It returns the order as it stands afterwards
-	// (PAID, also when it was paid before; or CLOSED, or still
-	// PENDING_PAYMENT when too late), or ErrNotFound when there is no such
-	// order of user.
-	PayOrder(ctx context.Context, orderNo string, user int64, createdSince time.Time) (Order, error)
+	// ConfirmPayment records a payment provider's confirmation p and marks
+	// its order PAID, in one transaction: only when the order is
+	// PENDING_PAYMENT and was created at or after createdSince (not past its
+	// payment deadline) — the conditional update is where a race with
+	// CloseOrder is decided — and its amount is p.Amount. A reference that
+	// paid this order before is a replay (PaymentReplayed, nothing changes);
+	// one that paid another order is ErrPaymentRefReused; an amount other
+	// than the order's is ErrPaymentAmount (nothing is recorded for either);
+	// an order that is CLOSED, past its deadline or PAID under another
+	// reference is PaymentNotPayable (nothing recorded). ErrNotFound: no
+	// such order. The order is returned as it stands afterwards.
+	ConfirmPayment(ctx context.Context, p Payment, createdSince time.Time) (Order, PaymentResult, error)
 	// ExpiredOrders lists at most limit PENDING_PAYMENT orders created
 	// before t, oldest first.
 	ExpiredOrders(ctx context.Context, t time.Time, limit int) ([]Order, error)
@@ -194,6 +198,28 @@ type Order struct {
 	Created    time.Time  `json:"created"`
 	Updated    time.Time  `json:"updated"`
 }
+
+// Payment is a payment provider's confirmation that it took Amount for
+// OrderNo, under its own reference ProviderRef.
+type Payment struct {
+	OrderNo     string
+	ProviderRef string
+	Amount      sale.Cents
+}
+
+// PaymentResult is what ConfirmPayment did.
+type PaymentResult int
+
+// Results of ConfirmPayment.
+const (
+	// PaymentApplied: this call paid the order.
+	PaymentApplied PaymentResult = iota
+	// PaymentReplayed: the reference paid this order before; nothing changed.
+	PaymentReplayed
+	// PaymentNotPayable: the order is CLOSED, past its deadline, or PAID
+	// under another reference; nothing was recorded.
+	PaymentNotPayable
+)
 
 // OrderRef is the part of an order the reconciler compares with Redis.
 type OrderRef struct {

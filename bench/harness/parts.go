@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // startParts runs the system as separate processes, so that a cost row can
@@ -57,6 +57,10 @@ func startParts(out, bin, config string) (*system, error) {
 		"SECKILL_CONSUMER_BROKERS=" + brokerAddr,
 		"SECKILL_STORE_DSN=" + filepath.Join(s.dir, "seckill.db"),
 		"SECKILL_ADMIN_TOKEN=" + adminToken,
+		// The parts are production processes: bench.yaml's public dev
+		// secrets are refused there, so the harness brings its own.
+		"SECKILL_TOKEN_KEYS=bench1:bench-harness-token-key-0123456789abcdef",
+		"SECKILL_PAYMENT_PROVIDER_KEY=bench-harness-payment-key-0123456789abcdef",
 	}
 	edge, err := start(out, "parts-edge", bin, append(env, "SECKILL_RECONCILE_JOBS=false"),
 		"edge", "--config", config, "--listen", s.edge, "--admin-listen", s.admin)

@@ -22,7 +22,7 @@ import (
 	"seckill/internal/sale"
 )
 
-const adminToken = "bench-harness-token"
+const adminToken = "bench-harness-token-0123456789abcdef"
 
 // system is one seckill deployment under test with its own data directory
 // and loopback listeners: `seckill dev --config configs/bench.yaml`

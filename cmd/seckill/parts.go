@@ -25,10 +25,11 @@ func runEdge(args []string) error {
 	override(&cfg.Edge.Listen, *listenAddr)
 	override(&cfg.Admin.Listen, *adminAddr)
 	override(&cfg.Edge.Engine, *eng)
-	if cfg.Admin.Token == "" {
-		return fmt.Errorf("admin.token is empty: set SECKILL_ADMIN_TOKEN (the admin API refuses every call without it)")
-	}
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	// Before any listener opens or connection is dialled.
+	if err := cfg.CheckSecrets(true); err != nil {
 		return err
 	}
 	// The listeners open first: while the process waits for its servers
@@ -75,6 +76,9 @@ func runEngine(args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := cfg.CheckSecrets(false); err != nil {
+		return err
+	}
 	// The metrics listener answers /healthz and /readyz from the start; the
 	// sidecar socket opens only once the engine can serve, so an edge's
 	// calls meanwhile fail at once (its breaker answers busy) instead of
@@ -116,6 +120,9 @@ func runConsumer(args []string) error {
 	}
 	defer log.Sync()
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := cfg.CheckSecrets(false); err != nil {
 		return err
 	}
 	roles := app.Roles{Consumer: true}

@@ -24,9 +24,9 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 const (
-	adminToken  = "chaos-admin-token"
+	adminToken  = "chaos-admin-token-0123456789abcdef"
 	tokenKeyID  = "k1"
-	tokenSecret = "chaos-token-secret-0123456789"
+	tokenSecret = "chaos-token-secret-0123456789abcdef"
 	activityID  = 1
 	skuNormal   = 101 // on the default Redis
 	skuHot      = 102 // on the hot-SKU Redis

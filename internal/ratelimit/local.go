@@ -17,15 +17,19 @@ package ratelimit
 import (
 	"sync"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 const shards = 64
 
 // Local limits each key to Rate events per second with a burst of Burst,
 // using GCRA (one int64 per key: the theoretical arrival time). Memory is
-// bounded: each of 64 shards holds at most MaxKeys/64 keys, and a full shard
-// first forgets keys whose state has expired, then (under a flood of new
-// keys) everything — which errs toward letting traffic through, never toward
+// bounded: each of 64 shards is an LRU of at most MaxKeys/64 keys, and a new
+// key in a full shard forgets the one key seen least recently — never the
+// whole shard, so a flood of new keys cannot reset a key that is being
+// limited while it keeps knocking (each attempt, allowed or not, makes it
+// recent). Forgetting errs toward letting traffic through, never toward
 // blocking a key that did nothing. Safe for concurrent use.
 type Local struct {
 	interval int64 // nanoseconds between events
@@ -37,8 +41,8 @@ type Local struct {
 
 type localShard struct {
 	mu  sync.Mutex
-	tat map[uint64]int64
-	_   [40]byte // keep shards on separate cache lines
+	tat *simplelru.LRU[uint64, int64]
+	_   [48]byte // keep shards on separate cache lines
 }
 
 // NewLocal returns a limiter of rate events/s with burst; maxKeys bounds
@@ -53,7 +57,8 @@ func NewLocal(rate float64, burst int, maxKeys int, now func() time.Time) *Local
 		l.tau = l.interval * int64(max(burst, 1)-1)
 	}
 	for i := range l.shards {
-		l.shards[i].tat = make(map[uint64]int64)
+		// NewLRU fails only for a size below 1.
+		l.shards[i].tat, _ = simplelru.NewLRU[uint64, int64](l.perShard, nil)
 	}
 	return l
 }
@@ -67,7 +72,8 @@ func (l *Local) Allow(key uint64) (ok bool, wait time.Duration) {
 	now := l.now().UnixNano()
 	s := &l.shards[mix(key)%shards]
 	s.mu.Lock()
-	tat, seen := s.tat[key]
+	// Get makes the key the most recent, refused or not.
+	tat, seen := s.tat.Get(key)
 	if !seen || tat < now {
 		tat = now
 	}
@@ -75,23 +81,9 @@ func (l *Local) Allow(key uint64) (ok bool, wait time.Duration) {
 		s.mu.Unlock()
 		return false, time.Duration(tat - now - l.tau)
 	}
-	if !seen && len(s.tat) >= l.perShard {
-		l.evict(s, now)
-	}
-	s.tat[key] = tat + l.interval
+	s.tat.Add(key, tat+l.interval) // a new key in a full shard evicts the least recent
 	s.mu.Unlock()
 	return true, 0
-}
-
-func (l *Local) evict(s *localShard, now int64) {
-	for k, t := range s.tat {
-		if t <= now {
-			delete(s.tat, k)
-		}
-	}
-	if len(s.tat) >= l.perShard {
-		clear(s.tat)
-	}
 }
 
 // Len is the number of keys held (for tests and metrics).
@@ -100,7 +92,7 @@ func (l *Local) Len() int {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
-		n += len(s.tat)
+		n += s.tat.Len()
 		s.mu.Unlock()
 	}
 	return n

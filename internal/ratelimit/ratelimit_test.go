@@ -57,6 +57,51 @@ func TestLocalMemoryIsBounded(t *testing.T) {
 	}
 }
 
+// TestLocalFullShardForgetsOnlyTheLeastRecentKey: a flood of new keys into
+// a full shard evicts one key per new key, least recently seen first, so
+// the keys being limited stay limited (a full shard used to forget every
+// key at once).
+func TestLocalFullShardForgetsOnlyTheLeastRecentKey(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	const perShard = 16
+	l := NewLocal(0.001, 1, shards*perShard, c.now) // one event per 1000 s
+	// Keys of one shard: the limited ones, then the flood.
+	var same []uint64
+	for k := uint64(1); len(same) < 2*perShard; k++ {
+		if mix(k)%shards == 0 {
+			same = append(same, k)
+		}
+	}
+	limited, flood := same[:perShard], same[perShard:]
+	for _, k := range limited {
+		if ok, _ := l.Allow(k); !ok {
+			t.Fatalf("key %d: first event refused", k)
+		}
+	}
+	// The shard is full. Every limited key knocks again (refused: that
+	// makes it recent), except the first, which went quiet.
+	for _, k := range limited[1:] {
+		if ok, _ := l.Allow(k); ok {
+			t.Fatalf("key %d: second event allowed", k)
+		}
+	}
+	// One new key arrives: only the quiet key is forgotten.
+	if ok, _ := l.Allow(flood[0]); !ok {
+		t.Fatal("a new key was refused")
+	}
+	for _, k := range limited[1:] {
+		if ok, _ := l.Allow(k); ok {
+			t.Fatalf("key %d was forgotten by one new key in its shard", k)
+		}
+	}
+	if ok, _ := l.Allow(limited[0]); !ok {
+		t.Fatal("the least recent key was not the one forgotten")
+	}
+	if n := l.Len(); n != perShard {
+		t.Fatalf("holds %d keys, want the shard's bound %d", n, perShard)
+	}
+}
+
 func TestLocalDisabled(t *testing.T) {
 	l := NewLocal(0, 0, 10, nil)
 	for i := 0; i < 1000; i++ {

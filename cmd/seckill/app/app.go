@@ -7,11 +7,14 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -66,8 +69,10 @@ type System struct {
 	Lag      *lag.Reader
 	Tokens   *token.Tokens
 	Monitor  *monitor.Monitor
-	// Payments pays orders (nil without a store); the edge mounts
-	// payment.Handler(Payments, 0) on payment.PayPath.
+	// Payments starts and confirms payments (nil without a store); the
+	// edge mounts payment.Handler on payment.PayPath (the buyer's intent)
+	// and payment.CallbackHandler on payment.CallbackPath (the provider's
+	// signed callback, the one way to PAID).
 	Payments *payment.Service
 	jobs     *jobs // bookkeeping jobs (jobs.go)
 
@@ -175,11 +180,17 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		}
 		s.Engine = s.Local
 		if !roles.Edge {
-			s.Sidecar = engine.NewServer(s.Local, s.Catalog, cfg.Engine, log.Named("sidecar"))
+			if s.Sidecar, err = engine.NewServer(s.Local, s.Catalog, cfg.Engine, log.Named("sidecar")); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if roles.Edge && cfg.Edge.Engine != "" {
-		s.Engine = engine.NewClient(cfg.Edge.Engine, engine.ClientConfig{})
+		cc, err := sidecarClientConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.Engine = engine.NewClient(cfg.Edge.Engine, cc)
 	}
 	if roles.Consumer {
 		if s.Consumer, err = consumer.New(cfg.Consumer, s.Store, s.Stock, s.Results, log.Named("consumer"), s.Reg); err != nil {
@@ -218,6 +229,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			mountBuyerPages(r, res, fallback, st, payTimeout)
 			if pay != nil {
 				r.POST(payment.PayPath, payment.Handler(pay, 0))
+				r.POST(payment.CallbackPath, payment.CallbackHandler(pay, 0))
 			}
 		}))
 		eopts = append(eopts, o.edgeOpts...)
@@ -470,4 +482,26 @@ func (s *System) close() {
 	if s.Shards != nil {
 		s.Shards.Close()
 	}
+}
+
+// sidecarClientConfig is the edge's side of the sidecar's trust: the
+// secret (edge.engine_secret, else engine.sidecar_secret) and, with
+// engine.sidecar_tls_ca, TLS verified against that CA.
+func sidecarClientConfig(cfg config.Config) (engine.ClientConfig, error) {
+	cc := engine.ClientConfig{Secret: cfg.Edge.EngineSecret}
+	if cc.Secret == "" {
+		cc.Secret = cfg.Engine.SidecarSecret
+	}
+	if cfg.Engine.SidecarTLSCA != "" {
+		pem, err := os.ReadFile(cfg.Engine.SidecarTLSCA)
+		if err != nil {
+			return cc, fmt.Errorf("engine.sidecar_tls_ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return cc, fmt.Errorf("engine.sidecar_tls_ca %s holds no PEM certificate", cfg.Engine.SidecarTLSCA)
+		}
+		cc.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return cc, nil
 }

@@ -39,7 +39,7 @@ func newJobs(s *System, roles Roles, o *options) *jobs {
 		return j
 	}
 	cfg := s.Cfg
-	s.Payments = payment.New(s.Store, cfg.Order.PayTimeout)
+	s.Payments = payment.New(s.Store, cfg.Payment, cfg.Order.PayTimeout, s.Log.Named("payment"))
 	if roles.Engine || roles.Edge {
 		// One writer for the engine's compensation steps and the edge's
 		// RISK_PASSED (wired in New).

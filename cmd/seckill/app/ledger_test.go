@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"seckill/engine"
 	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/payment"
 	"seckill/reconcile"
 	"seckill/store"
 )
@@ -63,6 +65,7 @@ func startLedgerSysOn(t *testing.T, r *testenv.Redis, driver string, tweak func(
 	cfg.Consumer.RejoinBackoff = 200 * time.Millisecond
 	cfg.Consumer.RetryBackoff = 20 * time.Millisecond
 	cfg.Admin.Token = "ledger-token"
+	cfg.Payment.ProviderKey = ledgerPaymentKey
 	cfg.Edge.Rate.IPExempt = []string{"127.0.0.0/8"}
 	cfg.Reconcile.OrphanGrace = 2 * time.Second
 	cfg.Reconcile.SweepInterval = 200 * time.Millisecond
@@ -83,6 +86,37 @@ func startLedgerSysOn(t *testing.T, r *testenv.Redis, driver string, tweak func(
 	edgeAddr, adminAddr := serveSystem(t, sys)
 	l.sys, l.base, l.admin = sys, "http://"+edgeAddr, "http://"+adminAddr
 	return l
+}
+
+// ledgerPaymentKey is the payment provider's key of the ledger systems.
+const ledgerPaymentKey = "ledger-payment-provider-key-0123456789"
+
+// pay pays orderNo of user as it happens in production, over the edge: the
+// buyer starts the payment (an intent, which pays nothing), then the
+// provider's signed callback pays it.
+func (l *ledgerSys) pay(t testing.TB, orderNo string, user int64) {
+	t.Helper()
+	var in payment.Answer
+	if st := l.call(t, "POST", l.base+"/api/v1/flash-sale/orders/"+orderNo+"/pay", user, "", &in); st != 200 || in.Code != "PAYMENT_PENDING" {
+		t.Fatalf("payment intent of %s: %d %+v", orderNo, st, in)
+	}
+	if o, err := l.sys.Store.Order(context.Background(), orderNo); err != nil || o.Status != store.OrderPendingPayment {
+		t.Fatalf("the buyer's intent changed the order: %+v %v", o, err)
+	}
+	ref := "ref-" + orderNo
+	body, _ := json.Marshal(map[string]any{"orderNo": orderNo, "amountCents": in.AmountCents, "providerRef": ref,
+		"signature": payment.Sign(ledgerPaymentKey, orderNo, sale.Cents(in.AmountCents), ref)})
+	req, _ := http.NewRequest("POST", l.base+payment.CallbackPath, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := ledgerClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a payment.Answer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != 200 || a.Code != "PAID" {
+		t.Fatalf("the provider's callback for %s: %d %+v %v", orderNo, resp.StatusCode, a, err)
+	}
 }
 
 var ledgerClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 10 * time.Second}
@@ -294,9 +328,7 @@ func TestClosedOrderUnitSoldAgain(t *testing.T) {
 		if a.Code != sale.ResultSuccess {
 			t.Fatalf("second buyer: %+v", a)
 		}
-		if o, err := l.sys.Payments.Pay(context.Background(), a.OrderNo, 2); err != nil || o.Status != store.OrderPaid {
-			t.Fatalf("pay: %+v %v", o, err)
-		}
+		l.pay(t, a.OrderNo, 2)
 		time.Sleep(1500 * time.Millisecond)
 		if o, err := l.sys.Store.Order(context.Background(), a.OrderNo); err != nil || o.Status != store.OrderPaid {
 			t.Fatalf("paid order after the deadline: %+v %v", o, err)

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // composeFile is the part of docker-compose.yml these tests read. Fields

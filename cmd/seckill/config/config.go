@@ -12,6 +12,7 @@ import (
 	"seckill/internal/obs"
 	"seckill/internal/shard"
 	"seckill/internal/token"
+	"seckill/payment"
 	"seckill/reconcile"
 	"seckill/store"
 )
@@ -28,6 +29,7 @@ type Config struct {
 	Token    token.Config    `yaml:"token"`
 	Admin    Admin           `yaml:"admin"`
 	Order    Order           `yaml:"order"`
+	Payment  payment.Config  `yaml:"payment"`
 	Dev      Dev             `yaml:"dev"`
 	Metrics  Metrics         `yaml:"metrics"`
 	// Reconcile holds the bookkeeping jobs: reconciler, orphan sweeper,
@@ -98,6 +100,7 @@ func Default() Config {
 		Token:    token.DefaultConfig(),
 		Admin:    Admin{Listen: "127.0.0.1:8081"},
 		Order:    Order{PayTimeout: 15 * time.Minute},
+		Payment:  payment.DefaultConfig(),
 		Dev:      Dev{DataDir: "data", Demo: true, Partitions: 4},
 		Metrics:  Metrics{SampleInterval: time.Second},
 
@@ -145,7 +148,7 @@ func LoadDev(path string) (Config, error) {
 
 // Validate checks every section.
 func (c *Config) Validate() error {
-	for _, v := range []interface{ Validate() error }{&c.Redis, &c.Engine, &c.Edge, &c.Consumer, &c.Store, &c.Token, &c.Reconcile} {
+	for _, v := range []interface{ Validate() error }{&c.Redis, &c.Engine, &c.Edge, &c.Consumer, &c.Store, &c.Token, &c.Payment, &c.Reconcile} {
 		if err := v.Validate(); err != nil {
 			return err
 		}

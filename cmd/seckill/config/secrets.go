@@ -1,0 +1,63 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ShippedSecrets are the admin tokens and signing secrets this repository
+// ships — configs/*.yaml, docker-compose.yml, the README and docs examples —
+// and so are public. Outside `seckill dev` CheckSecrets refuses each of
+// them wherever it is set. A secret added to a file in the repository
+// belongs here (cmd/seckill/config's tests check configs/*.yaml against it).
+var ShippedSecrets = []string{
+	"dev-admin-token",                             // admin.token of configs/dev.yaml, bench.yaml; README, docs, bench/README
+	"dev-token-secret-not-for-production",         // token.keys of configs/dev.yaml, bench.yaml
+	"dev-payment-provider-key-not-for-production", // payment.provider_key of configs/dev.yaml, bench.yaml
+}
+
+// MinSecretBytes is the shortest admin token or signing secret accepted
+// outside `seckill dev`.
+const MinSecretBytes = 32
+
+// CheckSecrets is the start-up check of every process but `seckill dev`,
+// made before any connection is dialled: admin.token (required when
+// needAdmin: the process serves the admin API), every token.keys secret,
+// engine.sidecar_secret, edge.engine_secret and payment.provider_key that
+// is set must be at least MinSecretBytes long and none of ShippedSecrets;
+// token key ids must not repeat. The message names the setting and its
+// variable, never the value.
+func (c *Config) CheckSecrets(needAdmin bool) error {
+	if needAdmin && c.Admin.Token == "" {
+		return errors.New("admin.token is empty: set SECKILL_ADMIN_TOKEN (the admin API refuses every call without it)")
+	}
+	type secret struct{ key, env, value string }
+	list := []secret{
+		{"admin.token", "SECKILL_ADMIN_TOKEN", c.Admin.Token},
+		{"engine.sidecar_secret", "SECKILL_ENGINE_SIDECAR_SECRET", c.Engine.SidecarSecret},
+		{"edge.engine_secret", "SECKILL_EDGE_ENGINE_SECRET", c.Edge.EngineSecret},
+		{"payment.provider_key", "SECKILL_PAYMENT_PROVIDER_KEY", c.Payment.ProviderKey},
+	}
+	seen := map[string]int{}
+	for i, k := range c.Token.Keys {
+		if j, ok := seen[k.ID]; ok {
+			return fmt.Errorf("token.keys[%d].id repeats token.keys[%d].id: every key id must be unique", i, j)
+		}
+		seen[k.ID] = i
+		list = append(list, secret{fmt.Sprintf("token.keys[%d].secret", i), "SECKILL_TOKEN_KEYS", k.Secret})
+	}
+	for _, s := range list {
+		if s.value == "" {
+			continue
+		}
+		for _, pub := range ShippedSecrets {
+			if s.value == pub {
+				return fmt.Errorf("%s is a value this repository ships (public): set %s to %d or more random bytes, e.g. $(openssl rand -hex 32)", s.key, s.env, MinSecretBytes)
+			}
+		}
+		if len(s.value) < MinSecretBytes {
+			return fmt.Errorf("%s is %d bytes: at least %d are required outside seckill dev (set %s, e.g. $(openssl rand -hex 32))", s.key, len(s.value), MinSecretBytes, s.env)
+		}
+	}
+	return nil
+}
