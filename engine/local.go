@@ -192,13 +192,46 @@ func (e *Local) compensate(m *sale.Message, cause error) error {
 		return nil
 	}
 	e.record(m, StateFailed, "compensated: "+out.String())
-	_ = e.res.Write(ctx, results.Entry{RequestNo: m.RequestNo, Activity: m.ActivityID, SKU: m.SKUID, Owner: m.UserID,
-		State: sale.ResultFail, Code: sale.FailBusy})
+	fail := results.Entry{RequestNo: m.RequestNo, Activity: m.ActivityID, SKU: m.SKUID, Owner: m.UserID,
+		State: sale.ResultFail, Code: sale.FailBusy}
+	if err := e.res.Write(ctx, fail); err != nil {
+		// The QUEUING write may have reached Redis although its answer did
+		// not (a restart, a LOADING Redis): a result left QUEUING would
+		// tell a released ticket is on its way forever. The ticket holds
+		// nothing now and can never become an order (released or not
+		// held: its claim fails), so FAIL is its end; keep trying.
+		go e.writeFailLater(fail)
+	}
 	e.log.Warn("ticket released after failure",
 		zap.String("requestNo", m.RequestNo), zap.String("traceId", m.TraceID),
 		zap.Int64("activityId", m.ActivityID), zap.Int64("skuId", m.SKUID), zap.Int64("userId", m.UserID),
 		zap.Stringer("release", out), zap.Error(cause))
 	return fmt.Errorf("%w: %w", ErrBusy, cause)
+}
+
+// failRetryFor bounds writeFailLater: long enough for a Redis restart on a
+// large append-only file; past it the result read falls back to the
+// request log, which says FAILED.
+const failRetryFor = 2 * time.Minute
+
+// writeFailLater writes a compensated ticket's FAIL result once Redis
+// answers again, backing off from 100ms to 2s, for at most failRetryFor.
+func (e *Local) writeFailLater(fail results.Entry) {
+	deadline := time.Now().Add(failRetryFor)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		time.Sleep(wait)
+		ctx, cancel := context.WithTimeout(context.Background(), e.cfg.OccupyTimeout)
+		err := e.res.Write(ctx, fail)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.log.Error("FAIL result of a released ticket not written; its result may read QUEUING until it expires",
+				zap.String("requestNo", fail.RequestNo), zap.Error(err))
+			return
+		}
+	}
 }
 
 // Close stops taking purchases and flushes the producer: every message

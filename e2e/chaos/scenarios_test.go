@@ -302,7 +302,7 @@ func TestEngineSidecarKilled(t *testing.T) {
 		Inject: func() error { s.Engine.kill(syscall.SIGKILL); return nil },
 		HealAt: 5500 * time.Millisecond,
 		Heal:   func() error { return s.restart(s.Engine, s.waitEngine) },
-		During: busy, Settle: 2 * time.Second,
+		During: busy, Settle: 3 * time.Second, // the breaker's probe and the redial after the restart
 	})
 }
 
