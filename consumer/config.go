@@ -3,6 +3,8 @@ package consumer
 import (
 	"errors"
 	"time"
+
+	"seckill/internal/sale"
 )
 
 // Config is the consumer section.
@@ -44,6 +46,11 @@ type Config struct {
 	// SessionTimeout (set it to cover a restart). Letters, digits, '.',
 	// '_' and '-', at most 249. Default empty: dynamic membership.
 	InstanceID string `yaml:"instance_id"`
+	// Signing holds the keys order messages are verified by: the
+	// top-level order_signing section (SECKILL_ORDER_SIGNING_KEYS), the
+	// engine's, copied here by the app. At least one key; a message no
+	// listed key verifies is dead-lettered untouched.
+	Signing sale.SigningConfig `yaml:"-"`
 }
 
 // DefaultConfig returns the defaults named on each field.

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/internal/results"
+	"seckill/internal/sale"
 	"seckill/stock"
 	"seckill/store"
 )
@@ -35,6 +36,7 @@ type Consumer struct {
 	m     *metrics
 	group sarama.ConsumerGroup
 	dlq   sarama.SyncProducer
+	sign  *sale.Signer
 
 	mu      sync.Mutex
 	closed  bool
@@ -52,6 +54,10 @@ func New(cfg Config, st store.Store, stock *stock.Stock, res *results.Store, log
 	if log == nil {
 		log = zap.NewNop()
 	}
+	sign, err := sale.NewSigner(cfg.Signing)
+	if err != nil {
+		return nil, err
+	}
 	group, err := sarama.NewConsumerGroup(cfg.Brokers, cfg.Group, groupConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("consumer group %s on %v: %w", cfg.Group, cfg.Brokers, err)
@@ -62,7 +68,7 @@ func New(cfg Config, st store.Store, stock *stock.Stock, res *results.Store, log
 		return nil, fmt.Errorf("dead-letter producer on %v: %w", cfg.Brokers, err)
 	}
 	c := &Consumer{cfg: cfg, st: st, stock: stock, res: res, log: log, m: newMetrics(reg),
-		group: group, dlq: dlq, stop: make(chan struct{})}
+		group: group, dlq: dlq, sign: sign, stop: make(chan struct{})}
 	c.errLoop.Add(1)
 	go func() {
 		defer c.errLoop.Done()

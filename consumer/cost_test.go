@@ -109,7 +109,7 @@ func TestBatchRedisWorkDoesNotGrowWithTheBatch(t *testing.T) {
 					t.Fatalf("release: %v %v", out, err)
 				}
 			}
-			kms = append(kms, &sarama.ConsumerMessage{Topic: sale.OrdersTopic, Offset: int64(i), Value: m.Encode(nil)})
+			kms = append(kms, &sarama.ConsumerMessage{Topic: sale.OrdersTopic, Offset: int64(i), Value: signed(&m)})
 			want[rn] = expect
 		}
 		return kms, want

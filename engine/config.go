@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"seckill/internal/sale"
 	"seckill/stock"
 )
 
@@ -23,6 +24,10 @@ type Config struct {
 	Kafka  KafkaConfig `yaml:"kafka"`
 	// Batch is group-commit occupy (see batch.go). Default on.
 	Batch BatchConfig `yaml:"batch"`
+	// Signing holds the keys the engine signs order messages with: the
+	// top-level order_signing section (SECKILL_ORDER_SIGNING_KEYS), which
+	// the consumer shares, copied here by the app. At least one key.
+	Signing sale.SigningConfig `yaml:"-"`
 }
 
 // BatchConfig shapes group-commit occupy: concurrent occupies of one SKU

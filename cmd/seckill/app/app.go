@@ -107,6 +107,15 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The engine signs order messages and the consumer verifies them
+	// (order_signing): a process of either role without a key refuses to
+	// start, before it dials anything, naming the setting.
+	if roles.Engine && (!roles.Edge || cfg.Edge.Engine == "") || roles.Consumer {
+		if err := cfg.OrderSigning.Required(); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Engine.Signing, cfg.Consumer.Signing = cfg.OrderSigning, cfg.OrderSigning
 	var o options
 	for _, f := range opts {
 		f(&o)

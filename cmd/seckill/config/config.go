@@ -10,6 +10,7 @@ import (
 	"seckill/edge"
 	"seckill/engine"
 	"seckill/internal/obs"
+	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/token"
 	"seckill/reconcile"
@@ -26,6 +27,11 @@ type Config struct {
 	Consumer consumer.Config `yaml:"consumer"`
 	Store    store.Config    `yaml:"store"`
 	Token    token.Config    `yaml:"token"`
+	// OrderSigning holds the keys of the order messages' HMAC: the engine
+	// signs with the first, the consumer verifies with any (env
+	// SECKILL_ORDER_SIGNING_KEYS=k2:<secret>,k1:<old>). Required by the
+	// engine and consumer roles.
+	OrderSigning sale.SigningConfig `yaml:"order_signing"`
 	Admin    Admin           `yaml:"admin"`
 	Order    Order           `yaml:"order"`
 	Dev      Dev             `yaml:"dev"`
@@ -145,7 +151,7 @@ func LoadDev(path string) (Config, error) {
 
 // Validate checks every section.
 func (c *Config) Validate() error {
-	for _, v := range []interface{ Validate() error }{&c.Redis, &c.Engine, &c.Edge, &c.Consumer, &c.Store, &c.Token, &c.Reconcile} {
+	for _, v := range []interface{ Validate() error }{&c.Redis, &c.Engine, &c.Edge, &c.Consumer, &c.Store, &c.Token, &c.OrderSigning, &c.Reconcile} {
 		if err := v.Validate(); err != nil {
 			return err
 		}
