@@ -32,10 +32,10 @@ type Config struct {
 	// SECKILL_ORDER_SIGNING_KEYS=k2:<secret>,k1:<old>). Required by the
 	// engine and consumer roles.
 	OrderSigning sale.SigningConfig `yaml:"order_signing"`
-	Admin    Admin           `yaml:"admin"`
-	Order    Order           `yaml:"order"`
-	Dev      Dev             `yaml:"dev"`
-	Metrics  Metrics         `yaml:"metrics"`
+	Admin        Admin              `yaml:"admin"`
+	Order        Order              `yaml:"order"`
+	Dev          Dev                `yaml:"dev"`
+	Metrics      Metrics            `yaml:"metrics"`
 	// Reconcile holds the bookkeeping jobs: reconciler, orphan sweeper,
 	// Redis watcher (and whether this process runs them and the
 	// unpaid-order closer).
