@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"seckill/internal/kafkasec"
 	"seckill/internal/sale"
 	"seckill/stock"
 )
@@ -58,6 +59,11 @@ type KafkaConfig struct {
 	FlushMessages  int           `yaml:"flush_messages"`
 	// RetryMax is the producer's own retry count. Default 3.
 	RetryMax int `yaml:"retry_max"`
+	// Security is engine.kafka.tls (enabled, ca_file, cert_file, key_file,
+	// server_name) and engine.kafka.sasl (mechanism SCRAM-SHA-256 or
+	// SCRAM-SHA-512, user, password — the password from
+	// SECKILL_ENGINE_KAFKA_SASL_PASSWORD). Default: plaintext, no SASL.
+	kafkasec.Security `yaml:",inline"`
 }
 
 // DefaultConfig returns the defaults named on each field.
@@ -103,5 +109,5 @@ func (c *Config) Validate() error {
 	case c.Kafka.RetryMax < 0:
 		return errors.New("engine.kafka.retry_max must not be negative")
 	}
-	return nil
+	return c.Kafka.Security.Validate("engine.kafka")
 }

@@ -267,3 +267,19 @@ func TestEngineWithoutSigningKeyRefusesToStart(t *testing.T) {
 		t.Fatalf("engine without a signing key: %v", err)
 	}
 }
+
+// TestProducerConfigCarriesKafkaSecurity: engine.kafka.tls and .sasl reach
+// the producer's Sarama config.
+func TestProducerConfigCarriesKafkaSecurity(t *testing.T) {
+	k := DefaultConfig().Kafka
+	k.SASL.Mechanism, k.SASL.User, k.SASL.Password = "SCRAM-SHA-256", "engine", "pw"
+	k.TLS.Enabled, k.TLS.ServerName = true, "kafka.internal"
+	c, err := SaramaConfig(k, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Net.TLS.Enable || c.Net.TLS.Config.ServerName != "kafka.internal" || !c.Net.SASL.Enable ||
+		c.Net.SASL.Mechanism != sarama.SASLTypeSCRAMSHA256 || c.Net.SASL.User != "engine" || c.Net.SASL.SCRAMClientGeneratorFunc == nil {
+		t.Fatalf("producer config: tls %v sasl %+v", c.Net.TLS.Enable, c.Net.SASL)
+	}
+}
