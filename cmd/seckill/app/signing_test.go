@@ -8,7 +8,11 @@ import (
 
 	"seckill/cmd/seckill/config"
 	"seckill/internal/keyring"
+	"seckill/internal/sale"
 )
+
+// testOrderSigning is the order-signing key of the tests' systems.
+var testOrderSigning = sale.SigningConfig{Keys: []keyring.Key{{ID: "t1", Secret: "app-test-order-secret-0123456789"}}}
 
 // TestProductionWithoutOrderSigningKeyRefusesToStart: configs/prod.yaml
 // ships no order-signing key; an engine or consumer process refuses to
