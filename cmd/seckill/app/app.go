@@ -38,6 +38,7 @@ import (
 	"seckill/payment"
 	"seckill/stock"
 	"seckill/store"
+	"seckill/web"
 )
 
 // Roles selects the parts a process runs.
@@ -69,7 +70,11 @@ type System struct {
 	// Payments pays orders (nil without a store); the edge mounts
 	// payment.Handler(Payments, 0) on payment.PayPath.
 	Payments *payment.Service
-	jobs     *jobs // bookkeeping jobs (jobs.go)
+	// Streams serves the result streams of the edge; StreamHub is its one
+	// subscription to pushed results.
+	Streams   *web.ResultEvents
+	StreamHub *web.ResultHub
+	jobs      *jobs // bookkeeping jobs (jobs.go)
 
 	edgeHook func(sale.Event)
 	hookMu   sync.RWMutex
@@ -223,8 +228,11 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			}
 			return stock.SoldOutMarked(ctx, a, k)
 		}))
+		s.StreamHub = web.NewResultHub(s.Shards.Default, log.Named("streams"))
+		s.Streams = web.NewResultEvents(res, s.StreamHub, cfg.Edge.ResultStream, fallback)
+		streams := s.Streams
 		eopts = append(eopts, edge.WithRoutes(func(r *router.Router) {
-			mountBuyerPages(r, res, fallback, st, payTimeout)
+			mountBuyerPages(r, streams, st, payTimeout)
 			if pay != nil {
 				r.POST(payment.PayPath, payment.Handler(pay, 0))
 			}
@@ -343,6 +351,9 @@ func (s *System) Start(l Listeners) {
 	if s.Edge != nil && l.Edge != nil {
 		run("edge", func() error { return s.Edge.Serve(l.Edge) })
 	}
+	if s.StreamHub != nil {
+		run("result streams", func() error { s.StreamHub.Run(ctx); return nil })
+	}
 	if s.Admin != nil && l.Admin != nil {
 		run("admin", func() error { return s.Admin.Serve(l.Admin) })
 	}
@@ -426,6 +437,9 @@ func (s *System) Errors() <-chan error { return s.errs }
 // connection closes.
 func (s *System) Shutdown(ctx context.Context) error {
 	var errs []error
+	if s.Streams != nil {
+		s.Streams.Close() // open streams end now, not after their max_wait
+	}
 	if s.Edge != nil {
 		errs = append(errs, s.Edge.Shutdown(ctx))
 	}
