@@ -27,7 +27,6 @@ type ResultHub struct {
 
 	subscribed     atomic.Bool
 	subscribedOnce atomic.Bool
-	messages       atomic.Int64 // ticket notifications received (tests)
 }
 
 // NewResultHub returns a hub on rdb (the default Redis, where results
@@ -85,7 +84,6 @@ func (h *ResultHub) onMessage(msg rueidis.PubSubMessage) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, rn := range strings.Fields(msg.Message) {
-		h.messages.Add(1)
 		for ch := range h.waiters[rn] {
 			wake(ch)
 		}
@@ -124,7 +122,7 @@ func (h *ResultHub) watch(rn string) (ch chan struct{}, stop func()) {
 	return ch, func() {
 		h.mu.Lock()
 		delete(m, ch)
-		if len(m) == 0 && h.waiters[rn] != nil && len(h.waiters[rn]) == 0 {
+		if len(m) == 0 {
 			delete(h.waiters, rn)
 		}
 		h.mu.Unlock()

@@ -151,7 +151,6 @@ type ResultEvents struct {
 	mu     sync.Mutex
 	open   map[int64]int // user -> open streams
 	total  atomic.Int64
-	reads  atomic.Int64 // result reads after the first (tests)
 	closed chan struct{}
 }
 
@@ -337,7 +336,6 @@ func (h *ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 			case <-h.closed:
 				return
 			}
-			h.reads.Add(1)
 			next, db, err := h.read(rn)
 			lastRead = time.Now()
 			if err == nil && next.Owner == user {
