@@ -65,7 +65,7 @@ func New(cfg Config, st *stock.Stock, res *results.Store, log *zap.Logger, reg p
 		return nil, err
 	}
 	e := &Local{cfg: cfg, stock: st, prod: prod, sign: sign, res: res, ids: sale.NewRequestNos(cfg.Node), log: log, m: newMetrics(reg), now: time.Now}
-	e.bufs.New = func() any { b := make([]byte, 0, 256); return &b }
+	e.bufs.New = func() any { b := make([]byte, 0, 384); return &b } // a signed message is ~300 bytes
 	e.occupy = newOccupy(cfg, st, e.m)
 	for i, s := range []string{"default", "hot"} {
 		e.hotLbl[i].lua = e.m.lua.WithLabelValues(s)
