@@ -19,6 +19,7 @@ type ticket struct {
 	km      *sarama.ConsumerMessage
 	m       sale.Message
 	held    bool   // claimed in Redis: an order may be made
+	priced  bool   // the catalog knows the SKU; m.UnitPrice is its price
 	release bool   // the ticket's occupancy must be given back (force)
 	outcome string // metric label
 	reason  string // why it failed (outFailed)
@@ -43,19 +44,26 @@ func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession
 	c.m.batches.Inc()
 	c.m.batchSize.Observe(float64(len(batch)))
 
-	// 1. Decode; dead-letter what cannot be decoded at once.
+	// 1. Decode and verify; dead-letter what cannot be decoded, is not
+	// signed by a listed key or breaks the SKU's rules, before anything
+	// touches Redis or the database (verification is CPU only).
 	tickets := make([]*ticket, 0, len(batch))
 	var letters []deadLetter
 	for _, km := range batch {
 		m, err := sale.DecodeMessage(km.Value)
+		if err == nil {
+			err = c.sign.Verify(&m)
+		}
 		if err != nil {
 			letters = append(letters, deadLetter{km: km, reason: err.Error()})
-			c.log.Error("undecodable order message dead-lettered", zap.String("topic", km.Topic),
+			c.log.Error("undecodable or unverified order message dead-lettered", zap.String("topic", km.Topic),
 				zap.Int32("partition", km.Partition), zap.Int64("offset", km.Offset), zap.Error(err))
 			continue
 		}
 		tickets = append(tickets, &ticket{km: km, m: m})
 	}
+	c.knowSKUs(ctx, tickets)
+	tickets, letters = c.checkRules(tickets, letters)
 	// The rest of the batch goes on even if the dead-letter topic is down;
 	// only the commit waits for it.
 	var withheld error
@@ -66,7 +74,6 @@ func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession
 	}
 
 	// 2. Claim every ticket in Redis.
-	c.knowSKUs(ctx, tickets)
 	if err := c.claim(ctx, tickets); err != nil {
 		return fmt.Errorf("%w: %v", ErrUncommitted, err)
 	}
@@ -149,6 +156,37 @@ func (c *Consumer) knowSKUs(ctx context.Context, tickets []*ticket) {
 			return
 		}
 	}
+}
+
+// checkRules holds a verified message to its SKU as the catalog knows it,
+// whoever signed it: a quantity above the SKU's per-user limit is
+// dead-lettered (the occupy script never grants one, so the occupancy, if
+// any, is left to the orphan sweeper), and the unit price is the
+// catalog's, never the message's. A ticket of a SKU the catalog does not
+// know goes on with price 0: its claim normally answers NOT_HELD, and a
+// held one is failed in save (no order without a catalog price).
+func (c *Consumer) checkRules(tickets []*ticket, letters []deadLetter) ([]*ticket, []deadLetter) {
+	cat := c.stock.Catalog()
+	kept := tickets[:0]
+	for _, t := range tickets {
+		_, sku, ok := cat.Lookup(t.m.ActivityID, t.m.SKUID)
+		if !ok {
+			t.m.UnitPrice = 0
+			kept = append(kept, t)
+			continue
+		}
+		if limit := max(sku.LimitPerUser, 1); t.m.Quantity > limit {
+			reason := fmt.Sprintf("quantity %d above the per-user limit %d of activity %d sku %d",
+				t.m.Quantity, limit, t.m.ActivityID, t.m.SKUID)
+			letters = append(letters, deadLetter{km: t.km, reason: reason})
+			c.log.Error("order message over the per-user limit dead-lettered", append(t.fields(), zap.String("reason", reason))...)
+			continue
+		}
+		t.m.UnitPrice = sku.Price
+		t.priced = true
+		kept = append(kept, t)
+	}
+	return kept, letters
 }
 
 // claim claims every ticket with one script call per SKU (Stock.ClaimBatch:
@@ -246,6 +284,15 @@ func (c *Consumer) answerOrder(t *ticket, orderNo, status string) {
 // ticket that still fails is failed for good. If the database does not
 // answer at all, nothing is failed: the batch stays uncommitted.
 func (c *Consumer) save(ctx context.Context, held []*ticket) error {
+	priced := held[:0:0]
+	for _, t := range held {
+		if t.priced {
+			priced = append(priced, t)
+			continue
+		}
+		c.fail(ctx, t, fmt.Errorf("activity %d sku %d unknown to the catalog: no price to order at", t.m.ActivityID, t.m.SKUID))
+	}
+	held = priced
 	if len(held) == 0 {
 		return nil
 	}

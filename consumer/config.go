@@ -3,6 +3,9 @@ package consumer
 import (
 	"errors"
 	"time"
+
+	"seckill/internal/kafkasec"
+	"seckill/internal/sale"
 )
 
 // Config is the consumer section.
@@ -44,6 +47,17 @@ type Config struct {
 	// SessionTimeout (set it to cover a restart). Letters, digits, '.',
 	// '_' and '-', at most 249. Default empty: dynamic membership.
 	InstanceID string `yaml:"instance_id"`
+	// Signing holds the keys order messages are verified by: the
+	// top-level order_signing section (SECKILL_ORDER_SIGNING_KEYS), the
+	// engine's, copied here by the app. At least one key; a message no
+	// listed key verifies is dead-lettered untouched.
+	Signing sale.SigningConfig `yaml:"-"`
+	// Security is consumer.tls (enabled, ca_file, cert_file, key_file,
+	// server_name) and consumer.sasl (mechanism SCRAM-SHA-256 or
+	// SCRAM-SHA-512, user, password — the password from
+	// SECKILL_CONSUMER_SASL_PASSWORD), for the consumer group and the
+	// dead-letter producer alike. Default: plaintext, no SASL.
+	kafkasec.Security `yaml:",inline"`
 }
 
 // DefaultConfig returns the defaults named on each field.
@@ -95,7 +109,7 @@ func (c *Config) Validate() error {
 	case !validInstanceID(c.InstanceID):
 		return errors.New("consumer.instance_id: letters, digits, '.', '_' and '-' only, at most 249")
 	}
-	return nil
+	return c.Security.Validate("consumer")
 }
 
 // validInstanceID: Kafka's rule for group.instance.id (empty: none).

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/internal/results"
+	"seckill/internal/sale"
 	"seckill/stock"
 	"seckill/store"
 )
@@ -35,6 +36,7 @@ type Consumer struct {
 	m     *metrics
 	group sarama.ConsumerGroup
 	dlq   sarama.SyncProducer
+	sign  *sale.Signer
 
 	mu      sync.Mutex
 	closed  bool
@@ -52,17 +54,29 @@ func New(cfg Config, st store.Store, stock *stock.Stock, res *results.Store, log
 	if log == nil {
 		log = zap.NewNop()
 	}
-	group, err := sarama.NewConsumerGroup(cfg.Brokers, cfg.Group, groupConfig(cfg))
+	sign, err := sale.NewSigner(cfg.Signing)
+	if err != nil {
+		return nil, err
+	}
+	gc, err := groupConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := dlqConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	group, err := sarama.NewConsumerGroup(cfg.Brokers, cfg.Group, gc)
 	if err != nil {
 		return nil, fmt.Errorf("consumer group %s on %v: %w", cfg.Group, cfg.Brokers, err)
 	}
-	dlq, err := sarama.NewSyncProducer(cfg.Brokers, dlqConfig(cfg))
+	dlq, err := sarama.NewSyncProducer(cfg.Brokers, dc)
 	if err != nil {
 		group.Close()
 		return nil, fmt.Errorf("dead-letter producer on %v: %w", cfg.Brokers, err)
 	}
 	c := &Consumer{cfg: cfg, st: st, stock: stock, res: res, log: log, m: newMetrics(reg),
-		group: group, dlq: dlq, stop: make(chan struct{})}
+		group: group, dlq: dlq, sign: sign, stop: make(chan struct{})}
 	c.errLoop.Add(1)
 	go func() {
 		defer c.errLoop.Done()
@@ -75,7 +89,7 @@ func New(cfg Config, st store.Store, stock *stock.Stock, res *results.Store, log
 
 // groupConfig: offsets start at the oldest message of a new group and are
 // committed only by hand, after a batch's transaction and result writes.
-func groupConfig(cfg Config) *sarama.Config {
+func groupConfig(cfg Config) (*sarama.Config, error) {
 	c := sarama.NewConfig()
 	c.ClientID = "seckill-consumer"
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
@@ -92,10 +106,13 @@ func groupConfig(cfg Config) *sarama.Config {
 	c.ChannelBufferSize = max(256, cfg.BatchSize)
 	c.Net.DialTimeout = 2 * time.Second
 	c.Metadata.Retry.Backoff = 100 * time.Millisecond
-	return c
+	if err := cfg.Security.Apply(c); err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	return c, nil
 }
 
-func dlqConfig(cfg Config) *sarama.Config {
+func dlqConfig(cfg Config) (*sarama.Config, error) {
 	c := sarama.NewConfig()
 	c.ClientID = "seckill-consumer-dlq"
 	c.Producer.RequiredAcks = sarama.WaitForAll
@@ -106,7 +123,10 @@ func dlqConfig(cfg Config) *sarama.Config {
 	c.Producer.Partitioner = sarama.NewHashPartitioner
 	c.Net.DialTimeout = 2 * time.Second
 	c.Metadata.Retry.Backoff = 100 * time.Millisecond
-	return c
+	if err := cfg.Security.Apply(c); err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	return c, nil
 }
 
 // Run consumes until ctx is done or Close is called, joining the group

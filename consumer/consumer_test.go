@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
 
+	"seckill/internal/keyring"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 	"seckill/internal/testenv"
@@ -100,7 +101,7 @@ func (r *rig) occupy(t *testing.T, sku, user int64) sale.Message {
 func (r *rig) produce(t *testing.T, msgs ...sale.Message) {
 	t.Helper()
 	for _, m := range msgs {
-		r.produceRaw(t, strconv.FormatInt(m.UserID, 10), m.Encode(nil))
+		r.produceRaw(t, strconv.FormatInt(m.UserID, 10), signed(&m))
 	}
 }
 
@@ -112,8 +113,24 @@ func (r *rig) produceRaw(t *testing.T, key string, value []byte) {
 	}
 }
 
+// testSigning is the order-signing key the tests' engine (signed) and
+// consumers share.
+var testSigning = sale.SigningConfig{Keys: []keyring.Key{{ID: "t1", Secret: "consumer-test-order-secret-0123456789"}}}
+
+var testSigner = func() *sale.Signer {
+	s, err := sale.NewSigner(testSigning)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// signed is m as the engine produces it.
+func signed(m *sale.Message) []byte { return testSigner.AppendSigned(nil, m) }
+
 func testConfig(t *testing.T, r *rig) Config {
 	cfg := DefaultConfig()
+	cfg.Signing = testSigning
 	cfg.Brokers = r.kafka.Addrs
 	cfg.Group = "g-" + t.Name()
 	cfg.BatchSize = 50
@@ -622,8 +639,8 @@ func TestPoisonMessageFailsAloneAndIsDeadLettered(t *testing.T) {
 		bad := sale.Message{RequestNo: "poison-1", ActivityID: 8, SKUID: 8001, UserID: 11, Quantity: 1, UnitPrice: 100}
 		good := r.occupy(t, skuID, 12)
 		// One key: one partition, so both land in one batch.
-		r.produceRaw(t, "same", bad.Encode(nil))
-		r.produceRaw(t, "same", good.Encode(nil))
+		r.produceRaw(t, "same", signed(&bad))
+		r.produceRaw(t, "same", signed(&good))
 		c := r.start(t)
 		if e := r.result(t, good.RequestNo); e.State != sale.ResultSuccess {
 			t.Errorf("good message %+v", e)

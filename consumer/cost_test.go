@@ -109,7 +109,7 @@ func TestBatchRedisWorkDoesNotGrowWithTheBatch(t *testing.T) {
 					t.Fatalf("release: %v %v", out, err)
 				}
 			}
-			kms = append(kms, &sarama.ConsumerMessage{Topic: sale.OrdersTopic, Offset: int64(i), Value: m.Encode(nil)})
+			kms = append(kms, &sarama.ConsumerMessage{Topic: sale.OrdersTopic, Offset: int64(i), Value: signed(&m)})
 			want[rn] = expect
 		}
 		return kms, want
@@ -156,7 +156,7 @@ func TestBatchRedisWorkDoesNotGrowWithTheBatch(t *testing.T) {
 		return cost{
 			def: testenv.Commands{
 				"evalsha": 2 + 1, "hmget": 2 + 2, "sadd": 2, "zrem": 2 + 1, // claims + release
-				"smismember": 1, "srem": 1, "hdel": 2, "decrby": 1, "incrby": 1, "publish": 1, // release
+				"smismember": 1, "srem": 1, "hdel": 2, "decrby": 1, "incrby": 1, "publish": 1 + 1, // release, results
 				"hgetall": notHeld, "hset": int64(n), "expire": int64(n), // the result keys
 			},
 			hot: testenv.Commands{"evalsha": 1, "hmget": 1, "sadd": 1, "zrem": 1},

@@ -50,7 +50,7 @@ func TestDeadLetterOutageLosesNoLetter(t *testing.T) {
 			t.Fatalf("occupy: %+v, %v", res, err)
 		}
 		bad := sale.Message{RequestNo: "poison-2", ActivityID: 8, SKUID: 8001, UserID: 11, Quantity: 1, UnitPrice: 100}
-		r.produceRaw(t, "11", bad.Encode(nil))
+		r.produceRaw(t, "11", signed(&bad))
 
 		c, err := New(testConfig(t, r), r.st, r.stock, r.res, zaptest.NewLogger(t), prometheus.NewRegistry())
 		if err != nil {
@@ -70,7 +70,7 @@ func TestDeadLetterOutageLosesNoLetter(t *testing.T) {
 			t.Errorf("poison ticket %+v, want FAIL INVALID", e)
 		}
 		dl := r.readDLQ(t, 1)
-		if string(dl[0].Value) != string(bad.Encode(nil)) {
+		if string(dl[0].Value) != string(signed(&bad)) {
 			t.Errorf("dead letter %q", dl[0].Value)
 		}
 		eventually(t, "offset committed", func() bool { return r.committed(t, c.cfg.Group) == 1 })

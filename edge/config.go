@@ -8,6 +8,7 @@ import (
 
 	"seckill/internal/blocklist"
 	"seckill/internal/sale"
+	"seckill/web"
 )
 
 // Config is the edge section.
@@ -48,6 +49,10 @@ type Config struct {
 	// Risk is the optional call to a risk service (risk.go); off by
 	// default.
 	Risk RiskConfig `yaml:"risk"`
+	// ResultStream shapes the result streams (SSE) the edge serves: per-user
+	// cap, heartbeat, per-event write deadline (a stream is not bound by
+	// WriteTimeout), longest wait.
+	ResultStream web.StreamConfig `yaml:"result_stream"`
 	// ReadTimeout, WriteTimeout, IdleTimeout close slow or idle clients.
 	// Defaults 5s, 5s, 60s.
 	ReadTimeout  time.Duration `yaml:"read_timeout"`
@@ -202,13 +207,17 @@ func DefaultConfig() Config {
 			GateK: 10, GateFloor: 100, GateEdges: 1,
 			SKUInflight: 1024, SKUInflightWait: time.Second,
 		},
-		Blocklist: BlocklistConfig{RefreshInterval: 10 * time.Second},
-		Risk:      RiskConfig{Timeout: 20 * time.Millisecond, CacheTTL: 3 * time.Second, OnError: sale.RiskAllow, MaxConns: 512},
+		Blocklist:    BlocklistConfig{RefreshInterval: 10 * time.Second},
+		Risk:         RiskConfig{Timeout: 20 * time.Millisecond, CacheTTL: 3 * time.Second, OnError: sale.RiskAllow, MaxConns: 512},
+		ResultStream: web.DefaultStreamConfig(),
 	}
 }
 
 // Validate names the first bad key.
 func (c *Config) Validate() error {
+	if err := c.ResultStream.Validate(); err != nil {
+		return err
+	}
 	switch {
 	case c.Listen == "":
 		return errors.New("edge.listen must not be empty")

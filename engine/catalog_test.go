@@ -26,6 +26,7 @@ func engineProcess(t *testing.T, r *rig) (*catalog.Catalog, *Client) {
 	}
 	cfg := DefaultConfig()
 	cfg.Kafka.Brokers = k.Addrs
+	cfg.Signing = testSigning
 	e, err := New(cfg, stock.New(r.shards, own), r.res, zaptest.NewLogger(t), nil)
 	if err != nil {
 		t.Fatal(err)

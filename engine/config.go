@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"seckill/internal/kafkasec"
+	"seckill/internal/sale"
 	"seckill/stock"
 )
 
@@ -46,6 +48,10 @@ type Config struct {
 	Kafka               KafkaConfig   `yaml:"kafka"`
 	// Batch is group-commit occupy (see batch.go). Default on.
 	Batch BatchConfig `yaml:"batch"`
+	// Signing holds the keys the engine signs order messages with: the
+	// top-level order_signing section (SECKILL_ORDER_SIGNING_KEYS), which
+	// the consumer shares, copied here by the app. At least one key.
+	Signing sale.SigningConfig `yaml:"-"`
 }
 
 // BatchConfig shapes group-commit occupy: concurrent occupies of one SKU
@@ -76,6 +82,11 @@ type KafkaConfig struct {
 	FlushMessages  int           `yaml:"flush_messages"`
 	// RetryMax is the producer's own retry count. Default 3.
 	RetryMax int `yaml:"retry_max"`
+	// Security is engine.kafka.tls (enabled, ca_file, cert_file, key_file,
+	// server_name) and engine.kafka.sasl (mechanism SCRAM-SHA-256 or
+	// SCRAM-SHA-512, user, password — the password from
+	// SECKILL_ENGINE_KAFKA_SASL_PASSWORD). Default: plaintext, no SASL.
+	kafkasec.Security `yaml:",inline"`
 }
 
 // DefaultConfig returns the defaults named on each field.
@@ -142,5 +153,5 @@ func (c *Config) checkListen() error {
 		return fmt.Errorf("engine.listen %s is tcp: set engine.sidecar_secret (SECKILL_ENGINE_SIDECAR_SECRET) "+
 			"or engine.sidecar_tls_cert and engine.sidecar_tls_key, or listen on a unix:// socket", c.Listen)
 	}
-	return nil
+	return c.Kafka.Security.Validate("engine.kafka")
 }

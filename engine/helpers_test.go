@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/catalog"
+	"seckill/internal/keyring"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 	"seckill/internal/shard"
@@ -100,11 +101,15 @@ func (r *rig) counts(t *testing.T, a, sku int64) stock.Counts {
 	return c
 }
 
+// testSigning is the order-signing key of the tests' engines.
+var testSigning = sale.SigningConfig{Keys: []keyring.Key{{ID: "t1", Secret: "engine-test-order-secret-0123456789"}}}
+
 func newLocal(t testing.TB, r *rig, brokers []string, opts ...Option) *Local {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Kafka.Brokers = brokers
 	cfg.Kafka.SendTimeout = 2 * time.Second
+	cfg.Signing = testSigning
 	e, err := New(cfg, r.stock, r.res, zaptest.NewLogger(t), nil, opts...)
 	if err != nil {
 		t.Fatalf("engine: %v", err)

@@ -24,6 +24,7 @@ type Local struct {
 	stock  *stock.Stock
 	occupy occupyFunc // stock.Occupy, or group commit (engine.batch)
 	prod   *Producer
+	sign   *sale.Signer
 	res    *results.Store
 	ids    *sale.RequestNos
 	log    *zap.Logger
@@ -55,12 +56,16 @@ func New(cfg Config, st *stock.Stock, res *results.Store, log *zap.Logger, reg p
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	sign, err := sale.NewSigner(cfg.Signing)
+	if err != nil {
+		return nil, err
+	}
 	prod, err := NewProducer(cfg.Kafka, log)
 	if err != nil {
 		return nil, err
 	}
-	e := &Local{cfg: cfg, stock: st, prod: prod, res: res, ids: sale.NewRequestNos(cfg.Node), log: log, m: newMetrics(reg), now: time.Now}
-	e.bufs.New = func() any { b := make([]byte, 0, 256); return &b }
+	e := &Local{cfg: cfg, stock: st, prod: prod, sign: sign, res: res, ids: sale.NewRequestNos(cfg.Node), log: log, m: newMetrics(reg), now: time.Now}
+	e.bufs.New = func() any { b := make([]byte, 0, 384); return &b } // a signed message is ~300 bytes
 	e.occupy = newOccupy(cfg, st, e.m)
 	for i, s := range []string{"default", "hot"} {
 		e.hotLbl[i].lua = e.m.lua.WithLabelValues(s)
@@ -151,7 +156,7 @@ func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *R
 		}
 	}
 	bp := e.bufs.Get().(*[]byte)
-	val := m.Encode((*bp)[:0])
+	val := e.sign.AppendSigned((*bp)[:0], &m)
 	var keyBuf [20]byte
 	key := strconv.AppendInt(keyBuf[:0], r.UserID, 10)
 	start := time.Now()

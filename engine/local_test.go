@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"go.uber.org/zap/zaptest"
 
+	"seckill/internal/keyring"
 	"seckill/internal/sale"
 	"seckill/internal/testenv"
 	"seckill/stock"
@@ -42,6 +44,17 @@ func testOccupyQueuesADurableMessage(t *testing.T, r *rig, k *testenv.Kafka, e E
 	}
 	if m.RequestNo != tk.RequestNo || m.UserID != 42 || m.SKUID != 1001 || m.ActivityID != 1 || m.Quantity != 1 || m.UnitPrice != 9900 || m.TraceID != "trace-1" {
 		t.Fatalf("message %+v", m)
+	}
+	// Signed with the first key: the consumer's verifier (the rotated list
+	// too) accepts it.
+	for _, keys := range [][]keyring.Key{testSigning.Keys, {{ID: "k0", Secret: "next-order-secret-0123456789abcdef"}, testSigning.Keys[0]}} {
+		v, err := sale.NewSigner(sale.SigningConfig{Keys: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Verify(&m); err != nil || m.KeyID != testSigning.Keys[0].ID {
+			t.Fatalf("message %s does not verify: %v", msgs[0].Value, err)
+		}
 	}
 	if string(msgs[0].Key) != "42" {
 		t.Fatalf("message key %q, want the user id", msgs[0].Key)
@@ -254,5 +267,31 @@ func testFlushedRedisAnswersBusyUntilRebuilt(t *testing.T, r *rig, _ *testenv.Ka
 	tk, err := e.Occupy(ctx, r.order(t, 1001, 2))
 	if err != nil || tk.Remaining != 4 {
 		t.Fatalf("after the rebuild: %+v %v", tk, err)
+	}
+}
+
+// TestEngineWithoutSigningKeyRefusesToStart names the setting: an engine
+// that could not sign would produce messages every consumer dead-letters.
+func TestEngineWithoutSigningKeyRefusesToStart(t *testing.T) {
+	cfg := DefaultConfig()
+	_, err := New(cfg, nil, nil, zaptest.NewLogger(t), nil)
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_ORDER_SIGNING_KEYS") {
+		t.Fatalf("engine without a signing key: %v", err)
+	}
+}
+
+// TestProducerConfigCarriesKafkaSecurity: engine.kafka.tls and .sasl reach
+// the producer's Sarama config.
+func TestProducerConfigCarriesKafkaSecurity(t *testing.T) {
+	k := DefaultConfig().Kafka
+	k.SASL.Mechanism, k.SASL.User, k.SASL.Password = "SCRAM-SHA-256", "engine", "pw"
+	k.TLS.Enabled, k.TLS.ServerName = true, "kafka.internal"
+	c, err := SaramaConfig(k, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Net.TLS.Enable || c.Net.TLS.Config.ServerName != "kafka.internal" || !c.Net.SASL.Enable ||
+		c.Net.SASL.Mechanism != sarama.SASLTypeSCRAMSHA256 || c.Net.SASL.User != "engine" || c.Net.SASL.SCRAMClientGeneratorFunc == nil {
+		t.Fatalf("producer config: tls %v sasl %+v", c.Net.TLS.Enable, c.Net.SASL)
 	}
 }

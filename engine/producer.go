@@ -30,8 +30,8 @@ var ackPool = sync.Pool{New: func() any { return &ack{ch: make(chan error, 1)} }
 // SaramaConfig builds the producer configuration: acks=all with the
 // idempotent producer (one in-flight request per broker keeps order and
 // makes broker-side retries safe), batches shaped by FlushFrequency and
-// FlushMessages.
-func SaramaConfig(k KafkaConfig, clientID string) *sarama.Config {
+// FlushMessages, and secured by k's TLS and SASL settings.
+func SaramaConfig(k KafkaConfig, clientID string) (*sarama.Config, error) {
 	c := sarama.NewConfig()
 	c.ClientID = clientID
 	c.Producer.Return.Successes = true
@@ -55,12 +55,19 @@ func SaramaConfig(k KafkaConfig, clientID string) *sarama.Config {
 	c.Net.WriteTimeout = k.SendTimeout
 	c.Metadata.Retry.Max = 2
 	c.Metadata.Retry.Backoff = 100 * time.Millisecond
-	return c
+	if err := k.Security.Apply(c); err != nil {
+		return nil, fmt.Errorf("engine.kafka: %w", err)
+	}
+	return c, nil
 }
 
 // NewProducer connects to the brokers.
 func NewProducer(k KafkaConfig, log *zap.Logger) (*Producer, error) {
-	ap, err := sarama.NewAsyncProducer(k.Brokers, SaramaConfig(k, "seckill-engine"))
+	sc, err := SaramaConfig(k, "seckill-engine")
+	if err != nil {
+		return nil, err
+	}
+	ap, err := sarama.NewAsyncProducer(k.Brokers, sc)
 	if err != nil {
 		return nil, fmt.Errorf("kafka producer %v: %w", k.Brokers, err)
 	}

@@ -20,11 +20,14 @@
 -- ARGV    then n triples, ticket i = 1..n:
 --   ARGV[3i]   userId
 --   ARGV[3i+1] requestNo
---   ARGV[3i+2] quantity, used where qty does not record the ticket's units;
---              an integer >= 1 (else an error reply, nothing changed)
+--   ARGV[3i+2] quantity as the message says: an integer >= 1 (else an error
+--              reply, nothing changed); never trusted for the units: a
+--              ticket without a qty entry took one unit (occupy records
+--              every ticket of a SKU of limit > 1, and one of limit 1 takes
+--              at most one), so a forged quantity restores nothing extra
 -- Returns n codes, ticket i's at i:
---   "RELEASED"  stock restored by the ticket's units (qty's, else its
---               quantity), user record and units entry removed
+--   "RELEASED"  stock restored by the units the occupancy recorded (qty's,
+--               else 1), user record and units entry removed
 --   "NOT_HELD"  the user's record does not name this requestNo (released
 --               already, or never occupied): nothing changed
 --   "CLAIMED"   the ticket was claimed for an order and ARGV[1] is not "1":
@@ -104,8 +107,8 @@ if #unclaim > 0 then
 end
 local units = redis.call('HMGET', KEYS[6], unpack(relRns))
 local total = 0
-for j, i in ipairs(rel) do
-  total = total + tonumber(units[j] or ARGV[3 * i + 2])
+for j in ipairs(rel) do
+  total = total + tonumber(units[j] or '1')
 end
 redis.call('HDEL', KEYS[6], unpack(relRns))
 redis.call('HDEL', KEYS[2], unpack(relUids))

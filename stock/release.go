@@ -41,8 +41,9 @@ func (o ReleaseOutcome) String() string {
 }
 
 // Release gives m's stock back if the user's record still names
-// m.RequestNo: the units the ticket took (recorded for SKUs of several units
-// per ticket), else m.Quantity. force also releases a ticket the consumer claimed (its order
+// m.RequestNo: the units the occupancy recorded (the qty hash for SKUs of
+// several units per ticket, else one) — never m.Quantity, which a forged
+// message could inflate. force also releases a ticket the consumer claimed (its order
 // failed for good, or was closed unpaid). Running it twice changes nothing
 // the second time. A release that restores stock publishes "available".
 // It is ReleaseBatch with one ticket (release_batch.lua).

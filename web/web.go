@@ -17,6 +17,8 @@ import (
 	"io/fs"
 	"mime"
 	"path"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,35 +89,135 @@ var Buyer = page("buyer.html", "public, max-age=60", "buyer.js", "style.css")
 var OnCall = page("oncall.html", "no-store", "oncall.js", "style.css",
 	"uplot/uPlot.iife.min.js", "uplot/uPlot.min.css", "uplot/LICENSE")
 
+// StreamConfig is edge.result_stream: the shape of the result streams.
+type StreamConfig struct {
+	// MaxPerUser bounds the streams one user holds open on this process;
+	// past it the stream route answers 429. Default 4.
+	MaxPerUser int `yaml:"max_per_user"`
+	// Heartbeat is how often an idle stream sends a comment line
+	// (": ping"): proxies keep it open, and a client that went away is
+	// noticed by the failed write. Default 10s.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	// WriteTimeout bounds each event's (and heartbeat's) write. The
+	// stream replaces edge.write_timeout, which would otherwise cut it
+	// that long after it started. Default 5s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// MaxWait ends a stream that stays QUEUING. Default 30s; the page
+	// falls back to polling after it.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// Recheck is how often a stream reads its result although nothing was
+	// pushed: a safety net for a notification lost while the subscription
+	// reconnected (it is woken after a re-subscription as well). Default 5s
+	// (100ms without a hub).
+	Recheck time.Duration `yaml:"recheck"`
+}
+
+// DefaultStreamConfig returns the defaults named on each field.
+func DefaultStreamConfig() StreamConfig {
+	return StreamConfig{MaxPerUser: 4, Heartbeat: 10 * time.Second, WriteTimeout: 5 * time.Second,
+		MaxWait: 30 * time.Second, Recheck: 5 * time.Second}
+}
+
+// Validate names the first bad key.
+func (c *StreamConfig) Validate() error {
+	switch {
+	case c.MaxPerUser < 1:
+		return errors.New("edge.result_stream.max_per_user must be at least 1")
+	case c.Heartbeat <= 0 || c.WriteTimeout <= 0 || c.MaxWait <= 0 || c.Recheck <= 0:
+		return errors.New("edge.result_stream.heartbeat, write_timeout, max_wait and recheck must be positive")
+	}
+	return nil
+}
+
 // ResultEvents streams a ticket's result as server-sent events:
 // GET /api/v1/flash-sale/result/{requestNo}/events. It sends the current
 // state at once and then every change, and ends after a terminal state
-// (SUCCESS, FAIL) or after maxWait. Only the owner (X-User-Id) may listen;
-// anyone else gets the same 404 as for an unknown ticket.
+// (SUCCESS, FAIL), after MaxWait, or when a write fails (the client went
+// away). Changes are pushed (ResultHub): a waiting stream costs Redis
+// nothing but a read every Recheck. Only the owner (X-User-Id) may listen;
+// anyone else gets the same 404 as for an unknown ticket; a user with
+// MaxPerUser streams open gets 429. Safe for concurrent use.
 type ResultEvents struct {
-	Results *results.Store
-	// Poll is how often Redis is read while the ticket is queuing.
-	// Default 100ms.
-	Poll time.Duration
-	// MaxWait ends a stream that stays QUEUING. Default 30s; the page
-	// falls back to polling after it.
-	MaxWait time.Duration
-	// Fallback, if set, is asked when Redis has no result for the ticket
+	results *results.Store
+	hub     *ResultHub // nil: poll every Recheck
+	cfg     StreamConfig
+	// fallback, if set, is asked when Redis has no result for the ticket
 	// (a restart without persistence lost it): the orders database, as for
 	// the result route. While the answer comes from it, the stream reads
-	// at most once per FallbackPoll (default 1s), to spare the database.
-	Fallback     func(ctx context.Context, requestNo string) (results.Entry, error)
-	FallbackPoll time.Duration
+	// at most once per fallbackPoll (1s), to spare the database.
+	fallback     func(ctx context.Context, requestNo string) (results.Entry, error)
+	fallbackPoll time.Duration
+
+	mu     sync.Mutex
+	open   map[int64]int // user -> open streams
+	total  atomic.Int64
+	closed chan struct{}
+}
+
+// NewResultEvents returns the stream handler. hub may be nil (then each
+// stream polls every cfg.Recheck, 100ms by default), fallback too.
+func NewResultEvents(res *results.Store, hub *ResultHub, cfg StreamConfig,
+	fallback func(ctx context.Context, requestNo string) (results.Entry, error)) *ResultEvents {
+	d := DefaultStreamConfig()
+	if hub == nil {
+		d.Recheck = 100 * time.Millisecond
+	}
+	if cfg.MaxPerUser <= 0 {
+		cfg.MaxPerUser = d.MaxPerUser
+	}
+	for _, p := range []struct{ v, def *time.Duration }{{&cfg.Heartbeat, &d.Heartbeat},
+		{&cfg.WriteTimeout, &d.WriteTimeout}, {&cfg.MaxWait, &d.MaxWait}, {&cfg.Recheck, &d.Recheck}} {
+		if *p.v <= 0 {
+			*p.v = *p.def
+		}
+	}
+	return &ResultEvents{results: res, hub: hub, cfg: cfg, fallback: fallback, fallbackPoll: time.Second,
+		open: map[int64]int{}, closed: make(chan struct{})}
+}
+
+// Open is the number of streams open now.
+func (h *ResultEvents) Open() int64 { return h.total.Load() }
+
+// Close ends every open stream (at its next wake-up) and refuses new ones.
+func (h *ResultEvents) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-h.closed:
+	default:
+		close(h.closed)
+	}
+}
+
+// take counts a stream of user, false past MaxPerUser.
+func (h *ResultEvents) take(user int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.open[user] >= h.cfg.MaxPerUser {
+		return false
+	}
+	h.open[user]++
+	h.total.Add(1)
+	return true
+}
+
+func (h *ResultEvents) give(user int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.open[user]--; h.open[user] <= 0 {
+		delete(h.open, user)
+	}
+	h.total.Add(-1)
 }
 
 // read reads the ticket's result from Redis, else from the fallback; fromDB
 // tells which answered.
-func (h ResultEvents) read(rn string) (e results.Entry, fromDB bool, err error) {
+func (h *ResultEvents) read(rn string) (e results.Entry, fromDB bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	e, err = h.Results.Read(ctx, rn)
-	if errors.Is(err, results.ErrNotFound) && h.Fallback != nil {
-		e, err = h.Fallback(ctx, rn)
+	e, err = h.results.Read(ctx, rn)
+	if errors.Is(err, results.ErrNotFound) && h.fallback != nil {
+		e, err = h.fallback(ctx, rn)
 		return e, true, err
 	}
 	return e, false, err
@@ -140,7 +242,7 @@ func toEvent(e results.Entry) event {
 }
 
 // Handle is the fasthttp handler.
-func (h ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
+func (h *ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	user, present, valid := sale.ParseUserID(ctx.Request.Header.Peek("X-User-Id"))
 	switch {
@@ -156,60 +258,98 @@ func (h ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 		notFound(ctx)
 		return
 	}
-	first, fromDB, err := h.read(rn)
-	if errors.Is(err, results.ErrNotFound) || err == nil && first.Owner != user {
-		notFound(ctx)
+	if !h.take(user) {
+		answer(ctx, fasthttp.StatusTooManyRequests, "TOO_MANY_STREAMS", "too many result streams open for this user")
 		return
 	}
-	if err != nil {
+	var wakeup chan struct{}
+	stop := func() {}
+	if h.hub != nil {
+		// Watch before the first read: a result written in between
+		// wakes the stream.
+		wakeup, stop = h.hub.watch(rn)
+	}
+	first, fromDB, err := h.read(rn)
+	if err != nil || first.Owner != user {
+		stop()
+		h.give(user)
+		if errors.Is(err, results.ErrNotFound) || err == nil {
+			notFound(ctx)
+			return
+		}
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 		ctx.SetContentType("application/json")
 		ctx.SetBodyString(`{"code":"BUSY","message":"system busy, try again"}`)
 		return
 	}
-	poll, maxWait, dbPoll := h.Poll, h.MaxWait, h.FallbackPoll
-	if poll <= 0 {
-		poll = 100 * time.Millisecond
-	}
-	if dbPoll <= 0 {
-		dbPoll = time.Second
-	}
-	if maxWait <= 0 {
-		maxWait = 30 * time.Second
-	}
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no") // proxies must not buffer the stream
+	// fasthttp would set the listener's write_timeout as the deadline of
+	// the whole response once the handler returns, cutting the stream
+	// then; a deadline the handler sets is left alone, so the stream sets
+	// one per write instead (on the connection: the writer below runs on
+	// its own goroutine, which must not touch ctx once the server may have
+	// moved on).
+	conn := ctx.Conn()
+	_ = ctx.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		last := ""
-		deadline := time.Now().Add(maxWait)
-		cur := first
+		defer h.give(user)
+		defer stop()
+		send := func(b ...[]byte) bool {
+			_ = conn.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
+			for _, p := range b {
+				w.Write(p)
+			}
+			return w.Flush() == nil // false: the client went away
+		}
+		heartbeat := time.NewTicker(h.cfg.Heartbeat)
+		defer heartbeat.Stop()
+		recheck := time.NewTicker(h.cfg.Recheck)
+		defer recheck.Stop()
+		end := time.NewTimer(h.cfg.MaxWait)
+		defer end.Stop()
+		last, cur, lastRead := "", first, time.Now()
 		for {
-			ev := toEvent(cur)
-			if ev.Code != last {
+			if ev := toEvent(cur); ev.Code != last {
 				b, _ := json.Marshal(ev)
-				w.WriteString("event: result\ndata: ")
-				w.Write(b)
-				w.WriteString("\n\n")
-				if w.Flush() != nil {
-					return // the client went away
+				if !send(eventHead, b, eventTail) {
+					return
 				}
 				last = ev.Code
 			}
-			if ev.Code != sale.ResultQueuing || time.Now().After(deadline) {
+			if last != sale.ResultQueuing {
 				return
 			}
-			if fromDB {
-				time.Sleep(dbPoll)
-			} else {
-				time.Sleep(poll)
+			select {
+			case <-wakeup:
+			case <-recheck.C:
+				if fromDB && time.Since(lastRead) < h.fallbackPoll {
+					continue
+				}
+			case <-heartbeat.C:
+				if !send(ping) {
+					return
+				}
+				continue
+			case <-end.C:
+				return
+			case <-h.closed:
+				return
 			}
 			next, db, err := h.read(rn)
+			lastRead = time.Now()
 			if err == nil && next.Owner == user {
 				cur, fromDB = next, db
 			}
 		}
 	})
 }
+
+var (
+	eventHead = []byte("event: result\ndata: ")
+	eventTail = []byte("\n\n")
+	ping      = []byte(": ping\n\n")
+)
 
 func notFound(ctx *fasthttp.RequestCtx) {
 	ctx.SetStatusCode(fasthttp.StatusNotFound)

@@ -24,7 +24,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func serve(t *testing.T, res *results.Store) string {
 	t.Helper()
 	r := router.New()
-	r.GET("/api/v1/flash-sale/result/{requestNo}/events", ResultEvents{Results: res, Poll: 20 * time.Millisecond, MaxWait: 3 * time.Second}.Handle)
+	h := NewResultEvents(res, nil, StreamConfig{Recheck: 20 * time.Millisecond, MaxWait: 3 * time.Second}, nil)
+	r.GET("/api/v1/flash-sale/result/{requestNo}/events", h.Handle)
 	r.GET("/sale", Buyer)
 	r.GET("/sale/{file}", Buyer)
 	return listen(t, r)
@@ -145,8 +146,8 @@ func TestResultStreamFallsBackWhenRedisLosesTheResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	asked := make(chan string, 16)
-	h := ResultEvents{Results: res, Poll: 20 * time.Millisecond, FallbackPoll: 20 * time.Millisecond, MaxWait: 3 * time.Second,
-		Fallback: func(_ context.Context, rn string) (results.Entry, error) {
+	h := NewResultEvents(res, nil, StreamConfig{Recheck: 20 * time.Millisecond, MaxWait: 3 * time.Second},
+		func(_ context.Context, rn string) (results.Entry, error) {
 			asked <- rn
 			if rn != "42" {
 				return results.Entry{}, results.ErrNotFound
@@ -154,7 +155,8 @@ func TestResultStreamFallsBackWhenRedisLosesTheResult(t *testing.T) {
 			s := q
 			s.State, s.OrderNo = sale.ResultSuccess, "O42"
 			return s, nil
-		}}
+		})
+	h.fallbackPoll = 20 * time.Millisecond
 	rt := router.New()
 	rt.GET("/e/{requestNo}", h.Handle)
 	base := listen(t, rt)

@@ -61,6 +61,7 @@ func startParts(out, bin, config string) (*system, error) {
 		// secrets are refused there, so the harness brings its own.
 		"SECKILL_TOKEN_KEYS=bench1:bench-harness-token-key-0123456789abcdef",
 		"SECKILL_PAYMENT_PROVIDER_KEY=bench-harness-payment-key-0123456789abcdef",
+		"SECKILL_ORDER_SIGNING_KEYS=bench1:bench-harness-order-signing-key-0123456789",
 	}
 	edge, err := start(out, "parts-edge", bin, append(env, "SECKILL_RECONCILE_JOBS=false"),
 		"edge", "--config", config, "--listen", s.edge, "--admin-listen", s.admin)

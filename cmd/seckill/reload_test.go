@@ -165,7 +165,8 @@ func TestSIGHUPLeavesTheConsumerRunning(t *testing.T) {
 		"SECKILL_METRICS_LISTEN="+metrics,
 		// A production process refuses dev.yaml's public secrets; the
 		// consumer needs none of them.
-		"SECKILL_ADMIN_TOKEN=", "SECKILL_TOKEN_KEYS=", "SECKILL_PAYMENT_PROVIDER_KEY=")
+		"SECKILL_ADMIN_TOKEN=", "SECKILL_TOKEN_KEYS=", "SECKILL_PAYMENT_PROVIDER_KEY=",
+		"SECKILL_ORDER_SIGNING_KEYS=k1:reload-test-order-signing-key-0123456789")
 	var logs syncBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

@@ -325,6 +325,8 @@ admin:
 token:
   keys: [{id: %q, secret: %q}]
   ttl: 1m
+order_signing:
+  keys: [{id: chaos1, secret: chaos-order-secret-0123456789abcdef}]
 reconcile:
   orphan_grace: 5s
   sweep_interval: 1s

@@ -58,16 +58,34 @@ func (s *Store) cmds(e *Entry, dst rueidis.Commands) rueidis.Commands {
 	return append(dst, h.Build(), s.rdb.B().Expire().Key(k).Seconds(int64(s.ttl/time.Second)).Build())
 }
 
+// Channel is the pub/sub channel a Write of final results (SUCCESS, FAIL)
+// publishes on: one message per Write, the requestNos separated by
+// spaces. The result streams of every edge (web.ResultHub, one
+// subscription per process) learn from it that a ticket is answered,
+// instead of each stream polling Redis.
+const Channel = "sk:results"
+
 // Write stores the results in one pipelined round trip (DoMulti; on a
 // Redis Cluster one per node, in parallel): an HSET and an EXPIRE per
-// result, since every result is a key of its own, in its own slot.
+// result, since every result is a key of its own, in its own slot, and
+// where any result is final one PUBLISH on Channel naming them all.
 func (s *Store) Write(ctx context.Context, es ...Entry) error {
 	if len(es) == 0 {
 		return nil
 	}
-	cmds := make(rueidis.Commands, 0, 2*len(es))
+	cmds := make(rueidis.Commands, 0, 2*len(es)+1)
+	var final []byte
 	for i := range es {
 		cmds = s.cmds(&es[i], cmds)
+		if es[i].State != sale.ResultQueuing && es[i].State != "" {
+			if len(final) > 0 {
+				final = append(final, ' ')
+			}
+			final = append(final, es[i].RequestNo...)
+		}
+	}
+	if len(final) > 0 {
+		cmds = append(cmds, s.rdb.B().Publish().Channel(Channel).Message(rueidis.BinaryString(final)).Build())
 	}
 	for _, r := range s.rdb.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {

@@ -23,10 +23,17 @@ type Message struct {
 	UnitPrice  Cents  `json:"unitPrice"`
 	AcceptedAt int64  `json:"acceptedAt"` // unix milliseconds
 	TraceID    string `json:"traceId"`
+	// KeyID and Sig are the engine's signature (Signer): the id of the
+	// key and the hex HMAC-SHA256 of the canonical bytes (Encode). Encode
+	// leaves them out; Signer.AppendSigned writes them.
+	KeyID string `json:"keyId,omitempty"`
+	Sig   string `json:"sig,omitempty"`
 }
 
-// Encode appends m's JSON to dst: the bytes json.Marshal(m) gives, without
-// its reflection and allocations (it runs once per accepted buyer).
+// Encode appends m's JSON without the signature fields to dst: the bytes
+// json.Marshal(m) gives for an unsigned m, without its reflection and
+// allocations (it runs once per accepted buyer). These are the canonical
+// bytes a signature covers (Signer).
 func (m *Message) Encode(dst []byte) []byte {
 	dst = append(dst, `{"requestNo":`...)
 	dst = appendJSONString(dst, m.RequestNo)

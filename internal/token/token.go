@@ -16,10 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"seckill/internal/keyring"
 )
 
 // Errors of Verify. All of them mean 403 to the buyer.
@@ -31,26 +32,9 @@ var (
 	ErrReplayed  = errors.New("token already used")
 )
 
-// Key is one signing key.
-type Key struct {
-	ID     string `yaml:"id"`
-	Secret string `yaml:"secret"`
-}
-
-// UnmarshalText reads a key written "id:secret" (the id ends at the first
-// colon), so keys can come from the environment as a comma-separated
-// list: SECKILL_TOKEN_KEYS=k2:<new secret>,k1:<old secret>. A secret that
-// holds a comma cannot be written this way (use hex or base64 secrets).
-// The error never shows the secret.
-func (k *Key) UnmarshalText(b []byte) error {
-	s := string(b)
-	i := strings.IndexByte(s, ':')
-	if i <= 0 || i == len(s)-1 {
-		return errors.New("a token key is written id:secret")
-	}
-	k.ID, k.Secret = s[:i], s[i+1:]
-	return nil
-}
+// Key is one signing key (keyring.Key: "id:secret", shared with the order
+// message keys).
+type Key = keyring.Key
 
 // Config is the token section.
 type Config struct {
@@ -66,21 +50,8 @@ func DefaultConfig() Config { return Config{TTL: 5 * time.Minute} }
 
 // Validate names the first bad key.
 func (c *Config) Validate() error {
-	if len(c.Keys) > 2 {
-		return errors.New("token.keys: at most two keys may be active")
-	}
-	for i, k := range c.Keys {
-		if k.ID == "" || len(k.ID) > 16 {
-			return fmt.Errorf("token.keys[%d].id must be 1-16 characters", i)
-		}
-		if len(k.Secret) < 16 {
-			return fmt.Errorf("token.keys[%d].secret must be at least 16 characters", i)
-		}
-		for _, r := range k.ID {
-			if r == '.' || r == '|' {
-				return fmt.Errorf("token.keys[%d].id must not contain '.' or '|'", i)
-			}
-		}
+	if err := keyring.Validate("token.keys", c.Keys); err != nil {
+		return err
 	}
 	if c.TTL <= 0 {
 		return errors.New("token.ttl must be positive")

@@ -41,6 +41,7 @@ import (
 	"seckill/payment"
 	"seckill/stock"
 	"seckill/store"
+	"seckill/web"
 )
 
 // Roles selects the parts a process runs.
@@ -74,7 +75,11 @@ type System struct {
 	// and payment.CallbackHandler on payment.CallbackPath (the provider's
 	// signed callback, the one way to PAID).
 	Payments *payment.Service
-	jobs     *jobs // bookkeeping jobs (jobs.go)
+	// Streams serves the result streams of the edge; StreamHub is its one
+	// subscription to pushed results.
+	Streams   *web.ResultEvents
+	StreamHub *web.ResultHub
+	jobs      *jobs // bookkeeping jobs (jobs.go)
 
 	edgeHook func(sale.Event)
 	hookMu   sync.RWMutex
@@ -112,6 +117,15 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The engine signs order messages and the consumer verifies them
+	// (order_signing): a process of either role without a key refuses to
+	// start, before it dials anything, naming the setting.
+	if roles.Engine && (!roles.Edge || cfg.Edge.Engine == "") || roles.Consumer {
+		if err := cfg.OrderSigning.Required(); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Engine.Signing, cfg.Consumer.Signing = cfg.OrderSigning, cfg.OrderSigning
 	var o options
 	for _, f := range opts {
 		f(&o)
@@ -225,8 +239,11 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			}
 			return stock.SoldOutMarked(ctx, a, k)
 		}))
+		s.StreamHub = web.NewResultHub(s.Shards.Default, log.Named("streams"))
+		s.Streams = web.NewResultEvents(res, s.StreamHub, cfg.Edge.ResultStream, fallback)
+		streams := s.Streams
 		eopts = append(eopts, edge.WithRoutes(func(r *router.Router) {
-			mountBuyerPages(r, res, fallback, st, payTimeout)
+			mountBuyerPages(r, streams, st, payTimeout)
 			if pay != nil {
 				r.POST(payment.PayPath, payment.Handler(pay, 0))
 				r.POST(payment.CallbackPath, payment.CallbackHandler(pay, 0))
@@ -346,6 +363,9 @@ func (s *System) Start(l Listeners) {
 	if s.Edge != nil && l.Edge != nil {
 		run("edge", func() error { return s.Edge.Serve(l.Edge) })
 	}
+	if s.StreamHub != nil {
+		run("result streams", func() error { s.StreamHub.Run(ctx); return nil })
+	}
 	if s.Admin != nil && l.Admin != nil {
 		run("admin", func() error { return s.Admin.Serve(l.Admin) })
 	}
@@ -429,6 +449,9 @@ func (s *System) Errors() <-chan error { return s.errs }
 // connection closes.
 func (s *System) Shutdown(ctx context.Context) error {
 	var errs []error
+	if s.Streams != nil {
+		s.Streams.Close() // open streams end now, not after their max_wait
+	}
 	if s.Edge != nil {
 		errs = append(errs, s.Edge.Shutdown(ctx))
 	}

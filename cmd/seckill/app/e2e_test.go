@@ -74,6 +74,7 @@ func startClusterWith(t *testing.T, m mode, tweak func(*config.Config), opts ...
 	cfg.Consumer.Brokers = c.kafka.Addrs
 	cfg.Consumer.MaxWait = 10 * time.Millisecond
 	cfg.Admin.Token = "test-admin-token"
+	cfg.OrderSigning = testOrderSigning
 	cfg.Store.Driver = m.driver
 	if m.driver == "sqlite" {
 		cfg.Store.DSN = filepath.Join(t.TempDir(), "seckill.db")

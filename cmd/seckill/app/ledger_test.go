@@ -61,6 +61,7 @@ func startLedgerSysOn(t *testing.T, r *testenv.Redis, driver string, tweak func(
 	cfg.Redis.Default.Addrs = []string{l.redis.Addr}
 	cfg.Engine.Kafka.Brokers, cfg.Consumer.Brokers = k.Addrs, k.Addrs
 	cfg.Engine.Kafka.SendTimeout = time.Second
+	cfg.OrderSigning = testOrderSigning
 	cfg.Consumer.MaxWait = 10 * time.Millisecond
 	cfg.Consumer.RejoinBackoff = 200 * time.Millisecond
 	cfg.Consumer.RetryBackoff = 20 * time.Millisecond

@@ -10,6 +10,7 @@ import (
 	"seckill/edge"
 	"seckill/engine"
 	"seckill/internal/obs"
+	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/token"
 	"seckill/payment"
@@ -27,11 +28,16 @@ type Config struct {
 	Consumer consumer.Config `yaml:"consumer"`
 	Store    store.Config    `yaml:"store"`
 	Token    token.Config    `yaml:"token"`
-	Admin    Admin           `yaml:"admin"`
-	Order    Order           `yaml:"order"`
-	Payment  payment.Config  `yaml:"payment"`
-	Dev      Dev             `yaml:"dev"`
-	Metrics  Metrics         `yaml:"metrics"`
+	// OrderSigning holds the keys of the order messages' HMAC: the engine
+	// signs with the first, the consumer verifies with any (env
+	// SECKILL_ORDER_SIGNING_KEYS=k2:<secret>,k1:<old>). Required by the
+	// engine and consumer roles.
+	OrderSigning sale.SigningConfig `yaml:"order_signing"`
+	Admin        Admin              `yaml:"admin"`
+	Order        Order              `yaml:"order"`
+	Payment      payment.Config     `yaml:"payment"`
+	Dev          Dev                `yaml:"dev"`
+	Metrics      Metrics            `yaml:"metrics"`
 	// Reconcile holds the bookkeeping jobs: reconciler, orphan sweeper,
 	// Redis watcher (and whether this process runs them and the
 	// unpaid-order closer).
@@ -148,7 +154,7 @@ func LoadDev(path string) (Config, error) {
 
 // Validate checks every section.
 func (c *Config) Validate() error {
-	for _, v := range []interface{ Validate() error }{&c.Redis, &c.Engine, &c.Edge, &c.Consumer, &c.Store, &c.Token, &c.Payment, &c.Reconcile} {
+	for _, v := range []interface{ Validate() error }{&c.Redis, &c.Engine, &c.Edge, &c.Consumer, &c.Store, &c.Token, &c.OrderSigning, &c.Payment, &c.Reconcile} {
 		if err := v.Validate(); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ var ShippedSecrets = []string{
 	"dev-admin-token",                             // admin.token of configs/dev.yaml, bench.yaml; README, docs, bench/README
 	"dev-token-secret-not-for-production",         // token.keys of configs/dev.yaml, bench.yaml
 	"dev-payment-provider-key-not-for-production", // payment.provider_key of configs/dev.yaml, bench.yaml
+	"dev-order-secret-not-for-production",         // order_signing.keys of configs/dev.yaml, bench.yaml
 }
 
 // MinSecretBytes is the shortest admin token or signing secret accepted
@@ -23,9 +24,10 @@ const MinSecretBytes = 32
 // CheckSecrets is the start-up check of every process but `seckill dev`,
 // made before any connection is dialled: admin.token (required when
 // needAdmin: the process serves the admin API), every token.keys secret,
-// engine.sidecar_secret, edge.engine_secret and payment.provider_key that
+// order_signing.keys secret, engine.sidecar_secret, edge.engine_secret and
+// payment.provider_key that
 // is set must be at least MinSecretBytes long and none of ShippedSecrets;
-// token key ids must not repeat. The message names the setting and its
+// token and order-signing key ids must not repeat. The message names the setting and its
 // variable, never the value.
 func (c *Config) CheckSecrets(needAdmin bool) error {
 	if needAdmin && c.Admin.Token == "" {
@@ -45,6 +47,14 @@ func (c *Config) CheckSecrets(needAdmin bool) error {
 		}
 		seen[k.ID] = i
 		list = append(list, secret{fmt.Sprintf("token.keys[%d].secret", i), "SECKILL_TOKEN_KEYS", k.Secret})
+	}
+	seen = map[string]int{}
+	for i, k := range c.OrderSigning.Keys {
+		if j, ok := seen[k.ID]; ok {
+			return fmt.Errorf("order_signing.keys[%d].id repeats order_signing.keys[%d].id: every key id must be unique", i, j)
+		}
+		seen[k.ID] = i
+		list = append(list, secret{fmt.Sprintf("order_signing.keys[%d].secret", i), "SECKILL_ORDER_SIGNING_KEYS", k.Secret})
 	}
 	for _, s := range list {
 		if s.value == "" {

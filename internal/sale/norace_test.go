@@ -1,0 +1,5 @@
+//go:build !race
+
+package sale
+
+const raceEnabled = false
