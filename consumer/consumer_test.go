@@ -12,7 +12,6 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/keyring"
@@ -37,6 +36,9 @@ type rig struct {
 	prod  sarama.SyncProducer
 	act   sale.Activity
 	seq   atomic.Int64
+	// reg is the registry of the rig's consumer (one per rig), which
+	// count and txCount read.
+	reg *prometheus.Registry
 }
 
 const (
@@ -147,7 +149,7 @@ func testConfig(t *testing.T, r *rig) Config {
 // start runs a consumer until the test ends; Close must make Run return.
 func (r *rig) start(t *testing.T) *Consumer {
 	t.Helper()
-	c, err := New(testConfig(t, r), r.st, r.stock, r.res, zaptest.NewLogger(t), prometheus.NewRegistry())
+	c, err := New(testConfig(t, r), r.st, r.stock, r.res, zaptest.NewLogger(t), r.registry(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,20 +209,26 @@ func (r *rig) orders(t *testing.T, sku int64) int64 {
 	return n
 }
 
-func count(c *Consumer, outcome string) int {
-	var m dto.Metric
-	if err := c.m.messages.WithLabelValues(outcome).Write(&m); err != nil {
-		panic(err)
+// registry is a new registry for the rig's one consumer.
+func (r *rig) registry(t *testing.T) *prometheus.Registry {
+	t.Helper()
+	if r.reg != nil {
+		t.Fatal("a second consumer in one rig: count would add up both")
 	}
-	return int(m.GetCounter().GetValue())
+	r.reg = prometheus.NewRegistry()
+	return r.reg
 }
 
-func txCount(c *Consumer) uint64 {
-	var m dto.Metric
-	if err := c.m.tx.Write(&m); err != nil {
-		panic(err)
-	}
-	return m.GetHistogram().GetSampleCount()
+// count is the rig's consumer's seckill_consumer_messages_total{outcome}.
+func count(t *testing.T, r *rig, outcome string) int {
+	t.Helper()
+	return int(testenv.Metric(t, r.reg, "seckill_consumer_messages_total", map[string]string{"outcome": outcome}))
+}
+
+// txCount is how many SaveBatch transactions the rig's consumer timed.
+func txCount(t *testing.T, r *rig) uint64 {
+	t.Helper()
+	return uint64(testenv.Metric(t, r.reg, "seckill_consumer_tx_seconds", nil))
 }
 
 // eventually is testenv.Eventually with the consumer tests' 10s (metrics
@@ -257,11 +265,11 @@ func TestTicketsBecomeOrders(t *testing.T) {
 			t.Errorf("redis counts %+v, want %d claimed and %d remaining", k, n, stockN-n)
 		}
 		eventually(t, "offsets committed", func() bool { return r.committed(t, c.cfg.Group) == n })
-		if got := count(c, outCreated); got != n {
+		if got := count(t, r, outCreated); got != n {
 			t.Errorf("created = %d, want %d", got, n)
 		}
 		for _, o := range []string{outExisting, outDuplicate, outSoldOut, outReleased, outFailed, outDLQ} {
-			if got := count(c, o); got != 0 {
+			if got := count(t, r, o); got != 0 {
 				t.Errorf("%s = %d, want 0", o, got)
 			}
 		}
@@ -294,13 +302,13 @@ func TestRedeliveredMessageMakesOneOrder(t *testing.T) {
 	runTest(t, func(t *testing.T, r *rig) {
 		m := r.occupy(t, skuID, 1)
 		r.produce(t, m, m) // twice, likely in one batch
-		c := r.start(t)
+		r.start(t)
 		if e := r.result(t, m.RequestNo); e.State != sale.ResultSuccess {
 			t.Fatalf("result %+v", e)
 		}
 		r.produce(t, m) // again, in a later batch
-		eventually(t, "three deliveries counted", func() bool { return count(c, outCreated)+count(c, outExisting) == 3 })
-		if got := count(c, outCreated); got != 1 {
+		eventually(t, "three deliveries counted", func() bool { return count(t, r, outCreated)+count(t, r, outExisting) == 3 })
+		if got := count(t, r, outCreated); got != 1 {
 			t.Errorf("created = %d, want 1", got)
 		}
 		if got := r.orders(t, skuID); got != 1 {
@@ -333,7 +341,7 @@ func TestFailedTransactionIsRetried(t *testing.T) {
 			msgs = append(msgs, r.occupy(t, skuID, 2000+u))
 		}
 		r.produce(t, msgs...)
-		c := r.start(t)
+		r.start(t)
 		for _, m := range msgs {
 			if e := r.result(t, m.RequestNo); e.State != sale.ResultSuccess {
 				t.Errorf("result of %s = %+v", m.RequestNo, e)
@@ -345,10 +353,10 @@ func TestFailedTransactionIsRetried(t *testing.T) {
 		if fails.Load() >= 0 {
 			t.Error("the injected failure never fired")
 		}
-		if n := txCount(c); n < 2 {
+		if n := txCount(t, r); n < 2 {
 			t.Errorf("%d transactions observed, want the failed one and its retry", n)
 		}
-		if got := count(c, outFailed); got != 0 {
+		if got := count(t, r, outFailed); got != 0 {
 			t.Errorf("failed = %d", got)
 		}
 	}, failOnce)
@@ -364,7 +372,7 @@ func TestReleasedTicketGetsNoOrder(t *testing.T) {
 		}
 		ok := r.occupy(t, skuID, 4)
 		r.produce(t, m, ok)
-		c := r.start(t)
+		r.start(t)
 		if e := r.result(t, m.RequestNo); e.State != sale.ResultFail || e.Code != sale.FailReleased {
 			t.Errorf("result %+v, want FAIL RELEASED", e)
 		}
@@ -381,7 +389,7 @@ func TestReleasedTicketGetsNoOrder(t *testing.T) {
 		if k := r.counts(t, skuID); k.Remaining != stockN-1 || k.Holders != 1 {
 			t.Errorf("redis counts %+v: the release must not run twice", k)
 		}
-		eventually(t, "released counted", func() bool { return count(c, outReleased) == 1 })
+		eventually(t, "released counted", func() bool { return count(t, r, outReleased) == 1 })
 	})
 }
 
@@ -406,7 +414,7 @@ func TestUndecodableMessageIsDeadLettered(t *testing.T) {
 		if h[HeaderReason] == "" || h[HeaderTopic] != sale.OrdersTopic || h[HeaderOffset] == "" || h[HeaderPartition] == "" {
 			t.Errorf("dead letter headers %v", h)
 		}
-		eventually(t, "dlq counted", func() bool { return count(c, outDLQ) == 1 })
+		eventually(t, "dlq counted", func() bool { return count(t, r, outDLQ) == 1 })
 		eventually(t, "offsets committed past it", func() bool { return r.committed(t, c.cfg.Group) == 2 })
 	})
 }
@@ -454,7 +462,7 @@ func TestDatabaseSoldOutReleasesTheStock(t *testing.T) {
 		before := r.counts(t, emptyID)
 		m := r.occupy(t, emptyID, 6)
 		r.produce(t, m)
-		c := r.start(t)
+		r.start(t)
 		if e := r.result(t, m.RequestNo); e.State != sale.ResultFail || e.Code != sale.FailSoldOut {
 			t.Errorf("result %+v, want FAIL SOLD_OUT", e)
 		}
@@ -465,7 +473,7 @@ func TestDatabaseSoldOutReleasesTheStock(t *testing.T) {
 		if got := r.orders(t, emptyID); got != 0 {
 			t.Errorf("%d orders", got)
 		}
-		eventually(t, "soldout counted", func() bool { return count(c, outSoldOut) == 1 })
+		eventually(t, "soldout counted", func() bool { return count(t, r, outSoldOut) == 1 })
 	})
 }
 
@@ -474,7 +482,7 @@ func TestSecondTicketOfAUserWithAnOrderIsAnsweredWithThatOrder(t *testing.T) {
 	runTest(t, func(t *testing.T, r *rig) {
 		first := r.occupy(t, skuID, 8)
 		r.produce(t, first)
-		c := r.start(t)
+		r.start(t)
 		if e := r.result(t, first.RequestNo); e.State != sale.ResultSuccess {
 			t.Fatalf("first ticket %+v", e)
 		}
@@ -496,7 +504,7 @@ func TestSecondTicketOfAUserWithAnOrderIsAnsweredWithThatOrder(t *testing.T) {
 		if got := r.orders(t, skuID); got != 1 {
 			t.Errorf("%d orders", got)
 		}
-		eventually(t, "duplicate counted", func() bool { return count(c, outDuplicate) == 1 })
+		eventually(t, "duplicate counted", func() bool { return count(t, r, outDuplicate) == 1 })
 	})
 }
 
@@ -614,7 +622,7 @@ func TestDatabaseOutageFailsNoTicket(t *testing.T) {
 		if e := r.result(t, m.RequestNo); e.State != sale.ResultSuccess {
 			t.Errorf("result after the outage %+v", e)
 		}
-		if got := count(c, outFailed); got != 0 {
+		if got := count(t, r, outFailed); got != 0 {
 			t.Errorf("failed = %d, want 0", got)
 		}
 	})
@@ -662,7 +670,7 @@ func TestPoisonMessageFailsAloneAndIsDeadLettered(t *testing.T) {
 		if !strings.Contains(reason, store.ErrNoSnapshot.Error()) {
 			t.Errorf("dead letter reason %q", reason)
 		}
-		eventually(t, "failed counted", func() bool { return count(c, outFailed) == 1 && count(c, outCreated) == 1 })
+		eventually(t, "failed counted", func() bool { return count(t, r, outFailed) == 1 && count(t, r, outCreated) == 1 })
 		eventually(t, "offsets committed", func() bool { return r.committed(t, c.cfg.Group) == 2 })
 	})
 }

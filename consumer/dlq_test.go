@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/sale"
@@ -52,7 +51,7 @@ func TestDeadLetterOutageLosesNoLetter(t *testing.T) {
 		bad := sale.Message{RequestNo: "poison-2", ActivityID: 8, SKUID: 8001, UserID: 11, Quantity: 1, UnitPrice: 100}
 		r.produceRaw(t, "11", signed(&bad))
 
-		c, err := New(testConfig(t, r), r.st, r.stock, r.res, zaptest.NewLogger(t), prometheus.NewRegistry())
+		c, err := New(testConfig(t, r), r.st, r.stock, r.res, zaptest.NewLogger(t), r.registry(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,9 +84,9 @@ func TestDeadLetterOutageLosesNoLetter(t *testing.T) {
 		if err != nil || e.Status != store.StatusFailed || !strings.Contains(e.Remark, "order failed") {
 			t.Errorf("request log %+v, %v", e, err)
 		}
-		eventually(t, "failed counted once", func() bool { return count(c, outFailed) == 1 })
+		eventually(t, "failed counted once", func() bool { return count(t, r, outFailed) == 1 })
 		time.Sleep(50 * time.Millisecond)
-		if got := count(c, outFailed); got != 1 {
+		if got := count(t, r, outFailed); got != 1 {
 			t.Errorf("failed counted %d times", got)
 		}
 	})

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"seckill/internal/testenv"
 )
 
 // TestDevAndAdminCLI builds the binary, runs `seckill dev` as a real
@@ -27,7 +29,7 @@ func TestDevAndAdminCLI(t *testing.T) {
 	pub, adm := freeAddr(t), freeAddr(t)
 	cmd := exec.Command(bin, "dev", "--config", "../../configs/dev.yaml", "--data-dir", filepath.Join(dir, "data"),
 		"--listen", pub, "--admin-listen", adm)
-	var logs bytes.Buffer
+	var logs syncBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.Env = append(os.Environ(), "SECKILL_ADMIN_TOKEN=cli-test-token")
 	if err := cmd.Start(); err != nil {
@@ -73,21 +75,17 @@ func TestDevAndAdminCLI(t *testing.T) {
 		t.Fatalf("activities:\n%s", out)
 	}
 	// The order lands: stock shows it, drift 0.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.EventuallyOK(t, "the stock to show the order", 10*time.Second, func() error {
 		out := mustAdmin("--json", "stock", "1")
 		var rep struct {
 			SKUs []struct{ SKUID, Ordered, Remaining, Drift int64 }
 		}
 		json.Unmarshal([]byte(out), &rep)
 		if len(rep.SKUs) == 2 && rep.SKUs[0].Ordered == 1 && rep.SKUs[0].Remaining == 999 && rep.SKUs[0].Drift == 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stock never showed the order:\n%s", out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("stock never showed the order:\n%s", out)
+	})
 	if out := mustAdmin("stock", "1"); !strings.Contains(out, "DRIFT") || !strings.Contains(out, "1001") {
 		t.Fatalf("stock table:\n%s", out)
 	}
@@ -154,13 +152,12 @@ func TestDevAndAdminCLI(t *testing.T) {
 	}
 	waitStatus := func(user string, want int) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for got := post(user, `{}`); got != want; got = post(user, `{}`) {
-			if time.Now().After(deadline) {
-				t.Fatalf("user %s: %d, want %d", user, got, want)
+		testenv.EventuallyOK(t, "user "+user+"'s answer", 5*time.Second, func() error {
+			if got := post(user, `{}`); got != want {
+				return fmt.Errorf("user %s: %d, want %d", user, got, want)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	if out := mustAdmin("block", "user", "4242"); !hasRow(out, "KIND ENTRY STATE CHANGED") || !hasRow(out, "user 4242 blocked yes") {
 		t.Fatalf("block user:\n%s", out)
@@ -239,16 +236,18 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func waitHTTP(t *testing.T, url string, exited chan error, logs *bytes.Buffer) {
+// waitHTTP waits up to a minute for url to answer 200 while the process
+// whose Wait answers on exited runs; a failure quotes its logs.
+func waitHTTP(t *testing.T, url string, exited chan error, logs fmt.Stringer) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testenv.EventuallyOK(t, url+" to answer 200", 60*time.Second, func() error {
 		resp, err := http.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return
+				return nil
 			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
 		}
 		select {
 		case err := <-exited:
@@ -256,9 +255,6 @@ func waitHTTP(t *testing.T, url string, exited chan error, logs *bytes.Buffer) {
 			t.Fatalf("seckill dev exited early: %v\n%s", err, logs.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready\n%s", url, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("%s not ready: %v\n%s", url, err, logs.String())
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"seckill/internal/sale"
+	"seckill/internal/testenv"
 )
 
 // TestDevWithoutConfigRunsTheDevDefaults runs `seckill dev` with no
@@ -47,23 +48,7 @@ func TestDevWithoutConfigRunsTheDevDefaults(t *testing.T) {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get("http://" + pub + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("seckill dev exited early: %v\n%s", err, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("seckill dev not ready\n%s", logs.String())
-		}
-	}
+	waitHTTP(t, "http://"+pub+"/readyz", exited, &logs)
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}, Timeout: 15 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
@@ -159,8 +144,7 @@ func TestDevWithoutConfigRunsTheDevDefaults(t *testing.T) {
 		}
 		return resp.StatusCode
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testenv.EventuallyOK(t, "SKU 1001's orders in the stock report", 60*time.Second, func() error {
 		var rep struct {
 			SKUs []struct{ SKUID, Ordered, Remaining, Occupied, Drift int64 }
 		}
@@ -174,13 +158,10 @@ func TestDevWithoutConfigRunsTheDevDefaults(t *testing.T) {
 			}
 		}
 		if k1001 != nil && k1001.Ordered == 1000 && k1001.Remaining == 0 && k1001.Occupied == 0 && k1001.Drift == 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("SKU 1001 never showed 1000 orders, remaining 0, drift 0: %+v", rep.SKUs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("SKU 1001 never showed 1000 orders, remaining 0, drift 0: %+v", rep.SKUs)
+	})
 
 	// Tokens: a requireToken sale with one reserved buyer.
 	now := time.Now()
@@ -192,12 +173,13 @@ func TestDevWithoutConfigRunsTheDevDefaults(t *testing.T) {
 	}
 	const tokenPath = "/api/v1/flash-sale/token"
 	var tok answer
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testenv.EventuallyOK(t, "the edge's catalog to know the token sale", 15*time.Second, func() error {
 		// 404 until the edge's catalog knows the new sale.
-		if tok = post(tokenPath, 4242, `{"activityId":7,"skuId":7001}`); tok.status != 404 || time.Now().After(deadline) {
-			break
+		if tok = post(tokenPath, 4242, `{"activityId":7,"skuId":7001}`); tok.status == 404 {
+			return fmt.Errorf("token: %d %+v", tok.status, tok)
 		}
-	}
+		return nil
+	})
 	if tok.status != 200 || tok.Token == "" {
 		t.Fatalf("token for the reserved buyer: %d %+v, want 200 and a token (503: no token keys)", tok.status, tok)
 	}

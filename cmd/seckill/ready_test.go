@@ -175,11 +175,10 @@ func TestDevWaitsForItsLoadingRedis(t *testing.T) {
 			t.Errorf("the wait's log line does not give Redis' answer (LOADING)\n%s", out)
 		}
 		// The start line comes before the wait, the ready line after it.
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(out, "\tready\t{\"role\": \"dev\"") && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
+		testenv.Eventually(t, "dev's ready line", 10*time.Second, func() bool {
 			out = p.logs.String()
-		}
+			return strings.Contains(out, "\tready\t{\"role\": \"dev\"")
+		})
 		starting := strings.Index(out, "\tstarting\t{\"role\": \"dev\"")
 		waitEnded := strings.Index(out, "dependency ready\t{\"dependency\": \"redis.default\"")
 		readyAt := strings.Index(out, "\tready\t{\"role\": \"dev\"")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -74,19 +75,18 @@ func TestSIGHUPReloadsRateLimits(t *testing.T) {
 	})
 	waitUntil := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
+		testenv.EventuallyOK(t, what, 60*time.Second, func() error {
+			if cond() {
+				return nil
+			}
 			select {
 			case err := <-exited:
 				exited <- err
 				t.Fatalf("seckill dev exited while waiting for %s: %v\n%s", what, err, logs.String())
 			default:
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s\n%s", what, logs.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return errors.New("not yet; the logs:\n" + logs.String())
+		})
 	}
 	waitUntil("readiness", func() bool {
 		resp, err := http.Get("http://" + pub + "/readyz")
@@ -190,18 +190,17 @@ func TestSIGHUPLeavesTheConsumerRunning(t *testing.T) {
 	// waitUntil polls cond while the process runs, for at most a minute.
 	waitUntil := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
+		testenv.EventuallyOK(t, what, 60*time.Second, func() error {
+			if cond() {
+				return nil
+			}
 			select {
 			case <-exited:
 				t.Fatalf("seckill consumer ended while waiting for %s: %v\n%s", what, waitErr, logs.String())
 			default:
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s\n%s", what, logs.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return errors.New("not yet; the logs:\n" + logs.String())
+		})
 	}
 	waitUntil("/metrics", serving)
 	cmd.Process.Signal(syscall.SIGHUP)

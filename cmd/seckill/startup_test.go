@@ -19,6 +19,7 @@ import (
 
 	"seckill/cmd/seckill/app"
 	"seckill/cmd/seckill/config"
+	"seckill/internal/testenv"
 	"seckill/internal/token"
 )
 
@@ -172,14 +173,14 @@ metrics: {listen: %s}
 			cmd.Process.Kill()
 			<-exited
 		}()
-		deadline := time.Now().Add(30 * time.Second)
 		var ready map[string]any
-		for ok := false; !ok; ready, ok = logLine(logs.String(), "ready") {
-			if time.Now().After(deadline) {
-				t.Fatalf("no ready line\n%s", logs.String())
+		testenv.EventuallyOK(t, "the broker's ready line", 30*time.Second, func() error {
+			var ok bool
+			if ready, ok = logLine(logs.String(), "ready"); !ok {
+				return errors.New("no ready line\n" + logs.String())
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 		line, _ := logLine(logs.String(), "starting")
 		checkStartLine(t, line, map[string]any{"role": "broker", "listeners": map[string]string{"kafka": addr}})
 		checkFields(t, ready, map[string]any{"role": "broker", "listeners": []string{addr}, "partitions": 2})

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"seckill/admin"
+	"seckill/internal/testenv"
 )
 
 // TestWatchConsole runs `seckill dev` as a process, sells through its edge
@@ -32,13 +34,12 @@ func TestWatchConsole(t *testing.T) {
 	p := startDev(t, bin, filepath.Join(dir, "data"), pub, adm, "SECKILL_ADMIN_TOKEN=watch-token")
 	waitDevReady(t, p, pub)
 	t.Run("dev says what it runs on, and that it is ready, without the admin token", func(t *testing.T) {
-		deadline := time.Now().Add(10 * time.Second)
-		for _, ok := logLine(p.logs.String(), "ready"); !ok; _, ok = logLine(p.logs.String(), "ready") {
-			if time.Now().After(deadline) {
-				t.Fatalf("no ready line\n%s", p.logs.String())
+		testenv.EventuallyOK(t, "dev's ready line", 10*time.Second, func() error {
+			if _, ok := logLine(p.logs.String(), "ready"); !ok {
+				return errors.New("no ready line\n" + p.logs.String())
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 		line, ok := logLine(p.logs.String(), "starting")
 		if !ok {
 			t.Fatalf("no start line\n%s", p.logs.String())
@@ -78,8 +79,7 @@ func TestWatchConsole(t *testing.T) {
 	// committed everything, so that two reads of the admin API agree.
 	settled := func(ordered int64) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		testenv.EventuallyOK(t, fmt.Sprintf("the sale to settle at %d ordered units", ordered), 20*time.Second, func() error {
 			var rep admin.StockReport
 			var lag admin.LagReport
 			err := c.get(ctx, "/admin/v1/activities/1/stock", &rep)
@@ -88,13 +88,10 @@ func TestWatchConsole(t *testing.T) {
 			}
 			if err == nil && len(rep.SKUs) == 2 && rep.SKUs[0].Ordered+rep.SKUs[1].Ordered == ordered &&
 				rep.SKUs[0].Occupied+rep.SKUs[1].Occupied == 0 && lag.Total == 0 {
-				return
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("never settled at %d ordered units: %+v, lag %+v, %v\n%s", ordered, rep, lag, err, p.logs.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Errorf("never settled: %+v, lag %+v, %v\n%s", rep, lag, err, p.logs.String())
+		})
 	}
 	for u := 1; u <= 4; u++ {
 		if s := buy(u, `{"skuId":1001,"quantity":1}`); s != 200 {
@@ -311,19 +308,16 @@ func rowOf(table, first string) []string {
 // waitDevReady waits until p answers /readyz with 200.
 func waitDevReady(t *testing.T, p *devProc, pub string) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	testenv.EventuallyOK(t, "dev's readiness", 90*time.Second, func() error {
 		select {
 		case <-p.exited:
 			t.Fatalf("seckill dev exited: %v\n%s", p.err, p.logs.String())
 		default:
 		}
-		if a, err := call("GET", "http://"+pub+"/readyz", ""); err == nil && a.Status == 200 {
-			return
+		a, err := call("GET", "http://"+pub+"/readyz", "")
+		if err == nil && a.Status == 200 {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready after 90s\n%s", p.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("readyz: %+v %v\n%s", a, err, p.logs.String())
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -262,24 +263,25 @@ func testFlashSale(t *testing.T, m mode) {
 	}
 
 	// Every QUEUING ticket becomes terminal, and here all succeed.
-	deadline := time.Now().Add(30 * time.Second)
 	success := 0
-	for rn, u := range tickets {
-		for {
+	queuing := maps.Clone(tickets)
+	testenv.EventuallyOK(t, "every ticket's SUCCESS", 30*time.Second, func() error {
+		for rn, u := range queuing {
 			r := c.result(t, rn, u)
-			if r.Code == sale.ResultSuccess {
-				if r.OrderNo != testenv.OrderNo(rn) || !testenv.OrderNoPattern.MatchString(r.OrderNo) {
-					t.Fatalf("ticket %s: orderNo %q", rn, r.OrderNo)
-				}
-				success++
-				break
+			if r.Code == sale.ResultQueuing {
+				return fmt.Errorf("ticket %s of user %d: %+v (%d still queuing)", rn, u, r, len(queuing))
 			}
-			if r.Code != sale.ResultQueuing || time.Now().After(deadline) {
+			if r.Code != sale.ResultSuccess {
 				t.Fatalf("ticket %s of user %d: %+v", rn, u, r)
 			}
-			time.Sleep(20 * time.Millisecond)
+			if r.OrderNo != testenv.OrderNo(rn) || !testenv.OrderNoPattern.MatchString(r.OrderNo) {
+				t.Fatalf("ticket %s: orderNo %q", rn, r.OrderNo)
+			}
+			success++
+			delete(queuing, rn)
 		}
-	}
+		return nil
+	})
 	if success != 1000 {
 		t.Fatalf("%d SUCCESS results, want 1000", success)
 	}

@@ -245,13 +245,12 @@ func TestBlocklistThroughTheAdminAPI(t *testing.T) {
 	}
 	waitStatus := func(what string, f func() reply, status int) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for r := f(); r.status != status; r = f() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d %s, want %d", what, r.status, r.raw, status)
+		testenv.EventuallyOK(t, what, 5*time.Second, func() error {
+			if r := f(); r.status != status {
+				return fmt.Errorf("%d %s, want %d", r.status, r.raw, status)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 
 	r := admin("PUT", "/admin/v1/blocklist/users/555")

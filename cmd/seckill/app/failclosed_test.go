@@ -118,24 +118,16 @@ func testRedisStopped(t *testing.T, driver string, redisArgs []string, keeps, wi
 		})
 	}
 	defer func() { stop.Store(true); wg.Wait() }()
-	waitUntil := func(what string, within time.Duration, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(within); !cond(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %v", what, within)
-			}
-		}
-	}
 	// Mid-sale: tickets are being issued and the consumer turns them into
 	// orders.
-	waitUntil("the sale to get going", 20*time.Second, func() bool {
+	testenv.Eventually(t, "the sale to get going", 20*time.Second, func() bool {
 		n, _, _ := l.sys.Store.CountOrders(context.Background(), 1, 1001)
 		return ok.Load() >= 20 && n >= 5
 	})
 	r.Stop()
 	phase.Store(redisDown)
 	stopped := time.Now()
-	waitUntil("answers while Redis is down (a request hangs instead of failing fast?)", 15*time.Second, func() bool {
+	testenv.Eventually(t, "answers while Redis is down (a request hangs instead of failing fast?)", 15*time.Second, func() bool {
 		return down.Load() >= minDown && time.Since(stopped) >= time.Second
 	})
 	phase.Store(restarting)
@@ -144,9 +136,9 @@ func testRedisStopped(t *testing.T, driver string, redisArgs []string, keeps, wi
 	}
 	phase.Store(redisBack)
 	back := time.Now()
-	waitUntil("a 200 after Redis came back", 20*time.Second, func() bool { return firstOK.Load() != 0 })
+	testenv.Eventually(t, "a 200 after Redis came back", 20*time.Second, func() bool { return firstOK.Load() != 0 })
 	t.Logf("first 200 %v after Redis came back", time.Duration(firstOK.Load()-back.UnixNano()))
-	waitUntil("answers after the first 200", 20*time.Second, func() bool { return afterOK.Load() >= minBack })
+	testenv.Eventually(t, "answers after the first 200", 20*time.Second, func() bool { return afterOK.Load() >= minBack })
 	stop.Store(true)
 	wg.Wait()
 

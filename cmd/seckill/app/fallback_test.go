@@ -21,13 +21,9 @@ func TestResultSurvivesRedisLosingIt(t *testing.T) {
 	if a.Status != 200 {
 		t.Fatalf("buy: %+v", a)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for c.result(t, a.RequestNo, 77).Code != sale.ResultSuccess {
-		if time.Now().After(deadline) {
-			t.Fatal("no SUCCESS")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, "the buy's SUCCESS", 15*time.Second, func() bool {
+		return c.result(t, a.RequestNo, 77).Code == sale.ResultSuccess
+	})
 	// Redis forgets the result.
 	if err := c.redis.Do(t, "DEL", sale.ResultKey(a.RequestNo)).Error(); err != nil {
 		t.Fatal(err)

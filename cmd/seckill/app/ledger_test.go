@@ -162,18 +162,16 @@ func (l *ledgerSys) buy(t testing.TB, sku, user int64) ledgerAnswer {
 // final polls a ticket until its result is SUCCESS or FAIL.
 func (l *ledgerSys) final(t *testing.T, rn string, user int64, within time.Duration) ledgerAnswer {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		var a ledgerAnswer
+	var a ledgerAnswer
+	testenv.EventuallyOK(t, fmt.Sprintf("ticket %s of user %d to end", rn, user), within, func() error {
+		a = ledgerAnswer{}
 		a.Status = l.call(t, "GET", l.base+"/api/v1/flash-sale/result/"+rn, user, "", &a)
 		if a.Code == sale.ResultSuccess || a.Code == sale.ResultFail {
-			return a
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ticket %s of user %d: still %+v after %v", rn, user, a, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("still %+v", a)
+	})
+	return a
 }
 
 func (l *ledgerSys) preheat(t *testing.T, a sale.Activity) {
@@ -251,7 +249,7 @@ func TestOrphanReleasedAfterEngineCrash(t *testing.T) {
 			st    admin.Story
 			steps []string
 		)
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		testenv.EventuallyOK(t, "the orphan's story to show the FAILED step", 10*time.Second, func() error {
 			st = admin.Story{}
 			if code := l.call(t, "GET", l.admin+"/admin/v1/requests/"+orphan, 0, "", &st); code != 200 {
 				t.Fatalf("story: %d", code)
@@ -260,11 +258,11 @@ func TestOrphanReleasedAfterEngineCrash(t *testing.T) {
 			for _, e := range st.History {
 				steps = append(steps, e.Status)
 			}
-			logged := st.Log != nil && st.Log.Status == store.StatusFailed
-			if logged && slices.Contains(steps, store.StatusFailed) || time.Now().After(deadline) {
-				break
+			if logged := st.Log != nil && st.Log.Status == store.StatusFailed; logged && slices.Contains(steps, store.StatusFailed) {
+				return nil
 			}
-		}
+			return fmt.Errorf("story %+v (history %v)", st, steps)
+		})
 		if fmt.Sprint(steps) != fmt.Sprint([]string{store.StatusStockOccupied, store.StatusFailed}) ||
 			st.Occupancy == nil || st.Occupancy.Held || !strings.Contains(st.Answer, "orphan") {
 			t.Errorf("orphan's story: %+v (history %v)", st, steps)
@@ -301,18 +299,14 @@ func TestClosedOrderUnitSoldAgain(t *testing.T) {
 			t.Fatalf("second buyer before the close: %+v, want sold out", a)
 		}
 		start := time.Now()
-		deadline := start.Add(10 * time.Second)
-		for {
+		testenv.EventuallyOK(t, "the unpaid order's close", 10*time.Second, func() error {
 			var a ledgerAnswer
 			l.call(t, "GET", l.base+"/api/v1/flash-sale/result/"+first.RequestNo, 1, "", &a)
 			if a.Code == sale.ResultFail && a.Reason == sale.FailClosed {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("unpaid order not closed: %+v", a)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Errorf("unpaid order not closed: %+v", a)
+		})
 		t.Logf("closed %v after the first check", time.Since(start))
 		// The edge's sold-out flag is cleared by the release's event.
 		var second ledgerAnswer
@@ -421,17 +415,13 @@ func TestRestartWithEmptyRedisMidSale(t *testing.T) {
 			t.Errorf("a buyer with an order bought again after the rebuild: %+v", a)
 		}
 		// Keep buying until the SKU sold out again after the rebuild.
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		testenv.EventuallyOK(t, "the SKU to sell out again after the restart", 20*time.Second, func() error {
 			n, err := l.sys.Stock.Counts(context.Background(), 1, 1001)
 			if err == nil && n.Initial == stock && n.Remaining == 0 {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("not sold out after the restart: %+v %v", n, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Errorf("not sold out: %+v %v", n, err)
+		})
 		time.Sleep(300 * time.Millisecond)
 		stop.Store(true)
 		wg.Wait()

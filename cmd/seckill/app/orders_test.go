@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"seckill/internal/sale"
+	"seckill/internal/testenv"
 	"seckill/web"
 )
 
@@ -48,13 +49,9 @@ func TestMyOrdersThroughTheEdge(t *testing.T) {
 		if a.Status != 200 {
 			t.Fatalf("buy %d: %+v", sku, a)
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for c.result(t, a.RequestNo, 4242).Code != sale.ResultSuccess {
-			if time.Now().After(deadline) {
-				t.Fatalf("ticket %s never became an order", a.RequestNo)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		testenv.Eventually(t, "ticket "+a.RequestNo+" to become an order", 20*time.Second, func() bool {
+			return c.result(t, a.RequestNo, 4242).Code == sale.ResultSuccess
+		})
 	}
 	status, p := c.myOrders(t, "4242")
 	if status != 200 || len(p.Orders) != 2 || p.Next != "" {

@@ -51,18 +51,14 @@ func TestRebuyAfterCloseSwitch(t *testing.T) {
 			first[sku] = a
 		}
 		for sku, a := range first {
-			deadline := time.Now().Add(15 * time.Second)
-			for {
+			testenv.EventuallyOK(t, fmt.Sprintf("sku %d: the unpaid order's close", sku), 15*time.Second, func() error {
 				var r ledgerAnswer
 				l.call(t, "GET", l.base+"/api/v1/flash-sale/result/"+a.RequestNo, 1, "", &r)
 				if r.Code == sale.ResultFail && r.Reason == sale.FailClosed {
-					break
+					return nil
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("sku %d: unpaid order not closed: %+v", sku, r)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return fmt.Errorf("unpaid order not closed: %+v", r)
+			})
 		}
 		// buyUnit buys until the edge's sold-out flag, set while the order
 		// held the unit, is cleared by the close's "available" event.
@@ -134,18 +130,15 @@ func TestRebuyBarSurvivesFlushAndANewProcess(t *testing.T) {
 		if f := l.final(t, first.RequestNo, 1, 15*time.Second); f.Code != sale.ResultSuccess {
 			t.Fatalf("buyer 1: %+v", f)
 		}
-		for deadline := time.Now().Add(15 * time.Second); ; {
+		testenv.EventuallyOK(t, "the unpaid order's close and release", 15*time.Second, func() error {
 			o, err := l.sys.Store.OrderByRequest(ctx, first.RequestNo)
 			if err == nil && o.Status == store.OrderClosed {
 				if n, _ := l.sys.Stock.Counts(ctx, 1, 1001); n.Remaining == 2 {
-					break // closed, and its unit back in Redis
+					return nil // closed, and its unit back in Redis
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("unpaid order not closed and released: %+v %v", o, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Errorf("unpaid order not closed and released: %+v %v", o, err)
+		})
 
 		l.redis.Do(t, "FLUSHALL")
 		cfg := l.sys.Cfg
@@ -165,15 +158,12 @@ func TestRebuyBarSurvivesFlushAndANewProcess(t *testing.T) {
 		// Until the rebuild the SKU answers busy; then the closed buyer is
 		// barred.
 		var again ledgerAnswer
-		for deadline := time.Now().Add(10 * time.Second); ; {
+		testenv.EventuallyOK(t, "the new process' edge to serve the SKU after the rebuild", 10*time.Second, func() error {
 			if again = n.buy(t, 1001, 1); again.Status != 404 && again.Status != 503 {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the new process' edge after the rebuild: %+v", again)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Errorf("still %+v", again)
+		})
 		if again.Status != 409 || again.Code != "DUPLICATE" || again.RequestNo != first.RequestNo {
 			t.Fatalf("the closed buyer after the flush and rebuild: %+v, want 409 DUPLICATE naming %s", again, first.RequestNo)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"seckill/cmd/seckill/config"
 	"seckill/internal/sale"
+	"seckill/internal/testenv"
 )
 
 // TestRiskCheckThroughTheAdminAPI: a whole system with edge.risk.url set:
@@ -55,22 +56,12 @@ func TestRiskCheckThroughTheAdminAPI(t *testing.T) {
 	setRisk := func(id, body string) reply {
 		return send(t, "PUT", c.admin+"/admin/v1/activities/"+id+"/risk", 0, auth, body)
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 
 	r := buy(1)
 	expect(t, "an allowed buyer", r, 200, "QUEUING")
 	rn, _ := r.body["requestNo"].(string)
 	var story string
-	waitFor("the ticket's story to hold RISK_PASSED and its order", func() bool {
+	testenv.Eventually(t, "the ticket's story to hold RISK_PASSED and its order", 10*time.Second, func() bool {
 		story = send(t, "GET", c.admin+"/admin/v1/requests/"+rn, 0, auth, "").raw
 		return strings.Contains(story, `"RISK_PASSED"`) && strings.Contains(story, `"SUCCESS"`)
 	})
