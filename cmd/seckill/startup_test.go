@@ -27,8 +27,9 @@ import (
 const (
 	dsnPassword   = "Dsn-S3cret-pw"
 	redisPassword = "Redis-S3cret-pw"
-	adminToken    = "Admin-S3cret-token"
-	tokenKey      = "Key-S3cret-0123456789"
+	adminToken    = "Admin-S3cret-token-0123456789abcdef"
+	tokenKey      = "Key-S3cret-0123456789-0123456789ab"
+	signingKey    = "Order-S3cret-0123456789-0123456789"
 )
 
 // logLine finds the log line whose message is msg in out (JSON lines, or
@@ -80,7 +81,8 @@ func checkFields(t *testing.T, got map[string]any, want map[string]any) {
 
 // TestStartLinesOfTheProductionProcesses runs `seckill edge`, `engine`,
 // `consumer` and `reconcile` with a configuration full of secrets (a MySQL
-// DSN with a password, a Redis password, an admin token, a token key) and
+// DSN with a password, a Redis password, an admin token, a token key, an
+// order-signing key) and
 // servers that never answer, and a start timeout of 1s; and `seckill
 // broker`. Each logs its start line at once — role, listeners, Redis
 // shards, brokers, store and DSN, host — and none shows a secret anywhere
@@ -104,9 +106,10 @@ consumer: {brokers: [%s]}
 store: {driver: mysql, dsn: "%s"}
 admin: {listen: %s, token: %s}
 token: {keys: [{id: k1, secret: %s}]}
+order_signing: {keys: [{id: o1, secret: %s}]}
 edge: {listen: %s}
 metrics: {listen: %s}
-`, redisDef, redisPassword, redisHot, redisPassword, sock, kafka, kafka, dsn, adm, adminToken, tokenKey, pub, metrics)
+`, redisDef, redisPassword, redisHot, redisPassword, sock, kafka, kafka, dsn, adm, adminToken, tokenKey, signingKey, pub, metrics)
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +151,7 @@ metrics: {listen: %s}
 			}
 			tc.want["role"] = tc.role
 			checkStartLine(t, line, tc.want)
-			for _, secret := range []string{dsnPassword, redisPassword, adminToken, tokenKey} {
+			for _, secret := range []string{dsnPassword, redisPassword, adminToken, tokenKey, signingKey} {
 				if strings.Contains(string(out), secret) {
 					t.Errorf("the output shows the secret %q\n%s", secret, out)
 				}
@@ -229,7 +232,7 @@ func TestStartLineFields(t *testing.T) {
 			}
 			f := all[0].ContextMap()
 			b, _ := json.Marshal(f)
-			for _, secret := range []string{dsnPassword, redisPassword, adminToken, tokenKey} {
+			for _, secret := range []string{dsnPassword, redisPassword, adminToken, tokenKey, signingKey} {
 				if strings.Contains(string(b), secret) {
 					t.Errorf("the start line shows %q: %s", secret, b)
 				}
