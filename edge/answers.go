@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"seckill/internal/identity"
 	"seckill/stock"
 )
 
@@ -56,6 +57,9 @@ const (
 	reasonNotReserved            // token asked for by a user not on the reserved list
 	reasonTokenNotOffered        // token asked for an activity that requires none
 	reasonRisk                   // the risk service (or its cached verdict) said deny
+	reasonDoubledUser            // more than one X-User-Id header
+	reasonUntrustedUser          // X-User-Id from a peer that is not a trusted proxy (edge.identity trusted_proxies)
+	reasonBadUserSig             // X-User-Id signature missing, stale or wrong (edge.identity signed)
 	nReasons
 )
 
@@ -83,6 +87,18 @@ var reasons = [nReasons]string{
 	reasonNotReserved:     "not_reserved",
 	reasonTokenNotOffered: "token_not_offered",
 	reasonRisk:            "risk",
+	reasonDoubledUser:     "doubled_user",
+	reasonUntrustedUser:   "untrusted_user",
+	reasonBadUserSig:      "bad_user_sig",
+}
+
+// identityAnswers are the refusals of the identity check, by result.
+var identityAnswers = [...]*answer{
+	identity.Missing:   ansNoUser,
+	identity.Malformed: ansBadUser,
+	identity.Doubled:   ansDoubledUser,
+	identity.Untrusted: ansUntrusted,
+	identity.BadSig:    ansBadUserSig,
 }
 
 // Fixed answers.
@@ -95,6 +111,9 @@ var (
 	ansBadHTTP       = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadHTTP, "malformed HTTP request")
 	ansNoUser        = newAnswer(fasthttp.StatusUnauthorized, "UNAUTHORIZED", reasonNoUser, "X-User-Id header required")
 	ansBadUser       = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadUser, "X-User-Id must be a positive integer")
+	ansDoubledUser   = newAnswer(identity.Doubled.Status(), identity.Doubled.Code(), reasonDoubledUser, identity.Doubled.Message())
+	ansUntrusted     = newAnswer(identity.Untrusted.Status(), identity.Untrusted.Code(), reasonUntrustedUser, identity.Untrusted.Message())
+	ansBadUserSig    = newAnswer(identity.BadSig.Status(), identity.BadSig.Code(), reasonBadUserSig, identity.BadSig.Message())
 	ansUnknownSKU    = newAnswer(fasthttp.StatusNotFound, "UNKNOWN_SKU", reasonUnknownSKU, "no activity sells this sku")
 	ansNotOpen       = newAnswer(statusTooEarly, "NOT_OPEN", reasonNotOpen, "the sale has not started")
 	ansEnded         = newAnswer(fasthttp.StatusGone, "ENDED", reasonEnded, "the sale has ended")
