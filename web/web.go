@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"seckill/internal/identity"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 )
@@ -94,6 +95,9 @@ var OnCall = page("oncall.html", "no-store", "oncall.js", "style.css",
 // anyone else gets the same 404 as for an unknown ticket.
 type ResultEvents struct {
 	Results *results.Store
+	// Identity is the X-User-Id check (edge.identity); nil checks as mode
+	// any.
+	Identity *identity.Verifier
 	// Poll is how often Redis is read while the ticket is queuing.
 	// Default 100ms.
 	Poll time.Duration
@@ -142,13 +146,9 @@ func toEvent(e results.Entry) event {
 // Handle is the fasthttp handler.
 func (h ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	user, present, valid := sale.ParseUserID(ctx.Request.Header.Peek("X-User-Id"))
-	switch {
-	case !present:
-		answer(ctx, fasthttp.StatusUnauthorized, "UNAUTHORIZED", "X-User-Id header required")
-		return
-	case !valid:
-		answer(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "X-User-Id must be a positive integer")
+	user, r := h.Identity.User(ctx)
+	if r != identity.OK {
+		identity.Refuse(ctx, r)
 		return
 	}
 	rn, _ := ctx.UserValue("requestNo").(string)

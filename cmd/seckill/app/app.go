@@ -28,6 +28,7 @@ import (
 	"seckill/engine"
 	"seckill/internal/blocklist"
 	"seckill/internal/catalog"
+	"seckill/internal/identity"
 	"seckill/internal/lag"
 	"seckill/internal/obs"
 	"seckill/internal/results"
@@ -214,10 +215,15 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			}
 			return stock.SoldOutMarked(ctx, a, k)
 		}))
+		// The routes mounted on the edge run the edge's identity check.
+		ident, err := cfg.Edge.NewIdentity()
+		if err != nil {
+			return nil, err
+		}
 		eopts = append(eopts, edge.WithRoutes(func(r *router.Router) {
-			mountBuyerPages(r, res, fallback, st, payTimeout)
+			mountBuyerPages(r, res, fallback, st, payTimeout, ident)
 			if pay != nil {
-				r.POST(payment.PayPath, payment.Handler(pay, 0))
+				r.POST(payment.PayPath, identity.Guard(ident, payment.Handler(pay, 0)))
 			}
 		}))
 		eopts = append(eopts, o.edgeOpts...)
