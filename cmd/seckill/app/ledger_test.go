@@ -55,6 +55,7 @@ func startLedgerSysOn(t *testing.T, r *testenv.Redis, driver string, tweak func(
 	l := &ledgerSys{redis: r}
 	k := testenv.StartKafka(t, 2)
 	cfg := config.Default()
+	cfg.Edge.Identity = "any" // buyers send X-User-Id straight to the edge
 	cfg.Log.Format = "console"
 	cfg.Redis.Default.Addrs = []string{l.redis.Addr}
 	cfg.Engine.Kafka.Brokers, cfg.Consumer.Brokers = k.Addrs, k.Addrs
