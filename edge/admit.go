@@ -117,11 +117,15 @@ func (c *RateConfig) gateShare() (k, floor float64) {
 }
 
 // opsPath reports the routes that are never refused by address: health
-// checks and scrapes come from the platform, not from buyers.
-func opsPath(p []byte) bool {
+// checks and scrapes come from the platform, not from buyers. /readyz and
+// /metrics are such routes only where the public listener serves them
+// (edge.public_ops); otherwise they are ordinary unknown paths.
+func (s *Server) opsPath(p []byte) bool {
 	switch string(p) {
-	case "/healthz", "/readyz", "/metrics":
+	case "/healthz":
 		return true
+	case "/readyz", "/metrics":
+		return s.cfg.PublicOps
 	}
 	return false
 }

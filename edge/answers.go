@@ -60,6 +60,7 @@ const (
 	reasonDoubledUser            // more than one X-User-Id header
 	reasonUntrustedUser          // X-User-Id from a peer that is not a trusted proxy (edge.identity trusted_proxies)
 	reasonBadUserSig             // X-User-Id signature missing, stale or wrong (edge.identity signed)
+	reasonMediaType              // order or token body not application/json
 	nReasons
 )
 
@@ -90,6 +91,7 @@ var reasons = [nReasons]string{
 	reasonDoubledUser:     "doubled_user",
 	reasonUntrustedUser:   "untrusted_user",
 	reasonBadUserSig:      "bad_user_sig",
+	reasonMediaType:       "media_type",
 }
 
 // identityAnswers are the refusals of the identity check, by result.
@@ -142,6 +144,7 @@ var (
 	// Parse failures, one body per message.
 	ansMalformed   = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errMalformed.Error())
 	ansDuplicate   = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errDuplicate.Error())
+	ansMediaType   = newAnswer(fasthttp.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", reasonMediaType, "the body must be application/json")
 	ansBadActivity = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errBadActivityID.Error())
 	ansBadSKU      = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errBadSKUID.Error())
 	ansBadQuantity = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errBadQuantity.Error())
@@ -163,6 +166,7 @@ var (
 	ansInternal = newAnswer(fasthttp.StatusInternalServerError, "INTERNAL", -1, "internal error")
 	ansOK       = newAnswer(fasthttp.StatusOK, "OK", -1, "alive")
 	ansReady    = newAnswer(fasthttp.StatusOK, "OK", -1, "ready")
+	ansNotReady = newAnswer(fasthttp.StatusServiceUnavailable, "NOT_READY", -1, "not ready")
 )
 
 // Messages of answers built per request.

@@ -58,6 +58,12 @@ type Config struct {
 	// IdentitySkew is how far X-User-Ts may be from the edge's clock, either
 	// way (at most 5m). Default 30s.
 	IdentitySkew time.Duration `yaml:"identity_skew"`
+	// PublicOps serves /readyz (generic body) and /metrics on the public
+	// listener as well, outside the address checks. Production (prod.yaml)
+	// sets it false and serves them on the admin listener (Server.MountOps);
+	// dev and bench keep them. Default true, for processes and suites that
+	// write their own configuration and read the edge's /metrics.
+	PublicOps bool `yaml:"public_ops"`
 	// Rate holds the rate limits.
 	Rate RateConfig `yaml:"rate"`
 	// Blocklist holds the configured blocklists.
@@ -200,6 +206,7 @@ func DefaultConfig() Config {
 		MaxBodyBytes:       4096,
 		ReadBufferSize:     4096,
 		MaxConnsPerIP:      256,
+		PublicOps:          true,
 		Identity:           identity.ModeSigned,
 		IdentitySkew:       30 * time.Second,
 		ReadTimeout:        5 * time.Second,

@@ -243,6 +243,12 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			Blocklist: blocklist.NewStore(s.Shards.Default), BlocklistConfig: admin.BlocklistConfig{IPs: cfg.Edge.Blocklist.IPs, Users: cfg.Edge.Blocklist.Users}},
 			log.Named("admin"))
 		mountPages(s.Admin, s.Reg)
+		// The edge's /readyz (naming what is not ready) and /metrics on the
+		// admin listener: production keeps them off the public one
+		// (edge.public_ops). /readyz is public there for the probes;
+		// /metrics needs the token like every admin route.
+		s.Edge.MountOps(s.Admin.Router())
+		s.Admin.ServePublic("/readyz")
 	}
 	return s, nil
 }
