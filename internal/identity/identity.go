@@ -294,7 +294,10 @@ func peerAddr(ctx *fasthttp.RequestCtx) (netip.Addr, bool) {
 	return a.Unmap(), true
 }
 
-var prefix = []byte("v1|")
+var (
+	prefix = []byte("v1|")
+	sep    = []byte("|")
+)
 
 func (v *Verifier) signed(ctx *fasthttp.RequestCtx, user []byte) bool {
 	ts := ctx.Request.Header.Peek(HeaderTs)
@@ -321,7 +324,7 @@ func (v *Verifier) signed(ctx *fasthttp.RequestCtx, user []byte) bool {
 			m.h.Reset()
 			m.h.Write(prefix)
 			m.h.Write(user)
-			m.h.Write(prefix[2:]) // "|"
+			m.h.Write(sep)
 			m.h.Write(ts)
 			ok = hmac.Equal(m.h.Sum(m.sum[:0]), m.got[:])
 		}
