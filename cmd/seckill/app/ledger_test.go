@@ -104,6 +104,9 @@ func (l *ledgerSys) call(t testing.TB, method, url string, user int64, body stri
 	if strings.HasPrefix(url, l.admin) {
 		req.Header.Set("Authorization", "Bearer ledger-token")
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := ledgerClient.Do(req)
 	if err != nil {
 		t.Errorf("%s %s: %v", method, url, err)
