@@ -60,7 +60,7 @@ func TestForgedUnsignedAndOverLimitMessagesAreDeadLettered(t *testing.T) {
 				t.Errorf("letter %d reason %q, want %q", i, reason, want[i])
 			}
 		}
-		if got := count(c, outDLQ); got != len(want) {
+		if got := count(t, r, outDLQ); got != len(want) {
 			t.Errorf("dlq = %d, want %d", got, len(want))
 		}
 		if k := r.counts(t, skuID); k.Claimed != 0 || k.Pending != 1 || k.Remaining != stockN-1 {

@@ -12,8 +12,8 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	"seckill/internal/identity"
 	"seckill/internal/ratelimit"
-	"seckill/internal/sale"
 )
 
 // Admission: who may come in and how often, in the order the checks run,
@@ -22,7 +22,8 @@ import (
 //  1. before routing, every request but /healthz, /readyz and /metrics:
 //     the client address (clientip.go) against the IP blocklist (403), then
 //     the per-IP limit unless the address is exempt (429);
-//  2. purchase and token requests: X-User-Id (401/400), the user blocklist
+//  2. purchase and token requests: X-User-Id under edge.identity (401/400),
+//     the user blocklist
 //     (403), the per-user limit (429);
 //  3. purchases that passed every local check (body, window, sold-out flag,
 //     token signature): a place among the SKU's attempts in flight
@@ -45,6 +46,7 @@ type admission struct {
 	rdb          rueidis.Client  // the user × SKU window's counts
 
 	trusted  []netip.Prefix         // edge.trusted_proxies
+	ident    *identity.Verifier     // edge.identity
 	block    *blocklists            // edge.blocklist ∪ Redis
 	lim      atomic.Pointer[limits] // edge.rate, swapped by setRate
 	gate     *ratelimit.Gate        // edge.rate.gate_*
@@ -56,6 +58,7 @@ func newAdmission(bg context.Context, cfg *Config, rdb rueidis.Client, block *bl
 	a := &admission{out: out, log: log, warn: warn, bg: bg, redisTimeout: cfg.RedisTimeout, rdb: rdb, block: block}
 	// Validate has parsed these already.
 	a.trusted, _ = parsePrefixes("edge.trusted_proxies", cfg.TrustedProxies)
+	a.ident, _ = cfg.NewIdentity()
 	a.lim.Store(newLimits(cfg.Rate, rdb, nil))
 	gk, gf := cfg.Rate.gateShare()
 	a.gate = ratelimit.NewGate(gk, gf, nil)
@@ -114,11 +117,15 @@ func (c *RateConfig) gateShare() (k, floor float64) {
 }
 
 // opsPath reports the routes that are never refused by address: health
-// checks and scrapes come from the platform, not from buyers.
-func opsPath(p []byte) bool {
+// checks and scrapes come from the platform, not from buyers. /readyz and
+// /metrics are such routes only where the public listener serves them
+// (edge.public_ops); otherwise they are ordinary unknown paths.
+func (s *Server) opsPath(p []byte) bool {
 	switch string(p) {
-	case "/healthz", "/readyz", "/metrics":
+	case "/healthz":
 		return true
+	case "/readyz", "/metrics":
+		return s.cfg.PublicOps
 	}
 	return false
 }
@@ -153,16 +160,14 @@ func (l *limits) exempted(a netip.Addr) bool {
 	return false
 }
 
-// user reads X-User-Id and runs the user checks (presence, form,
-// blocklist); ok false means it has answered.
+// user reads X-User-Id and runs the user checks (the identity check of
+// edge.identity: presence, form, a single header, trusted peer or
+// signature; then the blocklist); ok false means it has answered.
 func (a *admission) user(ctx *fasthttp.RequestCtx) (user int64, ok bool) {
-	user, present, valid := sale.ParseUserID(ctx.Request.Header.Peek("X-User-Id"))
+	user, r := a.ident.User(ctx)
 	switch {
-	case !present:
-		a.out.write(ctx, ansNoUser)
-		return 0, false
-	case !valid:
-		a.out.write(ctx, ansBadUser)
+	case r != identity.OK:
+		a.out.write(ctx, identityAnswers[r])
 		return 0, false
 	case a.block.set().User(user):
 		a.out.write(ctx, ansBlockedUser)

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"seckill/internal/identity"
 	"seckill/stock"
 )
 
@@ -56,6 +57,10 @@ const (
 	reasonNotReserved            // token asked for by a user not on the reserved list
 	reasonTokenNotOffered        // token asked for an activity that requires none
 	reasonRisk                   // the risk service (or its cached verdict) said deny
+	reasonDoubledUser            // more than one X-User-Id header
+	reasonUntrustedUser          // X-User-Id from a peer that is not a trusted proxy (edge.identity trusted_proxies)
+	reasonBadUserSig             // X-User-Id signature missing, stale or wrong (edge.identity signed)
+	reasonMediaType              // order or token body not application/json
 	nReasons
 )
 
@@ -83,6 +88,19 @@ var reasons = [nReasons]string{
 	reasonNotReserved:     "not_reserved",
 	reasonTokenNotOffered: "token_not_offered",
 	reasonRisk:            "risk",
+	reasonDoubledUser:     "doubled_user",
+	reasonUntrustedUser:   "untrusted_user",
+	reasonBadUserSig:      "bad_user_sig",
+	reasonMediaType:       "media_type",
+}
+
+// identityAnswers are the refusals of the identity check, by result.
+var identityAnswers = [...]*answer{
+	identity.Missing:   ansNoUser,
+	identity.Malformed: ansBadUser,
+	identity.Doubled:   ansDoubledUser,
+	identity.Untrusted: ansUntrusted,
+	identity.BadSig:    ansBadUserSig,
 }
 
 // Fixed answers.
@@ -95,6 +113,9 @@ var (
 	ansBadHTTP       = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadHTTP, "malformed HTTP request")
 	ansNoUser        = newAnswer(fasthttp.StatusUnauthorized, "UNAUTHORIZED", reasonNoUser, "X-User-Id header required")
 	ansBadUser       = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadUser, "X-User-Id must be a positive integer")
+	ansDoubledUser   = newAnswer(identity.Doubled.Status(), identity.Doubled.Code(), reasonDoubledUser, identity.Doubled.Message())
+	ansUntrusted     = newAnswer(identity.Untrusted.Status(), identity.Untrusted.Code(), reasonUntrustedUser, identity.Untrusted.Message())
+	ansBadUserSig    = newAnswer(identity.BadSig.Status(), identity.BadSig.Code(), reasonBadUserSig, identity.BadSig.Message())
 	ansUnknownSKU    = newAnswer(fasthttp.StatusNotFound, "UNKNOWN_SKU", reasonUnknownSKU, "no activity sells this sku")
 	ansNotOpen       = newAnswer(statusTooEarly, "NOT_OPEN", reasonNotOpen, "the sale has not started")
 	ansEnded         = newAnswer(fasthttp.StatusGone, "ENDED", reasonEnded, "the sale has ended")
@@ -123,6 +144,7 @@ var (
 	// Parse failures, one body per message.
 	ansMalformed   = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errMalformed.Error())
 	ansDuplicate   = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errDuplicate.Error())
+	ansMediaType   = newAnswer(fasthttp.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", reasonMediaType, "the body must be application/json")
 	ansBadActivity = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errBadActivityID.Error())
 	ansBadSKU      = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errBadSKUID.Error())
 	ansBadQuantity = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errBadQuantity.Error())
@@ -144,6 +166,7 @@ var (
 	ansInternal = newAnswer(fasthttp.StatusInternalServerError, "INTERNAL", -1, "internal error")
 	ansOK       = newAnswer(fasthttp.StatusOK, "OK", -1, "alive")
 	ansReady    = newAnswer(fasthttp.StatusOK, "OK", -1, "ready")
+	ansNotReady = newAnswer(fasthttp.StatusServiceUnavailable, "NOT_READY", -1, "not ready")
 )
 
 // Messages of answers built per request.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"seckill/internal/blocklist"
+	"seckill/internal/identity"
 	"seckill/internal/sale"
 	"seckill/web"
 )
@@ -42,6 +43,32 @@ type Config struct {
 	// not; otherwise the client is the peer. The client address feeds the
 	// IP blocklist and the per-IP limit. Default none.
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// Identity is how far the edge believes X-User-Id (internal/identity):
+	// "any" (dev and bench only: any peer's header), "trusted_proxies"
+	// (only from a TCP peer in TrustedProxies; anyone else 401) or
+	// "signed" (the gateway signs the id and a timestamp with one of
+	// IdentityKeys; missing, stale or wrong 401). Default signed: the
+	// header proves itself, whatever the network between gateway and edge
+	// (behind a published container port every client's peer address is
+	// the bridge's, which trusted_proxies could not tell apart), and a
+	// gateway that forgets to strip a client's X-User-Id cannot lend it
+	// credit. `seckill dev` and bench use any.
+	Identity string `yaml:"identity"`
+	// IdentityKeys are the gateway's signing keys for identity signed:
+	// the gateway signs with the first, every listed key verifies (list a
+	// new key first, keep the old one while gateways switch). Secrets of
+	// at least 32 characters, from the environment:
+	// SECKILL_EDGE_IDENTITY_KEYS=g2:<secret>,g1:<old secret>.
+	IdentityKeys []identity.Key `yaml:"identity_keys"`
+	// IdentitySkew is how far X-User-Ts may be from the edge's clock, either
+	// way (at most 5m). Default 30s.
+	IdentitySkew time.Duration `yaml:"identity_skew"`
+	// PublicOps serves /readyz (generic body) and /metrics on the public
+	// listener as well, outside the address checks. Production (prod.yaml)
+	// sets it false and serves them on the admin listener (Server.MountOps);
+	// dev and bench keep them. Default true, for processes and suites that
+	// write their own configuration and read the edge's /metrics.
+	PublicOps bool `yaml:"public_ops"`
 	// Rate holds the rate limits.
 	Rate RateConfig `yaml:"rate"`
 	// Blocklist holds the configured blocklists.
@@ -188,6 +215,9 @@ func DefaultConfig() Config {
 		MaxBodyBytes:       4096,
 		ReadBufferSize:     4096,
 		MaxConnsPerIP:      256,
+		PublicOps:          true,
+		Identity:           identity.ModeSigned,
+		IdentitySkew:       30 * time.Second,
 		ReadTimeout:        5 * time.Second,
 		WriteTimeout:       5 * time.Second,
 		IdleTimeout:        60 * time.Second,
@@ -248,7 +278,8 @@ func (c *Config) Validate() error {
 	case c.TokenRefundTimeout <= 0:
 		return errors.New("edge.token_refund_timeout must be positive")
 	}
-	if _, err := parsePrefixes("edge.trusted_proxies", c.TrustedProxies); err != nil {
+	ic, err := c.identityConfig()
+	if err != nil {
 		return err
 	}
 	if err := c.Rate.validate(); err != nil {
@@ -260,7 +291,10 @@ func (c *Config) Validate() error {
 	if c.Blocklist.RefreshInterval <= 0 {
 		return errors.New("edge.blocklist.refresh_interval must be positive")
 	}
-	return c.Risk.validate()
+	if err := c.Risk.validate(); err != nil {
+		return err
+	}
+	return ic.Validate()
 }
 
 func (r *RiskConfig) validate() error {
@@ -310,6 +344,26 @@ func (r *RateConfig) validate() error {
 	}
 	_, err := parsePrefixes("edge.rate.ip_exempt", r.IPExempt)
 	return err
+}
+
+// identityConfig is what the identity check is built from.
+func (c *Config) identityConfig() (identity.Config, error) {
+	trusted, err := parsePrefixes("edge.trusted_proxies", c.TrustedProxies)
+	if err != nil {
+		return identity.Config{}, err
+	}
+	return identity.Config{Mode: c.Identity, Trusted: trusted, Keys: c.IdentityKeys, Skew: c.IdentitySkew}, nil
+}
+
+// NewIdentity builds the identity check of c (edge.identity); the routes
+// the process mounts on the edge (WithRoutes: the result stream, my
+// orders, pay) run the same check as the edge's own.
+func (c *Config) NewIdentity() (*identity.Verifier, error) {
+	ic, err := c.identityConfig()
+	if err != nil {
+		return nil, err
+	}
+	return identity.New(ic, nil)
 }
 
 // parsePrefixes reads CIDR prefixes; a bare address is its own /32 or

@@ -31,6 +31,7 @@ func TestConfigRefusesBadAdmissionKeys(t *testing.T) {
 	}
 	// Each layer is switched off by its zero.
 	c := DefaultConfig()
+	c.Identity = "any"
 	c.Rate = RateConfig{MaxKeys: 1024}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("every layer off: %v", err)

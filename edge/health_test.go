@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
 )
 
 func TestReadiness(t *testing.T) {
@@ -23,8 +26,19 @@ func TestReadiness(t *testing.T) {
 		t.Fatalf("readyz: %d %s", r.status, r.raw)
 	}
 	kafkaDown.Store(true)
-	if r := e.do("GET", "/readyz", "", ""); r.status != 503 || !strings.Contains(r.raw, "kafka") {
-		t.Fatalf("readyz with a failing check: %d %s", r.status, r.raw)
+	// The public listener's body is generic; the admin listener's (MountOps)
+	// names the failing check.
+	if r := e.do("GET", "/readyz", "", ""); r.status != 503 || r.code() != "NOT_READY" || strings.Contains(r.raw, "kafka") || strings.Contains(r.raw, "broker") {
+		t.Fatalf("public readyz with a failing check: %d %s, want 503 with a generic body", r.status, r.raw)
+	}
+	ops := router.New()
+	e.srv.MountOps(ops)
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod("GET")
+	ctx.Request.SetRequestURI("/readyz")
+	ops.Handler(&ctx)
+	if ctx.Response.StatusCode() != 503 || !strings.Contains(string(ctx.Response.Body()), "kafka") {
+		t.Fatalf("admin readyz with a failing check: %d %s, want 503 naming it", ctx.Response.StatusCode(), ctx.Response.Body())
 	}
 	kafkaDown.Store(false)
 	e.redis.Stop()
@@ -69,6 +83,32 @@ func TestMetricsExistFromTheFirstScrape(t *testing.T) {
 	} {
 		if !strings.Contains(r.raw, line) {
 			t.Errorf("missing %s", line)
+		}
+	}
+}
+
+// With edge.public_ops false (production) the public listener has no
+// /readyz and no /metrics: they are unknown paths behind the address
+// checks; /healthz stays.
+func TestOpsOffThePublicListener(t *testing.T) {
+	e := newEdge(t, withConfig(func(c *Config) { c.PublicOps = false }))
+	for _, p := range []string{"/readyz", "/metrics"} {
+		if r := e.do("GET", p, "", ""); r.status != 404 {
+			t.Errorf("public %s with public_ops off: %d, want 404", p, r.status)
+		}
+	}
+	if r := e.do("GET", "/healthz", "", ""); r.status != 200 {
+		t.Errorf("healthz: %d", r.status)
+	}
+	ops := router.New()
+	e.srv.MountOps(ops)
+	for _, p := range []string{"/readyz", "/metrics"} {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod("GET")
+		ctx.Request.SetRequestURI(p)
+		ops.Handler(&ctx)
+		if ctx.Response.StatusCode() != 200 {
+			t.Errorf("admin %s: %d %s", p, ctx.Response.StatusCode(), ctx.Response.Body())
 		}
 	}
 }

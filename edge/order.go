@@ -177,9 +177,40 @@ func (s *Server) admitBody(ctx *fasthttp.RequestCtx, o *order) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
+	// Only JSON: a cross-site HTML form (text/plain,
+	// application/x-www-form-urlencoded, multipart) must not be read as an
+	// order.
+	if !jsonContentType(ctx.Request.Header.ContentType()) {
+		s.out.write(ctx, ansMediaType)
+		return 0, false
+	}
 	if err := parseOrder(ctx.Request.Body(), o); err != nil {
 		s.out.write(ctx, parseAnswer(err))
 		return 0, false
 	}
 	return user, true
+}
+
+// jsonContentType reports a Content-Type of application/json (any case),
+// with or without parameters ("application/json; charset=utf-8"). It does
+// not allocate.
+func jsonContentType(ct []byte) bool {
+	const want = "application/json"
+	if len(ct) < len(want) {
+		return false
+	}
+	for i := 0; i < len(want); i++ {
+		c := ct[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != want[i] {
+			return false
+		}
+	}
+	rest := ct[len(want):]
+	for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t') {
+		rest = rest[1:]
+	}
+	return len(rest) == 0 || rest[0] == ';'
 }

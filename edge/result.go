@@ -6,6 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"seckill/internal/identity"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 )
@@ -24,13 +25,9 @@ const (
 func (s *Server) result(ctx *fasthttp.RequestCtx) {
 	// Per buyer and changing: never stored by a shared cache.
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	user, present, valid := sale.ParseUserID(ctx.Request.Header.Peek("X-User-Id"))
-	if !present {
-		s.out.write(ctx, ansNoUser)
-		return
-	}
-	if !valid {
-		s.out.write(ctx, ansBadUser)
+	user, r := s.admit.ident.User(ctx)
+	if r != identity.OK {
+		s.out.write(ctx, identityAnswers[r])
 		return
 	}
 	rn, _ := ctx.UserValue("requestNo").(string)

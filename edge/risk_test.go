@@ -476,6 +476,7 @@ func TestConfigRefusesBadRiskKeys(t *testing.T) {
 		}
 	}
 	c := DefaultConfig()
+	c.Identity = "any"
 	if c.Risk.URL != "" || c.Risk.Timeout != 20*time.Millisecond || c.Risk.OnError != sale.RiskAllow || c.Validate() != nil {
 		t.Fatalf("defaults: %+v", c.Risk)
 	}

@@ -295,10 +295,6 @@ func (s *Server) routes() (_ fasthttp.RequestHandler, err error) {
 	r.HandleOPTIONS = false
 	r.NotFound = s.instrument(routeNone, func(ctx *fasthttp.RequestCtx) { s.out.write(ctx, ansNotFoundRoute) })
 	r.MethodNotAllowed = s.instrument(routeNone, func(ctx *fasthttp.RequestCtx) { s.out.write(ctx, ansMethod) })
-	r.PanicHandler = func(ctx *fasthttp.RequestCtx, v any) {
-		s.log.Error("edge handler panic", zap.Any("panic", v), zap.ByteString("path", ctx.Path()))
-		s.out.write(ctx, ansInternal)
-	}
 
 	r.POST("/api/v1/flash-sale/order", s.instrument(routeOrder, s.order))
 	r.POST("/api/seckill/submit", s.instrument(routeSubmit, s.order))
@@ -307,9 +303,11 @@ func (s *Server) routes() (_ fasthttp.RequestHandler, err error) {
 	r.GET("/api/v1/flash-sale/activities/{id}", s.instrument(routeActivity, s.activity))
 	r.POST("/api/v1/flash-sale/token", s.instrument(routeToken, s.issueToken))
 	r.GET("/healthz", s.instrument(routeHealthz, s.healthz))
-	r.GET("/readyz", s.instrument(routeReadyz, s.readyz))
-	if s.gather != nil {
-		r.GET("/metrics", s.instrument(routeMetrics, s.metricsHandler()))
+	if s.cfg.PublicOps {
+		r.GET("/readyz", s.instrument(routeReadyz, s.readyz))
+		if s.gather != nil {
+			r.GET("/metrics", s.instrument(routeMetrics, s.metricsHandler()))
+		}
 	}
 	defer func() {
 		// The router panics on a route that clashes with one it has.
@@ -321,7 +319,18 @@ func (s *Server) routes() (_ fasthttp.RequestHandler, err error) {
 		mount(r)
 	}
 	return func(ctx *fasthttp.RequestCtx) {
-		if !opsPath(ctx.Path()) {
+		// One recovery for everything a request runs, the address checks
+		// before routing included: a panic is a 500 and a log line, and the
+		// process (and the connection) go on.
+		defer func() {
+			if v := recover(); v != nil {
+				s.log.Error("edge handler panic", zap.Any("panic", v), zap.ByteString("method", ctx.Method()),
+					zap.ByteString("path", ctx.Path()), zap.Stack("stack"))
+				ctx.Response.Reset()
+				s.out.write(ctx, ansInternal)
+			}
+		}()
+		if !s.opsPath(ctx.Path()) {
 			start := time.Now()
 			if !s.admit.addr(ctx) {
 				s.m.observe(routeGuard, ctx.Response.StatusCode(), time.Since(start))

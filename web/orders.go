@@ -10,8 +10,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"seckill/internal/identity"
 	"seckill/internal/ratelimit"
-	"seckill/internal/sale"
 	"seckill/store"
 )
 
@@ -48,6 +48,7 @@ type Orders struct {
 	payTimeout time.Duration
 	timeout    time.Duration
 	limit      *ratelimit.Local
+	identity   *identity.Verifier
 }
 
 // OrdersConfig are the knobs of Orders; zero fields take the defaults.
@@ -66,6 +67,9 @@ type OrdersConfig struct {
 	Timeout time.Duration
 	// Now is the limiter's clock (a test seam). Default time.Now.
 	Now func() time.Time
+	// Identity is the X-User-Id check (edge.identity); nil checks as mode
+	// any.
+	Identity *identity.Verifier
 }
 
 // NewOrders returns the handler over st.
@@ -82,7 +86,7 @@ func NewOrders(st OrderLister, c OrdersConfig) *Orders {
 	if c.Timeout <= 0 {
 		c.Timeout = 2 * time.Second
 	}
-	return &Orders{st: st, payTimeout: c.PayTimeout, timeout: c.Timeout,
+	return &Orders{st: st, payTimeout: c.PayTimeout, timeout: c.Timeout, identity: c.Identity,
 		limit: ratelimit.NewLocal(c.PerSecond, c.Burst, c.MaxUsers, c.Now)}
 }
 
@@ -109,13 +113,9 @@ type OrdersPage struct {
 // Handle is the fasthttp handler.
 func (h *Orders) Handle(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	user, present, valid := sale.ParseUserID(ctx.Request.Header.Peek("X-User-Id"))
-	switch {
-	case !present:
-		answer(ctx, fasthttp.StatusUnauthorized, "UNAUTHORIZED", "X-User-Id header required")
-		return
-	case !valid:
-		answer(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "X-User-Id must be a positive integer")
+	user, r := h.identity.User(ctx)
+	if r != identity.OK {
+		identity.Refuse(ctx, r)
 		return
 	}
 	if ok, wait := h.limit.Allow(uint64(user)); !ok {

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"seckill/internal/identity"
 	"seckill/internal/results"
 	"seckill/internal/sale"
 )
@@ -141,6 +142,9 @@ type ResultEvents struct {
 	results *results.Store
 	hub     *ResultHub // nil: poll every Recheck
 	cfg     StreamConfig
+	// Identity is the X-User-Id check (edge.identity); nil checks as mode
+	// any. Set it before the first request.
+	Identity *identity.Verifier
 	// fallback, if set, is asked when Redis has no result for the ticket
 	// (a restart without persistence lost it): the orders database, as for
 	// the result route. While the answer comes from it, the stream reads
@@ -244,13 +248,9 @@ func toEvent(e results.Entry) event {
 // Handle is the fasthttp handler.
 func (h *ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	user, present, valid := sale.ParseUserID(ctx.Request.Header.Peek("X-User-Id"))
-	switch {
-	case !present:
-		answer(ctx, fasthttp.StatusUnauthorized, "UNAUTHORIZED", "X-User-Id header required")
-		return
-	case !valid:
-		answer(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "X-User-Id must be a positive integer")
+	user, r := h.Identity.User(ctx)
+	if r != identity.OK {
+		identity.Refuse(ctx, r)
 		return
 	}
 	rn, _ := ctx.UserValue("requestNo").(string)

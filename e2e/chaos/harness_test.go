@@ -313,6 +313,7 @@ store:
   dsn: %q
 edge:
   listen: %q
+  identity: any
   read_timeout: 2s
   write_timeout: 2s
   max_conns_per_ip: 0

@@ -31,6 +31,7 @@ import (
 	"seckill/engine"
 	"seckill/internal/blocklist"
 	"seckill/internal/catalog"
+	"seckill/internal/identity"
 	"seckill/internal/lag"
 	"seckill/internal/obs"
 	"seckill/internal/results"
@@ -239,13 +240,20 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			}
 			return stock.SoldOutMarked(ctx, a, k)
 		}))
+		// The routes mounted on the edge run the edge's identity check.
+		ident, err := cfg.Edge.NewIdentity()
+		if err != nil {
+			return nil, err
+		}
 		s.StreamHub = web.NewResultHub(s.Shards.Default, log.Named("streams"))
 		s.Streams = web.NewResultEvents(res, s.StreamHub, cfg.Edge.ResultStream, fallback)
+		s.Streams.Identity = ident
 		streams := s.Streams
 		eopts = append(eopts, edge.WithRoutes(func(r *router.Router) {
-			mountBuyerPages(r, streams, st, payTimeout)
+			mountBuyerPages(r, streams, st, payTimeout, ident)
 			if pay != nil {
-				r.POST(payment.PayPath, payment.Handler(pay, 0))
+				r.POST(payment.PayPath, identity.Guard(ident, payment.Handler(pay, 0)))
+				// The provider's callback proves itself by its signature.
 				r.POST(payment.CallbackPath, payment.CallbackHandler(pay, 0))
 			}
 		}))
@@ -266,6 +274,12 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			Blocklist: blocklist.NewStore(s.Shards.Default), BlocklistConfig: admin.BlocklistConfig{IPs: cfg.Edge.Blocklist.IPs, Users: cfg.Edge.Blocklist.Users}},
 			log.Named("admin"))
 		mountPages(s.Admin, s.Reg)
+		// The edge's /readyz (naming what is not ready) and /metrics on the
+		// admin listener: production keeps them off the public one
+		// (edge.public_ops). /readyz is public there for the probes;
+		// /metrics needs the token like every admin route.
+		s.Edge.MountOps(s.Admin.Router())
+		s.Admin.ServePublic("/readyz")
 	}
 	return s, nil
 }

@@ -68,6 +68,7 @@ func startClusterWith(t *testing.T, m mode, tweak func(*config.Config), opts ...
 	t.Helper()
 	c := &cluster{redis: testenv.StartRedis(t), hot: testenv.StartRedis(t), kafka: testenv.StartKafka(t, 4), driver: m.driver}
 	cfg := config.Default()
+	cfg.Edge.Identity = "any" // buyers send X-User-Id straight to the edge
 	cfg.Log.Format = "console"
 	cfg.Redis.Default.Addrs = []string{c.redis.Addr}
 	cfg.Redis.Hot.Addrs = []string{c.hot.Addr}

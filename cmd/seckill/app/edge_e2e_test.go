@@ -307,6 +307,9 @@ func TestEveryAdminRouteWithAndWithoutTheToken(t *testing.T) {
 			if strings.HasPrefix(p, "/admin/ui") {
 				continue // the on-call page shell: public by design, it holds no data
 			}
+			if p == "/readyz" {
+				continue // the edge's readiness for the balancer's probe: public by design (TestAdminServesReadyzAndMetrics)
+			}
 			routes = append(routes, method+" "+p)
 		}
 	}
@@ -349,4 +352,25 @@ func editMiddle(tok string) string {
 		b[i] = 'A'
 	}
 	return string(b)
+}
+
+// TestAdminServesReadyzAndMetrics: the admin listener serves the edge's
+// /readyz without the token (the balancer's probe) and /metrics with it
+// only; production keeps both off the public listener (edge.public_ops).
+func TestAdminServesReadyzAndMetrics(t *testing.T) {
+	c := startClusterWith(t, sqliteOnly(), func(cfg *config.Config) { cfg.Edge.PublicOps = false })
+	if r := send(t, "GET", c.admin+"/readyz", 0, "", ""); r.status != 200 {
+		t.Fatalf("admin /readyz without the token: %d %s", r.status, r.raw)
+	}
+	if r := send(t, "GET", c.admin+"/metrics", 0, "", ""); r.status != 401 {
+		t.Fatalf("admin /metrics without the token: %d, want 401", r.status)
+	}
+	if r := send(t, "GET", c.admin+"/metrics", 0, "Bearer "+c.cfg.Admin.Token, ""); r.status != 200 || !strings.Contains(r.raw, "seckill_edge_requests_total") {
+		t.Fatalf("admin /metrics with the token: %d", r.status)
+	}
+	for _, p := range []string{"/readyz", "/metrics"} {
+		if r := send(t, "GET", c.base+p, 0, "", ""); r.status != 404 {
+			t.Errorf("public %s with public_ops off: %d, want 404", p, r.status)
+		}
+	}
 }

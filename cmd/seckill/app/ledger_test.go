@@ -57,6 +57,7 @@ func startLedgerSysOn(t *testing.T, r *testenv.Redis, driver string, tweak func(
 	l := &ledgerSys{redis: r}
 	k := testenv.StartKafka(t, 2)
 	cfg := config.Default()
+	cfg.Edge.Identity = "any" // buyers send X-User-Id straight to the edge
 	cfg.Log.Format = "console"
 	cfg.Redis.Default.Addrs = []string{l.redis.Addr}
 	cfg.Engine.Kafka.Brokers, cfg.Consumer.Brokers = k.Addrs, k.Addrs
@@ -137,6 +138,9 @@ func (l *ledgerSys) call(t testing.TB, method, url string, user int64, body stri
 	}
 	if strings.HasPrefix(url, l.admin) {
 		req.Header.Set("Authorization", "Bearer ledger-token")
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := ledgerClient.Do(req)
 	if err != nil {

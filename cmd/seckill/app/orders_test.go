@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"seckill/cmd/seckill/config"
 	"seckill/internal/sale"
 	"seckill/internal/testenv"
 	"seckill/web"
@@ -100,6 +101,47 @@ func TestMyOrdersReadsTheUserAsThePurchaseDoes(t *testing.T) {
 		mine, _ := c.myOrders(t, h)
 		if kind(resp.StatusCode) != kind(mine) {
 			t.Errorf("X-User-Id %q: the purchase answers %d, my orders %d", h, resp.StatusCode, mine)
+		}
+	}
+}
+
+// TestEveryBuyerRouteRunsTheIdentityCheck: under identity trusted_proxies
+// with a gateway range the test client (127.0.0.1) is not in, every route
+// that reads X-User-Id — the edge's own and those the process mounts on it
+// (result stream, my orders, pay) — answers 401; a doubled header is 400.
+func TestEveryBuyerRouteRunsTheIdentityCheck(t *testing.T) {
+	c := startClusterWith(t, mode{driver: "sqlite"}, func(cfg *config.Config) {
+		cfg.Edge.Identity = "trusted_proxies"
+		cfg.Edge.TrustedProxies = []string{"10.99.0.0/16"}
+	})
+	for _, rt := range []struct{ method, path, body string }{
+		{"POST", "/api/v1/flash-sale/order", `{"skuId":1001,"quantity":1}`},
+		{"POST", "/api/seckill/submit", `{"activityId":1,"skuId":1001}`},
+		{"POST", "/api/v1/flash-sale/token", `{"activityId":1,"skuId":1001}`},
+		{"GET", "/api/v1/flash-sale/result/123", ""},
+		{"GET", "/api/v1/flash-sale/result/123/events", ""},
+		{"GET", web.OrdersPath, ""},
+		{"POST", "/api/v1/flash-sale/orders/O123/pay", ""},
+	} {
+		for _, users := range [][]string{{"42"}, {"42", "43"}} {
+			req, _ := http.NewRequest(rt.method, c.base+rt.path, strings.NewReader(rt.body))
+			req.Header.Set("Content-Type", "application/json")
+			for _, u := range users {
+				req.Header.Add("X-User-Id", u)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want := 401
+			if len(users) == 2 {
+				want = 400
+			}
+			if resp.StatusCode != want {
+				t.Errorf("%s %s with X-User-Id %v from a foreign peer: %d %s, want %d", rt.method, rt.path, users, resp.StatusCode, b, want)
+			}
 		}
 	}
 }

@@ -311,3 +311,75 @@ func keys(m map[string]composeService) []string {
 	}
 	return out
 }
+
+// published splits a ports entry into the host address it binds ("" for
+// every interface) and the container port: "8080:8080",
+// "127.0.0.1:8081:8081/tcp", "8080" or {target, published, host_ip}.
+func published(p any) (hostIP, target string) {
+	if m, ok := p.(map[string]any); ok {
+		if h, ok := m["host_ip"]; ok {
+			hostIP = fmt.Sprint(h)
+		}
+		return hostIP, fmt.Sprint(m["target"])
+	}
+	s, _, _ := strings.Cut(fmt.Sprint(p), "/")
+	if strings.Count(s, ":") >= 2 {
+		hostIP = strings.Trim(s[:strings.LastIndex(s[:strings.LastIndex(s, ":")], ":")], "[]")
+	}
+	return hostIP, containerPort(p)
+}
+
+// TestComposePublishesOnlyTheEdgeToTheWorld: the edge's public listener is
+// the only port compose publishes on every host interface; everything
+// else (the admin listener with /readyz and /metrics, any metrics port)
+// is published on the host's loopback or not at all. The edge runs
+// prod.yaml, so it believes no peer's bare X-User-Id and keeps the ops
+// routes off the public listener.
+func TestComposePublishesOnlyTheEdgeToTheWorld(t *testing.T) {
+	f := loadCompose(t)
+	c := loadProd(t)
+	_, publicPort, err := net.SplitHostPort(c.Edge.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, adminPort, err := net.SplitHostPort(c.Admin.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminSeen := false
+	for name, s := range f.Services {
+		for _, p := range s.Ports {
+			host, target := published(p)
+			loopback := host == "127.0.0.1" || host == "::1" || host == "localhost"
+			switch {
+			case name == "edge" && target == publicPort:
+			case loopback:
+				if name == "edge" && target == adminPort {
+					adminSeen = true
+				}
+			default:
+				t.Errorf("service %s publishes %v on every host interface: only the edge's public port %s may be", name, p, publicPort)
+			}
+		}
+	}
+	if !adminSeen {
+		t.Errorf("the edge's admin port %s is not published on the host's loopback", adminPort)
+	}
+	if c.Edge.Identity == "any" || c.Edge.PublicOps {
+		t.Errorf("prod.yaml: edge.identity %q, edge.public_ops %v: want a gateway identity and the ops routes off the public listener", c.Edge.Identity, c.Edge.PublicOps)
+	}
+	if _, ok := environment(f.Services["edge"])["SECKILL_EDGE_IDENTITY_KEYS"]; !ok && c.Edge.Identity == "signed" {
+		t.Error("the compose edge does not pass SECKILL_EDGE_IDENTITY_KEYS: under identity signed it could not start")
+	}
+	for _, tc := range []struct {
+		in         any
+		host, port string
+	}{
+		{"8080:8080", "", "8080"}, {"127.0.0.1:8081:8081", "127.0.0.1", "8081"}, {"0.0.0.0:9090:9090/tcp", "0.0.0.0", "9090"},
+		{"[::1]:8081:8081", "::1", "8081"}, {map[string]any{"target": 8081, "host_ip": "127.0.0.1"}, "127.0.0.1", "8081"},
+	} {
+		if h, p := published(tc.in); h != tc.host || p != tc.port {
+			t.Errorf("published(%v) = %q, %q; want %q, %q", tc.in, h, p, tc.host, tc.port)
+		}
+	}
+}

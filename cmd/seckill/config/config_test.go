@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,6 +66,16 @@ func TestShippedConfigsLoadAndValidate(t *testing.T) {
 	if len(files) < 3 {
 		t.Fatalf("want dev.yaml, bench.yaml and prod.yaml in configs/, found %v", files)
 	}
+	// prod.yaml's gateway keys come from the environment only: without
+	// them it must not validate (the edge would believe nobody).
+	c, err := Load("../../../configs/prod.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err == nil || !contains(err.Error(), "edge.identity_keys") {
+		t.Fatalf("prod.yaml without gateway keys: %v, want an error naming edge.identity_keys", err)
+	}
+	t.Setenv("SECKILL_EDGE_IDENTITY_KEYS", "g1:"+strings.Repeat("k", 32))
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			c, err := Load(f)
@@ -144,6 +155,7 @@ func TestRateAndBlocklistKeysFromTheEnvironment(t *testing.T) {
 		"SECKILL_EDGE_MAX_CONNS_PER_IP":     "64",
 		"SECKILL_EDGE_RATE_SKU_INFLIGHT":    "512",
 		"SECKILL_EDGE_RATE_GATE_EDGES":      "4",
+		"SECKILL_EDGE_IDENTITY_KEYS":        "g2:" + strings.Repeat("n", 32) + ",g1:" + strings.Repeat("o", 32),
 	}
 	if err := ApplyEnv(&c, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
 		t.Fatal(err)
@@ -151,7 +163,7 @@ func TestRateAndBlocklistKeysFromTheEnvironment(t *testing.T) {
 	r := c.Edge.Rate
 	if r.IPPerSecond != 7.5 || len(r.IPExempt) != 2 || r.IPExempt[1] != "192.0.2.1" || r.UserSKUWindow != 30*time.Second ||
 		len(c.Edge.Blocklist.Users) != 2 || c.Edge.Blocklist.Users[1] != 2 || c.Edge.TrustedProxies[0] != "172.16.0.0/12" || c.Edge.MaxConnsPerIP != 64 ||
-		r.SKUInflight != 512 || r.GateEdges != 4 {
+		r.SKUInflight != 512 || r.GateEdges != 4 || len(c.Edge.IdentityKeys) != 2 || c.Edge.IdentityKeys[1].ID != "g1" {
 		t.Fatalf("overrides not applied: %+v", c.Edge)
 	}
 	if err := c.Validate(); err != nil {
