@@ -27,6 +27,7 @@ func TestFailResultIsWrittenOnceRedisIsBack(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Kafka.Brokers = k.Addrs
 	cfg.OccupyTimeout = 200 * time.Millisecond
+	cfg.Signing = testSigning
 	stopped := false
 	e, err := New(cfg, r.stock, r.res, zap.New(core), nil, WithFault(func(stage string) error {
 		if stage == "after_occupy" && !stopped {
