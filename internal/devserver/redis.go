@@ -14,24 +14,25 @@ import (
 // ErrNoRedis means redis-server is not installed.
 var ErrNoRedis = errors.New("redis-server not found: install it with `apt-get install -y redis-server` (make run does this)")
 
-// Persistence returns how seckill dev's redis-servers keep their data, and what
-// docs/operations-ledger.md recommends for production: the append-only
-// file, fsynced every second (a crash loses at most ~1 s of writes, which
+// Persistence returns how seckill dev's redis-servers keep their data —
+// what docs/operations-ledger.md recommends for production too — as
+// redis-server arguments (a fresh slice each call): the append-only file,
+// fsynced every second (a crash loses at most ~1 s of writes, which
 // reconciliation repairs), no separate RDB snapshots, and the file kept
-// compact. A restart reads the whole file, so its length is the restart's:
-// Redis 7 rewrites it (in a forked child) as an RDB image of the data plus
-// the commands since, and an RDB image loads two to three times faster
-// than the commands that made it (bench/RESULTS.md, "Restarts"). Redis'
-// own policy waits until the file reaches 64 MB and then lets the
-// commands grow as large as the image; here the first rewrite comes at
-// 16 MB and the commands since the last image stay under half of it.
-// The arguments are redis-server's command line; a fresh slice each call.
+// compact. A restart reads the whole file, so its length is the restart's.
+// Redis 7 rewrites it in a forked child as an RDB image of the data, to
+// which the commands since are appended, and an image loads two to three
+// times faster than the commands that made it (bench/RESULTS.md,
+// "Restarts"). Redis' own policy waits until the file reaches 64 MB — a
+// hot shard's file stays all commands until about a million tickets — and
+// then lets the commands grow as large as the image; here the first
+// rewrite comes at 4 MB and the commands stay under half the image.
 func Persistence() []string {
 	return []string{
 		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
 		"--aof-use-rdb-preamble", "yes",
 		"--auto-aof-rewrite-percentage", "50",
-		"--auto-aof-rewrite-min-size", "16mb",
+		"--auto-aof-rewrite-min-size", "4mb",
 	}
 }
 
