@@ -83,9 +83,9 @@ func runDev(args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	// Runs after the system's shutdown (deferred later, so earlier): the
-	// consumer has committed what it drained, and the last trim leaves only
-	// what it has not.
+	// Deferred before the system is built, so it runs after the system's
+	// shutdown: the consumer has committed what it drained, and Stop's last
+	// trim leaves only what it has not.
 	defer kafka.Stop()
 	// The broker's log keeps only what the consumer group has not
 	// committed, so a restart reads it in a time that does not grow with

@@ -1,7 +1,10 @@
 // Package devserver runs the servers `seckill dev` brings along: redis-server
 // child processes (append-only persistence in the data directory, so a
-// restarted dev process finds its sale where it left it) and the embedded
-// Kafka-protocol broker kfake (also persisted in the data directory).
+// restarted dev process finds its sale where it left it, the file kept
+// compact so that it loads fast) and the embedded Kafka-protocol broker
+// kfake (also persisted in the data directory, its log trimmed of what the
+// consumer group has committed). `seckill broker` runs the same broker as a
+// process of its own.
 package devserver
 
 import (

@@ -23,7 +23,7 @@ var ErrNoRedis = errors.New("redis-server not found: install it with `apt-get in
 // Redis 7 rewrites it in a forked child as an RDB image of the data, to
 // which the commands since are appended, and an image loads two to three
 // times faster than the commands that made it (bench/RESULTS.md,
-// "Restarts"). Redis' own policy waits until the file reaches 64 MB — a
+// "Restarts and disk use"). Redis' own policy waits until the file reaches 64 MB — a
 // hot shard's file stays all commands until about a million tickets — and
 // then lets the commands grow as large as the image; here the first
 // rewrite comes at 4 MB and the commands stay under half the image.
