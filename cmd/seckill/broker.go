@@ -7,12 +7,14 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/zap"
 
 	"seckill/cmd/seckill/config"
+	"seckill/internal/devserver"
 	"seckill/internal/obs"
 	"seckill/internal/sale"
 )
@@ -21,13 +23,18 @@ import (
 // as a process of its own, with the orders and dead-letter topics created.
 // With --data-dir the log, offsets and groups persist there, so a broker
 // stopped and started again finds its messages; without it everything is
-// lost on exit. The fault-injection suite (e2e/chaos) stops and restarts it
-// under load. It is a test and dev tool, not a production Kafka.
+// lost on exit. With --trim-groups it deletes, every --trim-interval, the
+// orders it holds that every group named has committed, so its log (and
+// its restart) stays as short as the consumers' lag. The fault-injection
+// suite (e2e/chaos) stops and restarts it under load. It is a test and dev
+// tool, not a production Kafka.
 func runBroker(args []string) error {
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	listenAddr := fs.String("listen", "127.0.0.1:9092", "host:port to serve the Kafka protocol on")
 	dataDir := fs.String("data-dir", "", "persist the log here (a restart keeps it); empty: in memory only")
 	partitions := fs.Int("partitions", 4, "partitions of the orders and dead-letter topics")
+	trimGroups := fs.String("trim-groups", "", "comma-separated consumer groups: delete the orders every one of them has committed (empty: keep every order)")
+	trimEvery := fs.Duration("trim-interval", devserver.DefaultTrimInterval, "how often to delete what the --trim-groups have committed")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,33 +50,39 @@ func runBroker(args []string) error {
 	}
 	defer log.Sync()
 	up := announce(log, startLine{role: "broker", listeners: named("kafka", *listenAddr)})
-	opts := []kfake.Opt{
-		kfake.NumBrokers(1),
-		kfake.SeedTopics(int32(*partitions), sale.OrdersTopic, sale.DLQTopic),
-		// kfake asks for 127.0.0.1:port; serve the address given instead
-		// (and advertise it in metadata).
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, *listenAddr) }),
-	}
-	if *dataDir != "" {
-		if err := os.MkdirAll(*dataDir, 0o755); err != nil {
-			return err
+	var groups []string
+	for _, g := range strings.Split(*trimGroups, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			groups = append(groups, g)
 		}
-		opts = append(opts, kfake.DataDir(*dataDir))
 	}
-	c, err := kfake.NewCluster(opts...)
+	if len(groups) > 0 && *trimEvery <= 0 {
+		return errors.New("--trim-interval must be positive")
+	}
+	k, err := devserver.StartKafka(devserver.KafkaConfig{Dir: *dataDir, Listen: *listenAddr, Partitions: int32(*partitions)})
 	if err != nil {
 		return fmt.Errorf("broker on %s: %w", *listenAddr, err)
 	}
-	up.ready(zap.Strings("listeners", c.ListenAddrs()), zap.String("dataDir", *dataDir), zap.Int("partitions", *partitions),
-		zap.Strings("topics", []string{sale.OrdersTopic, sale.DLQTopic}))
+	if len(groups) > 0 {
+		k.TrimConsumed(sale.OrdersTopic, groups, *trimEvery, log)
+	}
+	up.ready(zap.Strings("listeners", k.Addrs), zap.String("dataDir", *dataDir), zap.Int("partitions", *partitions),
+		zap.Strings("topics", []string{sale.OrdersTopic, sale.DLQTopic}), zap.Strings("trimGroups", groups))
 	// Scripts and the chaos harness wait for this line.
-	fmt.Printf("seckill broker listening on %s (topics %s, %s; %d partitions; data %q)\n",
-		c.ListenAddrs()[0], sale.OrdersTopic, sale.DLQTopic, *partitions, *dataDir)
+	fmt.Printf("seckill broker listening on %s (topics %s, %s; %d partitions; data %q; trim %s)\n",
+		k.Addrs[0], sale.OrdersTopic, sale.DLQTopic, *partitions, *dataDir, trimNote(groups, *trimEvery))
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
 	signal.Stop(sig)
-	// Close flushes the persisted log before returning.
-	c.Close()
+	// Stop trims a last time and flushes the persisted log before returning.
+	k.Stop()
 	return nil
+}
+
+func trimNote(groups []string, every time.Duration) string {
+	if len(groups) == 0 {
+		return "off"
+	}
+	return fmt.Sprintf("what %s committed, every %v", strings.Join(groups, ", "), every)
 }

@@ -77,11 +77,19 @@ func runDev(args []string) (err error) {
 		return err
 	}
 	defer redisHot.Stop()
-	kafka, err := devserver.StartKafka(filepath.Join(dir, "kafka"), cfg.Dev.KafkaPort, int32(cfg.Dev.Partitions))
+	kafka, err := devserver.StartKafka(devserver.KafkaConfig{
+		Dir: filepath.Join(dir, "kafka"), Port: cfg.Dev.KafkaPort, Partitions: int32(cfg.Dev.Partitions)})
 	if err != nil {
 		return err
 	}
+	// Deferred before the system is built, so it runs after the system's
+	// shutdown: the consumer has committed what it drained, and Stop's last
+	// trim leaves only what it has not.
 	defer kafka.Stop()
+	// The broker's log keeps only what the consumer group has not
+	// committed, so a restart reads it in a time that does not grow with
+	// the sale.
+	kafka.TrimConsumed(cfg.Consumer.Topic, []string{cfg.Consumer.Group}, devserver.DefaultTrimInterval, log)
 
 	cfg.Redis.Default.Addrs = []string{redisDef.Addr}
 	cfg.Redis.Hot.Addrs = []string{redisHot.Addr}

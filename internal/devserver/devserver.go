@@ -1,119 +1,17 @@
 // Package devserver runs the servers `seckill dev` brings along: redis-server
 // child processes (append-only persistence in the data directory, so a
-// restarted dev process finds its sale where it left it) and the embedded
-// Kafka-protocol broker kfake (also persisted in the data directory).
+// restarted dev process finds its sale where it left it, the file kept
+// compact so that it loads fast) and the embedded Kafka-protocol broker
+// kfake (also persisted in the data directory, its log trimmed of what the
+// consumer group has committed). `seckill broker` runs the same broker as a
+// process of its own.
 package devserver
 
 import (
 	"errors"
-	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"syscall"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
-
-	"seckill/internal/sale"
 )
-
-// ErrNoRedis means redis-server is not installed.
-var ErrNoRedis = errors.New("redis-server not found: install it with `apt-get install -y redis-server` (make run does this)")
-
-// Redis is a redis-server child process.
-type Redis struct {
-	Addr string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// StartRedis runs redis-server on 127.0.0.1:port (0 picks a free port) with
-// its files in dir and extra appended to its arguments (dev.redis_args),
-// and waits until its port accepts connections. A server restarted on a
-// large append-only file answers LOADING for a while after that: the
-// process waits for it as for any Redis (internal/ready).
-func StartRedis(dir string, port int, extra ...string) (*Redis, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if _, serr := os.Stat("/usr/bin/redis-server"); serr != nil {
-			return nil, ErrNoRedis
-		}
-		bin = "/usr/bin/redis-server"
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	if port == 0 {
-		if port, err = FreePort(); err != nil {
-			return nil, err
-		}
-	}
-	r := &Redis{Addr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
-	r.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-		"--daemonize", "no", "--protected-mode", "no", "--logfile", filepath.Join(dir, "redis.log"))
-	r.cmd.Args = append(r.cmd.Args, extra...)
-	// The child dies with us even on SIGKILL.
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := r.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start redis-server: %w", err)
-	}
-	go func() { _ = r.cmd.Wait(); close(r.done) }()
-	if err := waitTCP(r.Addr, 10*time.Second, r.done); err != nil {
-		r.Stop()
-		log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-		return nil, fmt.Errorf("redis-server on %s: %v\n%s", r.Addr, err, log)
-	}
-	return r, nil
-}
-
-// Stop asks redis-server to exit (SIGTERM flushes the append-only file) and
-// waits for it, killing it after 10s.
-func (r *Redis) Stop() {
-	if r == nil || r.cmd.Process == nil {
-		return
-	}
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-r.done:
-	case <-time.After(10 * time.Second):
-		_ = r.cmd.Process.Kill()
-		<-r.done
-	}
-}
-
-// Kafka is the embedded broker.
-type Kafka struct {
-	Addrs   []string
-	Cluster *kfake.Cluster
-}
-
-// StartKafka runs kfake on 127.0.0.1:port (0 picks a free port) with the
-// orders and dead-letter topics (kfake does not create topics on first use),
-// persisted in dir when dir is not empty.
-func StartKafka(dir string, port int, partitions int32) (*Kafka, error) {
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, sale.OrdersTopic, sale.DLQTopic)}
-	if port != 0 {
-		opts = append(opts, kfake.Ports(port))
-	}
-	if dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
-		}
-		opts = append(opts, kfake.DataDir(dir))
-	}
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("embedded kafka: %w", err)
-	}
-	return &Kafka{Addrs: c.ListenAddrs(), Cluster: c}, nil
-}
-
-// Stop closes the broker.
-func (k *Kafka) Stop() { k.Cluster.Close() }
 
 // FreePort asks the kernel for a free port on 127.0.0.1.
 func FreePort() (int, error) {

@@ -17,7 +17,25 @@ import (
 // the first message it has not committed (the producer's clock). T is the
 // earliest over the partitions. A group that never committed on a
 // partition that has messages proves nothing (zero time).
+//
+// A broker may delete what every group has committed (seckill dev's
+// embedded broker does, every few seconds): a commit read here can be
+// overtaken by a newer one and the message at it deleted before it is
+// read. The offsets are then read again, up to three times.
 func (r *Reader) ConsumedThrough(ctx context.Context) (time.Time, error) {
+	for attempt := 1; ; attempt++ {
+		t, err := r.consumedThrough(ctx)
+		if !errors.Is(err, errDeleted) || attempt == 3 {
+			return t, err
+		}
+	}
+}
+
+// errDeleted means the message at a committed offset was deleted before
+// it could be read: the group has committed past it since.
+var errDeleted = errors.New("the message at the committed offset was deleted meanwhile")
+
+func (r *Reader) consumedThrough(ctx context.Context) (time.Time, error) {
 	// Read the clock before the offsets: a message appended before t0 is
 	// below the newest offset read afterwards.
 	t0 := time.Now()
@@ -80,6 +98,9 @@ func (r *Reader) ConsumedThrough(ctx context.Context) (time.Time, error) {
 // timestampAt reads the timestamp of the message at offset.
 func timestampAt(ctx context.Context, cons sarama.Consumer, topic string, p int32, offset int64) (time.Time, error) {
 	pc, err := cons.ConsumePartition(topic, p, offset)
+	if errors.Is(err, sarama.ErrOffsetOutOfRange) {
+		err = errDeleted // below the partition's first offset by now
+	}
 	if err != nil {
 		return time.Time{}, fmt.Errorf("consumed-through read %s/%d@%d: %w", topic, p, offset, err)
 	}
@@ -87,7 +108,13 @@ func timestampAt(ctx context.Context, cons sarama.Consumer, topic string, p int3
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	select {
-	case m := <-pc.Messages():
+	case m, ok := <-pc.Messages():
+		if !ok {
+			// The partition consumer gave up: an offset deleted between
+			// ConsumePartition's check and the fetch ends it this way
+			// (sarama reports the error only when Return.Errors is set).
+			return time.Time{}, fmt.Errorf("consumed-through read %s/%d@%d: %w", topic, p, offset, errDeleted)
+		}
 		return m.Timestamp, nil
 	case err := <-pc.Errors():
 		return time.Time{}, fmt.Errorf("consumed-through read %s/%d@%d: %w", topic, p, offset, err)

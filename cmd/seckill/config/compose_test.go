@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"go.yaml.in/yaml/v3"
+
+	"seckill/internal/devserver"
 )
 
 // composeFile is the part of docker-compose.yml these tests read. Fields
@@ -131,6 +133,17 @@ func TestComposeRunsWhatProdYAMLNames(t *testing.T) {
 			}
 			if !strings.Contains(strings.Join(command(s), " "), "--appendonly yes") {
 				t.Errorf("service %s: command %q lacks --appendonly yes", host, command(s))
+			}
+			// The append-only file's rewrite policy is seckill dev's: a
+			// restart reads the whole file.
+			p := devserver.Persistence()
+			for i := 0; i+1 < len(p); i += 2 {
+				if p[i] == "--save" {
+					continue // production may also keep RDB snapshots
+				}
+				if !strings.Contains(strings.Join(command(s), " "), p[i]+" "+p[i+1]) {
+					t.Errorf("service %s: command %q lacks %s %s", host, command(s), p[i], p[i+1])
+				}
 			}
 		}
 	})
