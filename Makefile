@@ -93,7 +93,7 @@ chaos:
 	trap 'scripts/mariadb-test.sh stop; rm -f "$$state" "$$table"' EXIT; \
 	trap 'exit 130' INT TERM; \
 	dsn=$$(scripts/mariadb-test.sh start) || exit 1; \
-	export SECKILL_TEST_MYSQL_DSN=$$dsn SECKILL_CHAOS_TABLE=$$table; \
+	export SECKILL_TEST_MYSQL_DSN=$$dsn SECKILL_CHAOS_TABLE=$$table SECKILL_RESTART_TICKETS=$${SECKILL_RESTART_TICKETS:-250000}; \
 	echo "== go test $(CHAOSFLAGS) -v -run '$(CHAOS_RUN)' $(CHAOSPKG)"; \
 	$(GO) test $(CHAOSFLAGS) -v -run '$(CHAOS_RUN)' $(CHAOSPKG); status=$$?; \
 	echo; echo "== make chaos, $$(date -u '+%Y-%m-%d %H:%M UTC'): one line per scenario"; \
