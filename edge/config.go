@@ -355,6 +355,18 @@ func (c *Config) identityConfig() (identity.Config, error) {
 	return identity.Config{Mode: c.Identity, Trusted: trusted, Keys: c.IdentityKeys, Skew: c.IdentitySkew}, nil
 }
 
+// CheckIdentity is what an edge process checks at start, before it dials
+// anything: the identity mode has what it needs (signed: edge.identity_keys;
+// trusted_proxies: edge.trusted_proxies). Validate checks only the shape,
+// so that processes without an edge (engine, consumer) do not need them.
+func (c *Config) CheckIdentity() error {
+	ic, err := c.identityConfig()
+	if err != nil {
+		return err
+	}
+	return ic.Check()
+}
+
 // NewIdentity builds the identity check of c (edge.identity); the routes
 // the process mounts on the edge (WithRoutes: the result stream, my
 // orders, pay) run the same check as the edge's own.

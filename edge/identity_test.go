@@ -81,15 +81,18 @@ func TestIdentityConfig(t *testing.T) {
 	if c.Identity == identity.ModeAny {
 		t.Fatal("the production default must not believe any peer")
 	}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "edge.identity_keys") {
+	if err := c.CheckIdentity(); err == nil || !strings.Contains(err.Error(), "edge.identity_keys") {
 		t.Fatalf("signed without keys: %v, want an error naming edge.identity_keys", err)
 	}
 	c.IdentityKeys = []identity.Key{gwNew}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.CheckIdentity(); err != nil {
+		t.Fatal(err)
+	}
 	c.Identity = identity.ModeTrustedProxies
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "edge.trusted_proxies") {
+	if err := c.CheckIdentity(); err == nil || !strings.Contains(err.Error(), "edge.trusted_proxies") {
 		t.Fatalf("trusted_proxies without proxies: %v", err)
 	}
 }

@@ -45,6 +45,7 @@ func TestDevAndAdminCLI(t *testing.T) {
 
 	// A purchase through the public API.
 	req, _ := http.NewRequest("POST", "http://"+pub+"/api/v1/flash-sale/order", strings.NewReader(`{"skuId":1001,"quantity":1}`))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-User-Id", "77")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -142,6 +143,7 @@ func TestDevAndAdminCLI(t *testing.T) {
 	post := func(user, body string) int {
 		t.Helper()
 		req, _ := http.NewRequest("POST", "http://"+pub+"/api/v1/flash-sale/order", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-User-Id", user)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -32,6 +32,9 @@ func runEdge(args []string) error {
 	if err := cfg.CheckSecrets(true); err != nil {
 		return err
 	}
+	if err := cfg.Edge.CheckIdentity(); err != nil {
+		return err
+	}
 	// The listeners open first: while the process waits for its servers
 	// they answer /healthz (alive) and /readyz (not yet).
 	var l app.Listeners

@@ -52,6 +52,7 @@ func call(method, url, body string) (httpAnswer, error) { return callAs(4711, me
 // callAs sends a request as buyer user and reads the answer.
 func callAs(user int, method, url, body string) (httpAnswer, error) {
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-User-Id", strconv.Itoa(user))
 	c := &http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Do(req)

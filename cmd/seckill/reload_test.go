@@ -99,6 +99,7 @@ func TestSIGHUPReloadsRateLimits(t *testing.T) {
 	buy := func(user string) int {
 		t.Helper()
 		req, _ := http.NewRequest("POST", "http://"+pub+"/api/v1/flash-sale/order", strings.NewReader(`{"skuId":1001,"quantity":1}`))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-User-Id", user)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

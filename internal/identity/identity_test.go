@@ -138,10 +138,20 @@ func TestValidate(t *testing.T) {
 		{Mode: ModeSigned, Keys: []Key{k1}},
 	}
 	for i, c := range bad {
-		if err := c.Validate(); err == nil {
-			t.Errorf("case %d validated", i)
+		if err := c.Check(); err == nil {
+			t.Errorf("case %d checked", i)
 		} else if strings.Contains(err.Error(), k1.Secret) {
 			t.Errorf("case %d shows the secret", i)
+		}
+	}
+	// The shape alone: a mode that lacks its keys or proxies validates (a
+	// process without an edge needs neither) but does not pass Check.
+	for _, c := range []Config{{Mode: ModeSigned, Skew: time.Second}, {Mode: ModeTrustedProxies}} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s without its keys or proxies: the shape is fine, got %v", c.Mode, err)
+		}
+		if err := c.Check(); err == nil {
+			t.Errorf("%s without its keys or proxies passed Check", c.Mode)
 		}
 	}
 	var k Key

@@ -67,13 +67,17 @@ func TestShippedConfigsLoadAndValidate(t *testing.T) {
 		t.Fatalf("want dev.yaml, bench.yaml and prod.yaml in configs/, found %v", files)
 	}
 	// prod.yaml's gateway keys come from the environment only: without
-	// them it must not validate (the edge would believe nobody).
+	// them an edge must not start (it would believe nobody); the engine and
+	// the consumer, which run no edge, need none.
 	c, err := Load("../../../configs/prod.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Validate(); err == nil || !contains(err.Error(), "edge.identity_keys") {
-		t.Fatalf("prod.yaml without gateway keys: %v, want an error naming edge.identity_keys", err)
+	if err := c.Validate(); err != nil {
+		t.Fatalf("prod.yaml's shape without gateway keys: %v", err)
+	}
+	if err := c.Edge.CheckIdentity(); err == nil || !contains(err.Error(), "edge.identity_keys") {
+		t.Fatalf("prod.yaml's edge without gateway keys: %v, want an error naming edge.identity_keys", err)
 	}
 	t.Setenv("SECKILL_EDGE_IDENTITY_KEYS", "g1:"+strings.Repeat("k", 32))
 	for _, f := range files {
