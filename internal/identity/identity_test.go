@@ -85,8 +85,8 @@ func TestTrustedProxies(t *testing.T) {
 	if _, r := v.User(reqCtx("10.1.2.3", [2]string{HeaderUser, "7"}, [2]string{HeaderUser, "8"})); r != Doubled {
 		t.Fatalf("doubled from the proxy: %d", r)
 	}
-	if err := (&Config{Mode: ModeTrustedProxies}).Validate(); err == nil {
-		t.Fatal("trusted_proxies without proxies validated")
+	if err := (&Config{Mode: ModeTrustedProxies}).Check(); err == nil {
+		t.Fatal("trusted_proxies without proxies passed Check")
 	}
 }
 
