@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"hash"
 	"net/netip"
+	"seckill/internal/keyring"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,25 +106,10 @@ func (r Result) Message() string {
 	return "ok"
 }
 
-// Key is one gateway signing key.
-type Key struct {
-	ID     string `yaml:"id"`
-	Secret string `yaml:"secret"`
-}
-
-// UnmarshalText reads a key written "id:secret" (the id ends at the first
-// colon), so keys can come from the environment as a comma-separated
-// list: SECKILL_EDGE_IDENTITY_KEYS=g2:<new secret>,g1:<old secret>. The
-// error never shows the secret.
-func (k *Key) UnmarshalText(b []byte) error {
-	s := string(b)
-	i := strings.IndexByte(s, ':')
-	if i <= 0 || i == len(s)-1 {
-		return errors.New("an identity key is written id:secret")
-	}
-	k.ID, k.Secret = s[:i], s[i+1:]
-	return nil
-}
+// Key is one gateway signing key, written "id:secret" in the environment
+// (SECKILL_EDGE_IDENTITY_KEYS=g2:<new secret>,g1:<old secret>): the
+// project's one key type (internal/keyring).
+type Key = keyring.Key
 
 // Config is what a Verifier is built from (the edge section's identity,
 // identity_keys, identity_skew and trusted_proxies).
