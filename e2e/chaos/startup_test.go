@@ -141,7 +141,15 @@ func TestPartsStartOnALoadingRedis(t *testing.T) {
 	s.expect("one log line when the wait begins, one per 5s while it lasts, one when it ends",
 		f == 1 && ready == 1 && still <= int(loaded/(5*time.Second))+1,
 		"edge: %d, %d, %d lines about redis.default over %v", f, still, ready, loaded.Round(time.Millisecond))
-	cf, _, cready := waitLines(s.Consumer.sinceStart(), "redis.default")
+	// The edge being up says nothing of the consumer: give it the time to
+	// see Redis loaded and log so (its own readiness, not the edge's).
+	var cf, cready int
+	_ = s.Consumer.waitFor(15*time.Second, "the consumer's ready line", func() error {
+		if cf, _, cready = waitLines(s.Consumer.sinceStart(), "redis.default"); cready == 0 {
+			return errNotYet
+		}
+		return nil
+	})
 	s.expect("the consumer waited for redis.default too", cf == 1 && cready == 1, "consumer: %d first, %d ready lines", cf, cready)
 
 	second := s.buy(context.Background(), LoadSpec{Users: 600, FirstUser: 10_001, HotFrac: 0.75, Rate: 300, Workers: 16, Seed: 4})
