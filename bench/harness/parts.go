@@ -76,6 +76,10 @@ func startParts(out, bin, config string) (*system, error) {
 	if err := waitPort(edge, s.admin, 10*time.Second); err != nil {
 		return s, err
 	}
+	// The ports open first; the edge serves once its servers answer.
+	if err := waitReady(edge, "http://"+s.edge+"/readyz", 60*time.Second); err != nil {
+		return s, err
+	}
 	consumer, err := start(out, "parts-consumer", bin, append(env, "SECKILL_RECONCILE_JOBS=true"), "consumer", "--config", config)
 	if err != nil {
 		return s, err
