@@ -110,29 +110,6 @@ func TestSigningKeysAreRequired(t *testing.T) {
 	}
 }
 
-// TestSignAndVerifyDoNotAllocate: both run once per order message.
-func TestSignAndVerifyDoNotAllocate(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector drops sync.Pool items on purpose; run without -race")
-	}
-	s := mustSigner(t, sigNew)
-	m := signedMessage()
-	buf := make([]byte, 0, 512)
-	d, _ := DecodeMessage(s.AppendSigned(nil, &m))
-	s.AppendSigned(buf[:0], &m)
-	_ = s.Verify(&d)
-	if n := testing.AllocsPerRun(200, func() { buf = s.AppendSigned(buf[:0], &m) }); n != 0 {
-		t.Errorf("AppendSigned: %v allocations", n)
-	}
-	if n := testing.AllocsPerRun(200, func() {
-		if err := s.Verify(&d); err != nil {
-			t.Fatal(err)
-		}
-	}); n != 0 {
-		t.Errorf("Verify: %v allocations", n)
-	}
-}
-
 func BenchmarkSignAndVerify(b *testing.B) {
 	s := mustSigner(b, sigNew)
 	m := signedMessage()

@@ -1,5 +1,0 @@
-//go:build !race
-
-package identity
-
-const raceEnabled = false

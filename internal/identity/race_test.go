@@ -1,7 +1,0 @@
-//go:build race
-
-package identity
-
-// raceEnabled: the race detector makes sync.Pool drop items on purpose, so
-// allocation counts mean nothing under it.
-const raceEnabled = true

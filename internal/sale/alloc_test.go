@@ -1,0 +1,29 @@
+//go:build !race
+
+package sale
+
+// The race detector makes sync.Pool drop items on purpose, so allocation
+// counts mean nothing under -race: this file is built without it only
+// (make test runs it in its own pass without -race).
+
+import "testing"
+
+// TestSignAndVerifyDoNotAllocate: both run once per order message.
+func TestSignAndVerifyDoNotAllocate(t *testing.T) {
+	s := mustSigner(t, sigNew)
+	m := signedMessage()
+	buf := make([]byte, 0, 512)
+	d, _ := DecodeMessage(s.AppendSigned(nil, &m))
+	s.AppendSigned(buf[:0], &m)
+	_ = s.Verify(&d)
+	if n := testing.AllocsPerRun(200, func() { buf = s.AppendSigned(buf[:0], &m) }); n != 0 {
+		t.Errorf("AppendSigned: %v allocations", n)
+	}
+	if n := testing.AllocsPerRun(200, func() {
+		if err := s.Verify(&d); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("Verify: %v allocations", n)
+	}
+}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package sale
-
-const raceEnabled = false
