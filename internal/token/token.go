@@ -145,11 +145,17 @@ func parse(s string) (Claims, string, []byte, error) {
 	}
 	dot := -1
 	for i := 0; i < len(s); i++ {
-		if s[i] == '.' {
+		switch b := s[i]; {
+		case b == '.':
 			if dot >= 0 {
 				return c, "", nil, ErrMalformed
 			}
 			dot = i
+		case b >= 'A' && b <= 'Z', b >= 'a' && b <= 'z', b >= '0' && b <= '9', b == '-', b == '_':
+		default:
+			// Only the base64url alphabet: the decoder skips \r and \n,
+			// which would give a token a second spelling.
+			return c, "", nil, ErrMalformed
 		}
 	}
 	if dot <= 0 || dot == len(s)-1 {
