@@ -19,15 +19,22 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func TestGaugesFollowTheSale(t *testing.T) {
-	r := testenv.StartRedis(t)
+// openStore is an orders database in a SQLite file of the test's own.
+func openStore(t *testing.T) store.Store {
+	t.Helper()
 	scfg := store.DefaultConfig()
 	scfg.DSN = filepath.Join(t.TempDir(), "s.db")
 	st, err := store.Open(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func TestGaugesFollowTheSale(t *testing.T) {
+	r := testenv.StartRedis(t)
+	st := openStore(t)
 	ledger, _ := stocktest.Stock(t, r)
 	ctx := context.Background()
 	now := time.Now()
@@ -86,13 +93,7 @@ func TestDependencyUpFollowsEachPing(t *testing.T) {
 	r := testenv.StartRedis(t)
 	hot := testenv.StartRedis(t)
 	hc := hot.Client(t)
-	scfg := store.DefaultConfig()
-	scfg.DSN = filepath.Join(t.TempDir(), "s.db")
-	st, err := store.Open(scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	stk, _ := stocktest.Stock(t, r)
 	reg := prometheus.NewRegistry()
 	m := New(stk, st, nil, time.Second, zaptest.NewLogger(t), reg,
