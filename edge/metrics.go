@@ -63,6 +63,10 @@ type metrics struct {
 	riskFailures [nRiskFailures]prometheus.Counter
 	riskDegraded [nRiskVerdicts]prometheus.Counter // by the policy that decided
 	riskSeconds  prometheus.Observer
+
+	// Purchases per SKU (skutally.go): children resolved per SKU, not
+	// per request.
+	skuPurchases *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -116,8 +120,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Buckets: []float64{.0005, .001, .002, .004, .008, .012, .016, .02, .025, .032, .05, .1},
 	})
 	m.riskSeconds = riskSeconds
+	m.skuPurchases = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_edge_sku_purchases_total",
+		Help: "Answers to purchases of a SKU the catalog sells, by activity, SKU and outcome: accepted (200 QUEUING) or rejected (any other answer). One pair of series per (activity, SKU) of the catalog; a SKU's series go when it leaves the catalog.",
+	}, []string{"activity", "sku", "outcome"})
 	for _, c := range []prometheus.Collector{m.requestsVec, rejections, engineCalls, seconds, m.propagation, blocklist,
-		riskVerdicts, riskFailures, riskDegraded, riskSeconds} {
+		riskVerdicts, riskFailures, riskDegraded, riskSeconds, m.skuPurchases} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge metrics: %w", err)
 		}

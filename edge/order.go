@@ -25,6 +25,11 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 
 	now := s.clock.now()
 	v, ok := s.views.resolve(o.ActivityID, o.SKUID, now)
+	if ok {
+		// Whatever the answer from here on, it is one of this SKU's
+		// (skutally.go).
+		defer v.tally.answered(ctx)
+	}
 	// now is an estimate of Redis time, good to ±slack; the occupy script
 	// judges the window by Redis time itself. So the edge refuses only
 	// what is outside the window by any time within the bound, and lets a

@@ -169,7 +169,9 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	if err = s.flags.open(); err != nil {
 		return nil, err
 	}
-	if s.views, err = newViews(cat, cfg.ViewTTL); err != nil {
+	tallies := newSKUTallies(s.m.skuPurchases, cat)
+	tallies.sync() // the catalog's SKUs have their series from the start
+	if s.views, err = newViews(cat, tallies, cfg.ViewTTL); err != nil {
 		s.flags.close()
 		return nil, err
 	}

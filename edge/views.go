@@ -28,6 +28,9 @@ type view struct {
 	// engine is handed, so that it does not resolve the SKU again.
 	act *sale.Activity
 	sku *sale.SKU
+	// tally counts the answers to purchases of this SKU of this activity
+	// (skutally.go); nil counts nothing.
+	tally *skuTally
 }
 
 func makeView(a *sale.Activity, k *sale.SKU) view {
@@ -47,17 +50,18 @@ func makeView(a *sale.Activity, k *sale.SKU) view {
 // show it stale) and the per-SKU views built from it. Safe for concurrent
 // use; resolve takes no lock.
 type views struct {
-	cat   *catalog.Catalog
-	cache *ristretto.Cache[int64, *view] // SKU -> view of its current activity
-	gen   atomic.Uint64                  // of the catalog; see view
-	ttl   time.Duration                  // edge.view_ttl
-	kick  chan struct{}                  // asks the loader for a catalog load now
+	cat     *catalog.Catalog
+	tallies *skuTallies                    // per (activity, SKU), synced with every load
+	cache   *ristretto.Cache[int64, *view] // SKU -> view of its current activity
+	gen     atomic.Uint64                  // of the catalog; see view
+	ttl     time.Duration                  // edge.view_ttl
+	kick    chan struct{}                  // asks the loader for a catalog load now
 	// lastDisagree rate-limits the catalog reloads triggered when the
 	// engine's answer shows the local catalog is stale.
 	lastDisagree atomic.Int64
 }
 
-func newViews(cat *catalog.Catalog, ttl time.Duration) (*views, error) {
+func newViews(cat *catalog.Catalog, tallies *skuTallies, ttl time.Duration) (*views, error) {
 	// Sized so that admission never refuses an entry for any realistic
 	// number of SKUs (cost 1 each).
 	cache, err := ristretto.NewCache(&ristretto.Config[int64, *view]{
@@ -66,7 +70,7 @@ func newViews(cat *catalog.Catalog, ttl time.Duration) (*views, error) {
 	if err != nil {
 		return nil, fmt.Errorf("edge view cache: %w", err)
 	}
-	return &views{cat: cat, cache: cache, ttl: ttl, kick: make(chan struct{}, 1)}, nil
+	return &views{cat: cat, tallies: tallies, cache: cache, ttl: ttl, kick: make(chan struct{}, 1)}, nil
 }
 
 // resolve finds the activity that sells sku: the one named, or the SKU's
@@ -77,7 +81,9 @@ func (v *views) resolve(activity, sku, now int64) (view, bool) {
 		if !ok {
 			return view{}, false
 		}
-		return makeView(a, k), true
+		c := makeView(a, k)
+		c.tally = v.tallies.of(a.ID, k.ID) // lock-free: an immutable map
+		return c, true
 	}
 	// Read the generation before the catalog: a load stores its snapshot
 	// and then bumps the generation, so a view can never carry a newer
@@ -93,6 +99,7 @@ func (v *views) resolve(activity, sku, now int64) (view, bool) {
 		return view{}, false
 	}
 	c := makeView(a, k)
+	c.tally = v.tallies.of(a.ID, k.ID)
 	c.gen = gen
 	c.until = v.nextBoundary(sku, now)
 	v.cache.SetWithTTL(sku, &c, 1, v.ttl)
@@ -132,6 +139,9 @@ func (v *views) load(ctx context.Context) error {
 	if err := v.cat.Load(ctx); err != nil {
 		return err
 	}
+	// Before the generation moves: the views built on the new snapshot
+	// hold the tallies of its SKUs.
+	v.tallies.sync()
 	v.gen.Add(1)
 	return nil
 }
