@@ -369,9 +369,11 @@ var counterFamilies = map[string]bool{
 	"seckill_edge_requests_total":     true,
 	"seckill_edge_rejections_total":   true,
 	"seckill_edge_engine_calls_total": true,
-	"seckill_consumer_messages_total": true,
-	"seckill_engine_occupy_total":     true,
-	"seckill_engine_releases_total":   true,
+	// Per SKU: accepted and rejected purchases, by activity and SKU.
+	"seckill_edge_sku_purchases_total": true,
+	"seckill_consumer_messages_total":  true,
+	"seckill_engine_occupy_total":      true,
+	"seckill_engine_releases_total":    true,
 }
 
 // Counters answers GET /admin/v1/counters: the current values of the

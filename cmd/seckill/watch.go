@@ -19,8 +19,9 @@ import (
 // watch is `seckill admin watch ACTIVITY`, the on-call console: every
 // interval it samples the admin API (the stock report, the counters the
 // on-call page turns into rates, the consumer lag) and draws one frame —
-// per SKU remaining, occupied, ordered, drift and units sold per second,
-// the edge's accepted and rejected purchases per second, the lag, and the
+// per SKU remaining, occupied, ordered, drift, units sold per second and
+// the edge's accepted and rejected purchases of the SKU per second; the
+// edge's accepted and rejected purchases per second in all, the lag, and the
 // switches (activity ONLINE/OFFLINE, per-SKU sold-out mark). Rates need
 // two samples: the first frame shows none.
 type watch struct {
@@ -39,8 +40,11 @@ type watchSample struct {
 	stock    admin.StockReport
 	accepted float64 // tickets issued by the edge, ever
 	rejected float64 // purchase attempts answered anything but 200, ever
-	lag      *admin.LagReport
-	lagErr   string // why there is no lag (a process without a lag reader)
+	// perSKU are the edge's purchases of each SKU, ever, keyed
+	// "activity/sku" (seckill_edge_sku_purchases_total).
+	perSKU map[string]skuPurchases
+	lag    *admin.LagReport
+	lagErr string // why there is no lag (a process without a lag reader)
 }
 
 // watchFrame is one frame: a sample, with rates from the one before.
@@ -61,17 +65,24 @@ type watchFrame struct {
 }
 
 // watchSKU is a SKU's line: the stock report's, plus units sold per
-// second (the change of occupied + ordered, which is Redis' sold counter).
+// second (the change of occupied + ordered, which is Redis' sold counter)
+// and the edge's accepted and rejected purchases of the SKU per second.
 type watchSKU struct {
 	admin.SKUStock
-	SoldPerSec *float64 `json:"soldPerSec"`
+	SoldPerSec     *float64 `json:"soldPerSec"`
+	AcceptedPerSec *float64 `json:"acceptedPerSec"`
+	RejectedPerSec *float64 `json:"rejectedPerSec"`
 }
+
+// skuPurchases are one SKU's purchase counters.
+type skuPurchases struct{ accepted, rejected float64 }
 
 // The counters the rates come from (GET /admin/v1/counters, the edge of
 // the process serving the admin API).
 const (
-	acceptedCounter = "seckill_edge_engine_calls_total" // outcome="queued": a ticket issued
-	requestsCounter = "seckill_edge_requests_total"     // purchase routes, status other than 200
+	acceptedCounter = "seckill_edge_engine_calls_total"  // outcome="queued": a ticket issued
+	requestsCounter = "seckill_edge_requests_total"      // purchase routes, status other than 200
+	skuCounter      = "seckill_edge_sku_purchases_total" // per activity and SKU: outcome accepted or rejected
 )
 
 // purchaseRoutes are the edge's route labels of purchase attempts: the two
@@ -141,8 +152,19 @@ func (w *watch) sample(ctx context.Context) (watchSample, error) {
 		return s, err
 	}
 	s.at = w.now()
+	s.perSKU = map[string]skuPurchases{}
 	for _, c := range counters {
 		switch {
+		case c.Name == skuCounter:
+			k := c.Labels["activity"] + "/" + c.Labels["sku"]
+			p := s.perSKU[k]
+			switch c.Labels["outcome"] {
+			case "accepted":
+				p.accepted += c.Value
+			case "rejected":
+				p.rejected += c.Value
+			}
+			s.perSKU[k] = p
 		case c.Name == acceptedCounter && c.Labels["outcome"] == "queued":
 			s.accepted += c.Value
 		case c.Name == requestsCounter && purchaseRoutes[c.Labels["route"]] && c.Labels["status"] != "200":
@@ -198,6 +220,16 @@ func frame(prev *watchSample, cur watchSample) watchFrame {
 		if b, ok := before[s.SKUID]; ok {
 			line.SoldPerSec = rate(float64(b), float64(s.Occupied+s.Ordered))
 		}
+		k := strconv.FormatInt(cur.stock.ActivityID, 10) + "/" + strconv.FormatInt(s.SKUID, 10)
+		if now, ok := cur.perSKU[k]; ok && prev != nil {
+			if b, ok := prev.perSKU[k]; ok {
+				// Either counter going back means the edge restarted:
+				// neither rate is then known.
+				if a, r := rate(b.accepted, now.accepted), rate(b.rejected, now.rejected); a != nil && r != nil {
+					line.AcceptedPerSec, line.RejectedPerSec = a, r
+				}
+			}
+		}
 		f.SKUs = append(f.SKUs, line)
 	}
 	return f
@@ -216,14 +248,14 @@ func (f watchFrame) table(out io.Writer, every time.Duration) {
 	}
 	fmt.Fprintf(out, "accepted/s %s  rejected/s %s  lag %s\n", perSec(f.AcceptedPerSec), perSec(f.RejectedPerSec), lag)
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "SKU\tHOT\tINITIAL\tREMAINING\tOCCUPIED\tORDERED\tDRIFT\tSOLD/S\tSOLD OUT\tMARK\t")
+	fmt.Fprintln(w, "SKU\tHOT\tINITIAL\tREMAINING\tOCCUPIED\tORDERED\tDRIFT\tSOLD/S\tACCEPTED/S\tREJECTED/S\tSOLD OUT\tMARK\t")
 	for _, s := range f.SKUs {
 		mark := "off"
 		if s.Marked {
 			mark = "on"
 		}
-		fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", s.SKUID, yesNo(s.Hot), s.Initial, s.Remaining,
-			s.Occupied, s.Ordered, s.Drift, perSec(s.SoldPerSec), yesNo(s.SoldOut), mark)
+		fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", s.SKUID, yesNo(s.Hot), s.Initial, s.Remaining,
+			s.Occupied, s.Ordered, s.Drift, perSec(s.SoldPerSec), perSec(s.AcceptedPerSec), perSec(s.RejectedPerSec), yesNo(s.SoldOut), mark)
 	}
 	w.Flush()
 }

@@ -152,9 +152,14 @@ func TestWatchConsole(t *testing.T) {
 			t.Errorf("want the line %q\n%s", want, got)
 		}
 		sold := map[int64]string{1001: "1.0", 1002: "0.5"} // units per second: 2 and 1 in 2 s
+		// Per SKU, the edge's purchases: 1001 accepted 2 and refused the
+		// repeat buyer; the bad quantity names no SKU the edge resolved
+		// (refused while parsing), so it counts in the total only.
+		accepted := map[int64]string{1001: "1.0", 1002: "0.5"}
+		rejected := map[int64]string{1001: "0.5", 1002: "0.0"}
 		for _, s := range rep.SKUs {
 			want := []string{strconv.FormatInt(s.SKUID, 10), yesNo(s.Hot), n(s.Initial), n(s.Remaining), n(s.Occupied),
-				n(s.Ordered), n(s.Drift), sold[s.SKUID], yesNo(s.SoldOut), "off"}
+				n(s.Ordered), n(s.Drift), sold[s.SKUID], accepted[s.SKUID], rejected[s.SKUID], yesNo(s.SoldOut), "off"}
 			if row := rowOf(got, want[0]); strings.Join(row, " ") != strings.Join(want, " ") {
 				t.Errorf("SKU %d: row %q, want %q (the admin API: %+v)", s.SKUID, row, want, s)
 			}
@@ -166,7 +171,7 @@ func TestWatchConsole(t *testing.T) {
 		// The first frame has no sample before it: no rates.
 		out.Reset()
 		frame(nil, first).table(&out, time.Second)
-		if !strings.Contains(out.String(), "accepted/s -  rejected/s -") || rowOf(out.String(), "1001")[7] != "-" {
+		if r := rowOf(out.String(), "1001"); !strings.Contains(out.String(), "accepted/s -  rejected/s -") || r[7] != "-" || r[8] != "-" || r[9] != "-" {
 			t.Errorf("first frame shows rates:\n%s", out.String())
 		}
 	})
@@ -183,10 +188,10 @@ func TestWatchConsole(t *testing.T) {
 		if !strings.HasPrefix(got, "activity 1  OFFLINE  ") {
 			t.Errorf("state not shown:\n%s", got)
 		}
-		if r := rowOf(got, "1002"); len(r) != 10 || r[8] != "yes" || r[9] != "on" {
+		if r := rowOf(got, "1002"); len(r) != 12 || r[10] != "yes" || r[11] != "on" {
 			t.Errorf("1002's mark not shown: %q\n%s", r, got)
 		}
-		if r := rowOf(got, "1001"); len(r) != 10 || r[8] != "no" || r[9] != "off" {
+		if r := rowOf(got, "1001"); len(r) != 12 || r[10] != "no" || r[11] != "off" {
 			t.Errorf("1001: %q\n%s", r, got)
 		}
 		cli("soldout", "1002", "false")
@@ -232,7 +237,8 @@ func TestWatchConsole(t *testing.T) {
 			if err := json.Unmarshal([]byte(l), &f); err != nil {
 				t.Fatal(err)
 			}
-			if f.ActivityID != 1 || len(f.SKUs) != 2 || f.SKUs[0].Ordered != 6 || (i == 0) != (f.AcceptedPerSec == nil) {
+			if f.ActivityID != 1 || len(f.SKUs) != 2 || f.SKUs[0].Ordered != 6 || (i == 0) != (f.AcceptedPerSec == nil) ||
+				(i == 0) != (f.SKUs[0].AcceptedPerSec == nil) || (i == 0) != (f.SKUs[1].RejectedPerSec == nil) {
 				t.Errorf("--json frame %d: %s", i, l)
 			}
 		}
@@ -291,6 +297,46 @@ func TestWatchConsole(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestWatchFramePerSKURates renders frames into a buffer from samples
+// made by hand: each SKU's line shows its own accepted and rejected
+// purchases per second, "-" on the first frame, for a SKU the edge has no
+// counters of, and after a counter went back (a restarted process).
+func TestWatchFramePerSKURates(t *testing.T) {
+	t0 := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	stock := admin.StockReport{ActivityID: 7, State: "ONLINE", SKUs: []admin.SKUStock{{SKUID: 1001}, {SKUID: 1002}, {SKUID: 1003}}}
+	first := watchSample{at: t0, stock: stock, perSKU: map[string]skuPurchases{
+		"7/1001": {accepted: 10, rejected: 100}, "7/1002": {accepted: 5, rejected: 7},
+		"8/1001": {accepted: 1000, rejected: 1000}, // another activity's SKU 1001
+	}}
+	second := watchSample{at: t0.Add(4 * time.Second), stock: stock, perSKU: map[string]skuPurchases{
+		"7/1001": {accepted: 18, rejected: 140}, "7/1002": {accepted: 1, rejected: 7},
+		"8/1001": {accepted: 5000, rejected: 5000},
+	}}
+	var out bytes.Buffer
+	frame(&first, second).table(&out, time.Second)
+	got := out.String()
+	for _, tc := range []struct {
+		sku, accepted, rejected string
+	}{
+		{"1001", "2.0", "10.0"}, // 8 and 40 in 4 s, activity 8's counts left out
+		{"1002", "-", "-"},      // accepted went back: the edge restarted
+		{"1003", "-", "-"},      // no counters of it
+	} {
+		r := rowOf(got, tc.sku)
+		if len(r) != 12 || r[8] != tc.accepted || r[9] != tc.rejected {
+			t.Errorf("SKU %s: row %q, want accepted/s %s rejected/s %s\n%s", tc.sku, r, tc.accepted, tc.rejected, got)
+		}
+	}
+	if !strings.Contains(got, "ACCEPTED/S") || !strings.Contains(got, "REJECTED/S") {
+		t.Errorf("no per-SKU rate columns:\n%s", got)
+	}
+	out.Reset()
+	frame(nil, first).table(&out, time.Second)
+	if r := rowOf(out.String(), "1001"); len(r) != 12 || r[8] != "-" || r[9] != "-" {
+		t.Errorf("first frame, SKU 1001: %q\n%s", r, out.String())
+	}
 }
 
 func n(v int64) string { return strconv.FormatInt(v, 10) }

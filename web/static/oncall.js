@@ -1,15 +1,19 @@
 // The on-call page: live stock per activity and SKU (remaining, occupied,
-// ordered, drift), accept and reject rates, consumer lag, and the two
+// ordered, drift, accepted and rejected purchases per second), accept and
+// reject rates of the whole edge, consumer lag, and the two
 // switches on-call needs at 3 a.m. — sold out on/off per SKU and activity
 // online/offline — each behind a confirmation step. Everything goes
 // through the admin API with the bearer token. Charts (uPlot, vendored in
 // uplot/) show the last minutes of the same samples: accepted and rejected
-// per second, the consumer lag, and each SKU's remaining stock.
+// per second, the consumer lag, and per SKU its remaining stock and its
+// accepted and rejected purchases per second (the edge's
+// seckill_edge_sku_purchases_total).
 "use strict";
 (function () {
   const $ = (id) => document.getElementById(id);
   let token = sessionStorage.getItem("seckill.admin") || "";
   let prev = null; // last counters sample, for rates
+  let prevSKU = null; // last per-SKU sample: {t, counts: {"activity-sku": {accepted, rejected}}}
   let pending = null; // the action waiting for confirmation
 
   async function call(method, path, body) {
@@ -97,15 +101,45 @@
     while (d[0].length && d[0][0] < t - windowSec) d.forEach((a) => a.shift());
     u.setData(d);
   }
-  function drawCharts(acts, reports, rates, lag) {
+  // skuCounts reads the per-SKU purchase counters, keyed "activity-sku".
+  function skuCounts(counters) {
+    const out = {};
+    for (const c of counters) {
+      if (c.name !== "seckill_edge_sku_purchases_total") continue;
+      const k = `${c.labels.activity}-${c.labels.sku}`;
+      const o = out[k] || (out[k] = { accepted: 0, rejected: 0 });
+      if (c.labels.outcome === "accepted" || c.labels.outcome === "rejected") o[c.labels.outcome] += c.value;
+    }
+    return out;
+  }
+  // skuRates turns two samples into rates per second; a SKU without a
+  // sample before, or whose counter went back (the process restarted), has
+  // none yet (null).
+  function skuRates(before, now) {
+    const out = {};
+    if (!before) return out;
+    const dt = (now.t - before.t) / 1000;
+    for (const [k, c] of Object.entries(now.counts)) {
+      const b = before.counts[k];
+      if (!b || dt <= 0 || c.accepted < b.accepted || c.rejected < b.rejected) continue;
+      out[k] = { accepted: (c.accepted - b.accepted) / dt, rejected: (c.rejected - b.rejected) / dt };
+    }
+    return out;
+  }
+
+  function drawCharts(acts, reports, rates, lag, perSKU) {
     const t = Date.now() / 1000;
     if (rates) sample(chart("rates", $("chart-rates"), "accepted / rejected per second",
       [["accepted/s", "#1f8a4c"], ["rejected/s", "#d9352b"]]), t, rates.accepted, rates.rejected);
     sample(chart("lag", $("chart-lag"), "consumer lag (messages)", [["lag", "#b7791f"]]), t, lag ? lag.total : null);
     acts.forEach((a, i) => {
       for (const s of reports[i].skus) {
+        // Side by side: the SKU's stock and its purchases.
         sample(chart(`stock-${a.id}-${s.skuId}`, $("chart-stock"), `activity ${a.id} · SKU ${s.skuId}: remaining`,
           [["remaining", "#3b6fd4"]]), t, s.remaining);
+        const r = perSKU[`${a.id}-${s.skuId}`];
+        sample(chart(`sku-${a.id}-${s.skuId}`, $("chart-stock"), `activity ${a.id} · SKU ${s.skuId}: accepted / rejected per second`,
+          [["accepted/s", "#1f8a4c"], ["rejected/s", "#d9352b"]]), t, r ? r.accepted : null, r ? r.rejected : null);
       }
     });
   }
@@ -118,8 +152,11 @@
         call("GET", "/admin/v1/lag").catch(() => null),
       ]);
       const reports = await Promise.all((acts || []).map((a) => call("GET", `/admin/v1/activities/${a.id}/stock`)));
-      render(acts || [], reports);
       const now = Date.now();
+      const skuNow = { t: now, counts: skuCounts(counters) };
+      const perSKU = skuRates(prevSKU, skuNow);
+      prevSKU = skuNow;
+      render(acts || [], reports, perSKU);
       const accepted = sum(counters, "seckill_edge_engine_calls_total", (l) => l.outcome === "queued");
       const rejected = sum(counters, "seckill_edge_requests_total", (l) => l.status !== "200");
       let rates = null;
@@ -131,7 +168,7 @@
       }
       prev = { t: now, accepted, rejected };
       $("lag").textContent = lag ? String(lag.total) : "n/a";
-      drawCharts(acts || [], reports, rates, lag);
+      drawCharts(acts || [], reports, rates, lag, perSKU);
       $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
       $("error").textContent = "";
     } catch (e) {
@@ -139,7 +176,9 @@
     }
   }
 
-  function render(acts, reports) {
+  const perSec = (v) => (v == null ? "–" : v.toFixed(1));
+
+  function render(acts, reports, perSKU) {
     const box = $("activities");
     box.replaceChildren();
     acts.forEach((a, i) => {
@@ -150,17 +189,18 @@
         guarded(`state-toggle-${a.id}`, online ? "Take offline" : "Bring online",
           `Set activity ${a.id} ${online ? "OFFLINE" : "ONLINE"}?`,
           () => call("PUT", `/admin/v1/activities/${a.id}/state`, { state: online ? "OFFLINE" : "ONLINE" })));
-      const rows = rep.skus.map((s) => el("tr", { id: `row-${a.id}-${s.skuId}` },
+      const rows = rep.skus.map((s) => { const r = perSKU[`${a.id}-${s.skuId}`] || {}; return el("tr", { id: `row-${a.id}-${s.skuId}` },
         el("td", {}, `${s.skuId}${s.hot ? " (hot)" : ""}`),
         el("td", {}, String(s.initial)), el("td", { class: "remaining" }, String(s.remaining)),
         el("td", {}, String(s.occupied)), el("td", {}, String(s.ordered)),
         el("td", { class: s.drift !== 0 ? "drift-bad" : "" }, String(s.drift)),
+        el("td", { class: "accepted" }, perSec(r.accepted)), el("td", { class: "rejected" }, perSec(r.rejected)),
         el("td", { class: "soldout" }, s.soldOut ? (s.markedSoldOut ? "yes (marked)" : "yes") : "no"),
         el("td", {}, guarded(`soldout-${a.id}-${s.skuId}`, s.markedSoldOut ? "Clear sold out" : "Mark sold out",
           `${s.markedSoldOut ? "Clear" : "Mark"} SKU ${s.skuId} sold out?`,
-          () => call("PUT", `/admin/v1/skus/${s.skuId}/soldout`, { soldOut: !s.markedSoldOut, activityId: a.id })))));
+          () => call("PUT", `/admin/v1/skus/${s.skuId}/soldout`, { soldOut: !s.markedSoldOut, activityId: a.id })))); });
       box.append(el("div", { class: "card", id: `activity-${a.id}` }, head,
-        el("table", {}, el("thead", {}, el("tr", {}, ...["SKU", "initial", "remaining", "occupied", "ordered", "drift", "sold out", ""].map((h) => el("th", {}, h)))),
+        el("table", {}, el("thead", {}, el("tr", {}, ...["SKU", "initial", "remaining", "occupied", "ordered", "drift", "accepted/s", "rejected/s", "sold out", ""].map((h) => el("th", {}, h)))),
           el("tbody", {}, ...rows))));
     });
   }

@@ -153,6 +153,41 @@ func charts(t *testing.T, ctx context.Context) chartState {
 	return s
 }
 
+// skuChartState is what a SKU's accepted / rejected chart shows: its
+// points, the highest rate of each series, its painted pixels and its
+// picture.
+type skuChartState struct {
+	Points      int     `json:"points"`
+	MaxAccepted float64 `json:"maxAccepted"`
+	MaxRejected float64 `json:"maxRejected"`
+	Painted     int     `json:"painted"`
+	Image       string  `json:"image"`
+}
+
+func (s skuChartState) short() skuChartState {
+	s.Image = strconv.Itoa(len(s.Image)) + " bytes"
+	return s
+}
+
+func skuChart(t *testing.T, ctx context.Context, name string) skuChartState {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(c, chromedp.Evaluate[skuChartState](`((name) => {
+		const u = window.seckillCharts[name];
+		const cv = document.querySelector("#chart-" + name + " canvas");
+		const px = cv.getContext("2d").getImageData(0, 0, cv.width, cv.height).data;
+		let painted = 0;
+		for (let i = 3; i < px.length; i += 4) if (px[i] > 0) painted++;
+		const top = (ys) => Math.max(0, ...ys.filter((v) => v != null));
+		return { points: u.data[0].length, maxAccepted: top(u.data[1]), maxRejected: top(u.data[2]), painted, image: cv.toDataURL() };
+	})(`+strconv.Quote(name)+`)`))
+	if err != nil {
+		t.Fatalf("read the chart %s: %v", name, err)
+	}
+	return s
+}
+
 // pollTrue waits until a JavaScript expression is true.
 func pollTrue(expr string, opts ...chromedp.PollOption) chromedp.Action[chromedp.Void] {
 	p := chromedp.Poll[bool](expr, opts...)
@@ -164,7 +199,8 @@ func pollTrue(expr string, opts ...chromedp.PollOption) chromedp.Action[chromedp
 
 // TestPagesInABrowser buys through the buyer page and sees SUCCESS and the
 // order in "My orders", then flips sold-out on the on-call page, sees its
-// charts drawn and moving, and watches the buy button grey out.
+// charts drawn and moving (the per-SKU accepted / rejected charts while a
+// crowd buys), and watches the buy button grey out.
 func TestPagesInABrowser(t *testing.T) {
 	// Its one purchase must be accepted: see crowdBudgets.
 	c := startClusterWith(t, mode{driver: "sqlite"}, crowdBudgets)
@@ -257,6 +293,59 @@ func TestPagesInABrowser(t *testing.T) {
 		t.Fatalf("the charts did not move: before %+v, after %+v", before.short(), after.short())
 	}
 	screenshot(t, oncall, "oncall-charts.png")
+
+	// Per SKU, accepted and rejected purchases per second: drawn for each
+	// SKU, and moving while a crowd buys — four new buyers of SKU 1001
+	// (accepted), its earlier buyers again (rejected: they hold a ticket)
+	// and buyers of SKU 1002, marked sold out (rejected) — each SKU's
+	// chart showing only its own purchases.
+	before1001, before1002 := skuChart(t, oncall, "sku-1-1001"), skuChart(t, oncall, "sku-1-1002")
+	if before1001.Points < 2 || before1001.Painted < 500 || before1002.Painted < 500 || before1002.MaxAccepted != 0 {
+		t.Fatalf("per-SKU charts before the crowd: 1001 %+v, 1002 %+v", before1001.short(), before1002.short())
+	}
+	crowd := make(chan answer, 64)
+	go func() {
+		defer close(crowd)
+		for i := int64(0); i < 24; i++ {
+			switch i % 3 {
+			case 0:
+				if u := 6001 + i/3; u <= 6004 {
+					crowd <- c.buy(t, 1001, u)
+				} else {
+					crowd <- c.buy(t, 1001, 5001+i%3)
+				}
+			case 1:
+				crowd <- c.buy(t, 1001, 5001+i%3)
+			case 2:
+				crowd <- c.buy(t, 1002, 7000+i)
+			}
+			time.Sleep(150 * time.Millisecond) // about 4 s: several samples of the page
+		}
+	}()
+	run(t, oncall, 30*time.Second,
+		pollTrue(`(() => { const c = window.seckillCharts, top = (ys) => Math.max(0, ...ys.filter((v) => v != null));
+			return top(c["sku-1-1001"].data[1]) > 0 && top(c["sku-1-1001"].data[2]) > 0 && top(c["sku-1-1002"].data[2]) > 0; })()`,
+			chromedp.WithPollingTimeout(20*time.Second)),
+	)
+	accepted := 0
+	for a := range crowd {
+		switch {
+		case a.Status == 200:
+			accepted++
+		case a.Status == 0:
+			t.Fatalf("a crowd purchase failed: %+v", a)
+		}
+	}
+	if accepted != 4 {
+		t.Fatalf("the crowd got %d tickets, want its 4 new buyers'", accepted)
+	}
+	after1001, after1002 := skuChart(t, oncall, "sku-1-1001"), skuChart(t, oncall, "sku-1-1002")
+	if after1001.Points <= before1001.Points || after1001.Image == before1001.Image || after1002.Image == before1002.Image ||
+		after1001.MaxAccepted <= 0 || after1001.MaxRejected <= 0 || after1002.MaxRejected <= 0 || after1002.MaxAccepted != 0 {
+		t.Fatalf("the per-SKU charts did not move with the crowd (or 1002 shows purchases accepted): 1001 %+v → %+v, 1002 %+v → %+v",
+			before1001.short(), after1001.short(), before1002.short(), after1002.short())
+	}
+	screenshot(t, oncall, "oncall-sku-charts.png")
 
 	// The buyer page greys the button out by itself.
 	run(t, buyer, 30*time.Second,
