@@ -9,9 +9,9 @@
 // (admit.go, with clientip.go, blocklist.go and the rate reload in
 // reload.go), the catalog views (views.go), the sold-out flags (soldout.go),
 // the answers (answers.go: the one table of what a buyer is told), the
-// token hooks (token.go) and the optional risk check (risk.go: a call to a
-// risk service with a per-user verdict cache and a per-activity policy for
-// when it fails). The routes are order.go, result.go, activity.go,
+// token hooks (token.go), the per-SKU purchase counts (skutally.go) and the
+// optional risk check (risk.go: a call to a risk service with a per-user
+// verdict cache and a per-activity policy for when it fails). The routes are order.go, result.go, activity.go,
 // token.go and health.go; events.go and poll.go keep the parts fresh.
 //
 // Admission comes first: the client address (X-Forwarded-For only from
@@ -51,6 +51,11 @@
 //	seckill_edge_risk_failures_total{kind}           risk calls without a verdict: timeout, error
 //	seckill_edge_risk_degraded_total{policy}         purchases the policy decided: allow (passed), deny (503)
 //	seckill_edge_risk_call_seconds                   one risk call (histogram)
+//	seckill_edge_sku_purchases_total{activity,sku,outcome} purchases of a catalog SKU: accepted (200), rejected (any other answer)
+//
+// The per-SKU series (skutally.go) are two per (activity, SKU) of the
+// catalog, created at 0 with each catalog load and dropped for a SKU that
+// left it: their cardinality is the catalog's, never the traffic's.
 //
 // Routes: order, submit, result, activity, token, healthz, readyz, metrics,
 // none (no route matched), guard (refused by address before routing).

@@ -2,16 +2,19 @@ package app
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"seckill/internal/sale"
+	"seckill/internal/testenv"
 )
 
 // documentedMetrics are the names the README's Metrics section lists; every
@@ -21,7 +24,7 @@ var documentedMetrics = []string{
 	"seckill_edge_requests_total", "seckill_edge_rejections_total", "seckill_edge_engine_calls_total",
 	"seckill_edge_request_seconds", "seckill_edge_soldout_propagation_seconds", "seckill_edge_blocklist_entries",
 	"seckill_edge_risk_verdicts_total", "seckill_edge_risk_failures_total", "seckill_edge_risk_degraded_total",
-	"seckill_edge_risk_call_seconds",
+	"seckill_edge_risk_call_seconds", "seckill_edge_sku_purchases_total",
 	// engine
 	"seckill_engine_occupy_total", "seckill_engine_lua_seconds", "seckill_engine_lua_errors_total",
 	"seckill_engine_occupy_batch_buyers", "seckill_engine_produce_seconds", "seckill_engine_produce_errors_total",
@@ -41,15 +44,23 @@ var documentedMetrics = []string{
 func TestEveryDocumentedSignalIsOnMetricsFromTheStart(t *testing.T) {
 	c := startCluster(t, mode{driver: "sqlite"})
 	c.preheat(t, openActivity(1, sale.SKU{ID: 1001, Stock: 10, Price: 100, LimitPerUser: 1}))
-	// The SKU's series appear within one sample.
+	// The SKU's series appear within one sample, and with the edge's
+	// catalog load the preheat's event asks for.
 	c.sys.Monitor.Sample(t.Context())
-	resp, err := http.Get(c.base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	body := string(b)
+	var body string
+	testenv.EventuallyOK(t, "the edge's per-SKU series", 10*time.Second, func() error {
+		resp, err := http.Get(c.base + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		if !strings.Contains(body, `seckill_edge_sku_purchases_total{activity="1",outcome="rejected",sku="1001"} 0`) {
+			return errors.New("no rejected series of activity 1's SKU 1001")
+		}
+		return nil
+	})
 	for _, name := range documentedMetrics {
 		if !strings.Contains(body, "\n"+name) && !strings.Contains(body, "# TYPE "+name+" ") {
 			t.Errorf("%s is not on /metrics", name)
@@ -61,6 +72,7 @@ func TestEveryDocumentedSignalIsOnMetricsFromTheStart(t *testing.T) {
 		`seckill_engine_occupy_total{code="duplicate"} 0`,
 		`seckill_consumer_messages_total{outcome="dlq"} 0`,
 		`seckill_sku_remaining_units{activity="1",sku="1001"} 10`,
+		`seckill_edge_sku_purchases_total{activity="1",outcome="accepted",sku="1001"} 0`,
 		`seckill_reconcile_drift{activity="1",kind="ledger",sku="1001"} 0`,
 		// The cluster's three dependencies answered the sample's pings.
 		`seckill_dependency_up{dep="redis.default"} 1`,
