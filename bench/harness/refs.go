@@ -3,64 +3,22 @@ package main
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+
+	"seckill/bench/benchkit"
 )
 
 // startRedis runs a redis-server for the EVALSHA reference with the same
 // persistence settings `seckill dev` gives its own (append-only, fsync every
 // second).
-func startRedis(out string) (*proc, string, error) {
-	return startRedisIn(out, "ref-redis", filepath.Join(out, "ref-redis"))
-}
-
-// startRedisIn runs a redis-server named name (its log: out/name.log) with
-// its files in dir, with seckill dev's persistence settings.
-func startRedisIn(out, name, dir string) (*proc, string, error) {
-	addr := freeAddr()
-	_, port, _ := strings.Cut(addr, ":")
-	_ = os.RemoveAll(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, "", err
-	}
-	p, err := start(out, name, "redis-server", nil, "--port", port, "--bind", "127.0.0.1", "--dir", dir,
-		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--daemonize", "no", "--protected-mode", "no")
-	if err != nil {
-		return nil, "", err
-	}
-	return p, addr, waitPort(p, addr, 10*time.Second)
-}
-
-// mariadb is the MariaDB scripts/mariadb-test.sh starts (and stops by PID).
-type mariadb struct {
-	script, state, dsn string
-}
-
-func startMariaDB(root, out string) (*mariadb, error) {
-	m := &mariadb{script: filepath.Join(root, "scripts", "mariadb-test.sh"), state: filepath.Join(out, "mariadb.state")}
-	cmd := exec.Command(m.script, "start")
-	cmd.Env = append(os.Environ(), "SECKILL_MARIADB_STATE="+m.state)
-	cmd.Stderr = os.Stderr
-	b, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("scripts/mariadb-test.sh start: %w", err)
-	}
-	m.dsn = strings.TrimSpace(string(b))
-	return m, nil
-}
-
-func (m *mariadb) stop() {
-	cmd := exec.Command(m.script, "stop")
-	cmd.Env = append(os.Environ(), "SECKILL_MARIADB_STATE="+m.state)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	_ = cmd.Run()
+func startRedis(out string) (*benchkit.Proc, string, error) {
+	return benchkit.StartRedis(out, "ref-redis", filepath.Join(out, "ref-redis"))
 }
 
 // insertRef is the drain reference: rows of seckill_order written by raw

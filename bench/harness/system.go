@@ -19,6 +19,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"seckill/admin"
+	"seckill/bench/benchkit"
 	"seckill/internal/sale"
 )
 
@@ -28,8 +29,8 @@ const adminToken = "bench-harness-token-0123456789abcdef"
 // and loopback listeners: `seckill dev --config configs/bench.yaml`
 // (startSystem), or the parts as separate processes (startParts).
 type system struct {
-	p                  *proc   // the process serving the edge
-	procs              []*proc // every process of the system, stopped newest first
+	p                  *benchkit.Proc   // the process serving the edge
+	procs              []*benchkit.Proc // every process of the system, stopped newest first
 	watch              []watched
 	activities         []int64 // the activities it sells
 	dir                string  // holds seckill.db, the orders database
@@ -54,22 +55,22 @@ const (
 
 func newSystem(bin, dir string, activities ...int64) *system {
 	_ = os.RemoveAll(dir)
-	return &system{dir: dir, edge: freeAddr(), admin: freeAddr(), bin: bin, activities: activities,
+	return &system{dir: dir, edge: benchkit.FreeAddr(), admin: benchkit.FreeAddr(), bin: bin, activities: activities,
 		http: &http.Client{Timeout: 30 * time.Second}, accepted: map[skuKey]int64{}, unseen: map[skuKey]int64{}}
 }
 
 // startSystem runs `seckill dev` (the demo activity and the bench activity).
 func startSystem(out, bin, config string) (*system, error) {
 	s := newSystem(bin, filepath.Join(out, "seckill-data"), demoActivity, benchActivity)
-	s.pprof = freeAddr()
-	p, err := start(out, "seckill", bin, []string{"SECKILL_ADMIN_TOKEN=" + adminToken},
+	s.pprof = benchkit.FreeAddr()
+	p, err := benchkit.Start(out, "seckill", bin, []string{"SECKILL_ADMIN_TOKEN=" + adminToken},
 		"dev", "--config", config, "--data-dir", s.dir, "--listen", s.edge, "--admin-listen", s.admin, "--pprof", s.pprof)
 	if err != nil {
 		return nil, err
 	}
 	s.p = p
-	s.procs = []*proc{p}
-	if err := waitReady(p, "http://"+s.edge+"/readyz", 60*time.Second); err != nil {
+	s.procs = []*benchkit.Proc{p}
+	if err := benchkit.WaitReady(p, "http://"+s.edge+"/readyz", 60*time.Second); err != nil {
 		return s, err
 	}
 	if s.watch, err = devWatch(p); err != nil {
@@ -81,7 +82,7 @@ func startSystem(out, bin, config string) (*system, error) {
 // stop stops the system's processes, newest first.
 func (s *system) stop() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
-		s.procs[i].stop(40 * time.Second)
+		s.procs[i].StopWithin(40 * time.Second)
 	}
 }
 
@@ -92,15 +93,15 @@ var reDevRedis = regexp.MustCompile(`redis\s+(\S+) \(default\), (\S+) \(hot shar
 // (edge, engine, broker and consumer in one) and its two redis-server
 // children, found by the addresses its banner prints (INFO server names
 // each one's process id).
-func devWatch(p *proc) ([]watched, error) {
+func devWatch(p *benchkit.Proc) ([]watched, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, _ := os.ReadFile(p.log)
+		b, _ := os.ReadFile(p.LogPath)
 		if m := reDevRedis.FindSubmatch(b); m != nil {
-			ws := []watched{{role: roleServer, pid: p.pid()}}
+			ws := []watched{{role: roleServer, pid: p.PID()}}
 			for i, role := range []string{roleRedisDef, roleRedisHot} {
 				addr := string(m[i+1])
-				pid, err := redisPID(addr)
+				pid, err := benchkit.RedisPID(addr)
 				if err != nil {
 					return nil, fmt.Errorf("seckill dev's %s: %w", role, err)
 				}
@@ -109,7 +110,7 @@ func devWatch(p *proc) ([]watched, error) {
 			return ws, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("seckill dev printed no redis addresses (see %s)", p.log)
+			return nil, fmt.Errorf("seckill dev printed no redis addresses (see %s)", p.LogPath)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

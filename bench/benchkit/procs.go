@@ -1,4 +1,4 @@
-package main
+package benchkit
 
 import (
 	"errors"
@@ -14,25 +14,25 @@ import (
 	"seckill/internal/testenv"
 )
 
-// proc is a child process the harness started (a testenv.Proc); it is
-// stopped by its PID. The harness reads its CPU time from /proc by pid().
-type proc struct {
+// Proc is a child process a bench tool started (a testenv.Proc), stopped by
+// its PID; Name names it in messages, LogPath holds its output.
+type Proc struct {
 	*testenv.Proc
-	name string
-	log  string
+	Name    string
+	LogPath string
 }
 
-// procs are all children still running, stopped in reverse order at exit.
+// procs are all children still running, stopped in reverse order by StopAll.
 var (
 	procsMu sync.Mutex
-	procs   []*proc
+	procs   []*Proc
 )
 
-// start runs bin with args and our environment plus env, its output in
-// dir/name.log. The child gets SIGTERM if the harness dies first.
-func start(dir, name, bin string, env []string, args ...string) (*proc, error) {
+// Start runs bin with args and this process' environment plus env, its
+// output in dir/name.log. The child gets SIGTERM if the tool dies first.
+func Start(dir, name, bin string, env []string, args ...string) (*Proc, error) {
 	logPath := filepath.Join(dir, name+".log")
-	p := &proc{name: name, log: logPath, Proc: &testenv.Proc{Name: name, Bin: bin, Args: args,
+	p := &Proc{Name: name, LogPath: logPath, Proc: &testenv.Proc{Name: name, Bin: bin, Args: args,
 		Env: append(os.Environ(), env...), Log: logPath, DeathSignal: syscall.SIGTERM}}
 	if err := p.Start(); err != nil {
 		return nil, err
@@ -43,13 +43,10 @@ func start(dir, name, bin string, env []string, args ...string) (*proc, error) {
 	return p, nil
 }
 
-// pid is the child's process id.
-func (p *proc) pid() int { return p.PID() }
-
-// stop sends SIGTERM to p's PID, waits up to grace, then SIGKILL.
-func (p *proc) stop(grace time.Duration) {
+// StopWithin sends SIGTERM to p's PID, waits up to grace, then SIGKILL.
+func (p *Proc) StopWithin(grace time.Duration) {
 	if p.Stop(syscall.SIGTERM, grace) {
-		fmt.Fprintf(os.Stderr, "harness: %s (pid %d) ignored SIGTERM for %v; killed it\n", p.name, p.PID(), grace)
+		fmt.Fprintf(os.Stderr, "bench: %s (pid %d) ignored SIGTERM for %v; killed it\n", p.Name, p.PID(), grace)
 	}
 	procsMu.Lock()
 	for i, q := range procs {
@@ -61,18 +58,18 @@ func (p *proc) stop(grace time.Duration) {
 	procsMu.Unlock()
 }
 
-// stopAll stops every child still running, newest first.
-func stopAll() {
+// StopAll stops every child still running, newest first.
+func StopAll() {
 	procsMu.Lock()
-	ps := append([]*proc(nil), procs...)
+	ps := append([]*Proc(nil), procs...)
 	procsMu.Unlock()
 	for i := len(ps) - 1; i >= 0; i-- {
-		ps[i].stop(40 * time.Second)
+		ps[i].StopWithin(40 * time.Second)
 	}
 }
 
-// waitPort waits until addr accepts TCP connections or p exits.
-func waitPort(p *proc, addr string, timeout time.Duration) error {
+// WaitPort waits until addr accepts TCP connections or p exits.
+func WaitPort(p *Proc, addr string, timeout time.Duration) error {
 	return p.Await(timeout, "listening on "+addr, func() error {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err != nil {
@@ -82,10 +79,10 @@ func waitPort(p *proc, addr string, timeout time.Duration) error {
 	})
 }
 
-// waitReady waits until GET url answers 200 or p exits. A seckill process
+// WaitReady waits until GET url answers 200 or p exits. A seckill process
 // listens before it is ready: while it waits for its servers its listeners
 // answer 503 (the start-up probe).
-func waitReady(p *proc, url string, timeout time.Duration) error {
+func WaitReady(p *Proc, url string, timeout time.Duration) error {
 	c := &http.Client{Timeout: time.Second}
 	return p.Await(timeout, url+" answering 200", func() error {
 		resp, err := c.Get(url)
@@ -100,8 +97,8 @@ func waitReady(p *proc, url string, timeout time.Duration) error {
 	})
 }
 
-// freeAddr is a free 127.0.0.1 port.
-func freeAddr() string {
+// FreeAddr is a free 127.0.0.1 port.
+func FreeAddr() string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic(err)
@@ -110,10 +107,10 @@ func freeAddr() string {
 	return ln.Addr().String()
 }
 
-// raiseFileLimit lifts the soft open-file limit to the hard one. Setting it
+// RaiseFileLimit lifts the soft open-file limit to the hard one. Setting it
 // explicitly (rather than relying on the Go runtime's own raise) makes the
 // children — wrk with 10,000 connections, the servers — inherit it.
-func raiseFileLimit() (uint64, error) {
+func RaiseFileLimit() (uint64, error) {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
 		return 0, err
