@@ -206,7 +206,7 @@ func run(o options) error {
 		p.StopWithin(10 * time.Second)
 		r.syncRun = true
 		logf("drain reference: %d rows in %d-row INSERT IGNORE batches (MariaDB)", o.drainRows, o.drainBt)
-		ref, err := mysqlInsertRef(db.DSN, o.drainRows, o.drainBt)
+		ref, err := benchkit.MySQLInsertRef(db.DSN, o.drainRows, o.drainBt)
 		if err != nil {
 			return fmt.Errorf("INSERT IGNORE reference: %w", err)
 		}
@@ -215,7 +215,7 @@ func run(o options) error {
 		db = nil
 	}
 	logf("drain reference: %d rows in %d-row INSERT OR IGNORE batches (SQLite)", o.drainRows, o.drainBt)
-	ref, err := sqliteInsertRef(out, o.drainRows, o.drainBt)
+	ref, err := benchkit.SQLiteInsertRef(out, o.drainRows, o.drainBt)
 	if err != nil {
 		return fmt.Errorf("SQLite INSERT reference: %w", err)
 	}

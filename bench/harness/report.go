@@ -21,7 +21,7 @@ type report struct {
 	seedOrders                 int64
 
 	drain      drain
-	insertRefs []insertRef
+	insertRefs []benchkit.InsertRef
 	check      check
 
 	acceptProf, rejectProf profiled
@@ -90,7 +90,7 @@ func (r *report) render() string {
 	// IGNORE references instead of the HTTP ones.
 	for _, ref := range r.insertRefs {
 		fmt.Fprintf(&b, "| ref: raw %d-row INSERT IGNORE, %s (rows/s) | - | %.0f | - | - | %d rows in %v | - | - | - |\n",
-			ref.Batch, ref.Name, ref.rate(), ref.Rows, ref.Took.Round(time.Millisecond))
+			ref.Batch, ref.Name, ref.Rate(), ref.Rows, ref.Took.Round(time.Millisecond))
 	}
 	// The consumer kept up with (a) when its backlog at the end was small;
 	// its capacity then shows as orders per consumer CPU-second in (a)'s
@@ -99,7 +99,7 @@ func (r *report) render() string {
 	if c := p.consumerRowsPerCPUSecond(); c > 0 {
 		vs := make([]string, 0, len(r.insertRefs))
 		for _, ref := range r.insertRefs {
-			vs = append(vs, ratio(c, ref.rate())+" of "+ref.Name)
+			vs = append(vs, ratio(c, ref.Rate())+" of "+ref.Name)
 		}
 		fmt.Fprintf(&b, "| consumer, Kafka → SQLite: orders per consumer CPU-second in (a) | - | %.0f | - | - | %d orders on %.2f CPU-s in %v; %s | - | - | - |\n",
 			c, p.orders, p.consumerCPU, o.profile, strings.Join(vs, ", "))
