@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -120,4 +121,24 @@ func RaiseFileLimit() (uint64, error) {
 		return 0, err
 	}
 	return l.Cur, nil
+}
+
+// Main runs a bench tool named name: run, then cleanup, also on SIGINT or
+// SIGTERM (exit 130); an error from run is printed with the name and
+// exits 1.
+func Main(name string, run func() error, cleanup func()) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sig
+		fmt.Fprintf(os.Stderr, "%s: interrupted; stopping what it started\n", name)
+		cleanup()
+		os.Exit(130)
+	}()
+	err := run()
+	cleanup()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
 }

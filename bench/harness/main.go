@@ -33,11 +33,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"seckill/bench/benchkit"
@@ -73,19 +71,7 @@ func main() {
 		fatal(err)
 	}
 	o.root = root
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		<-sig
-		fmt.Fprintln(os.Stderr, "harness: interrupted; stopping what it started")
-		cleanup()
-		os.Exit(130)
-	}()
-	err = run(o)
-	cleanup()
-	if err != nil {
-		fatal(err)
-	}
+	benchkit.Main("harness", func() error { return run(o) }, cleanup)
 }
 
 var db *benchkit.MariaDB

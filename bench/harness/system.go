@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	_ "modernc.org/sqlite"
@@ -149,19 +147,7 @@ func (s *system) orderURL() string { return "http://" + s.edge + "/api/v1/flash-
 
 // buy sends one purchase as user and returns the status and requestNo.
 func (s *system) buy(sku, user int64) (int, string, error) {
-	req, _ := http.NewRequest("POST", s.orderURL(), strings.NewReader(`{"skuId":`+strconv.FormatInt(sku, 10)+`,"quantity":1}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-User-Id", strconv.FormatInt(user, 10))
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	var body struct {
-		RequestNo string `json:"requestNo"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	return resp.StatusCode, body.RequestNo, nil
+	return benchkit.Buy(s.http, s.orderURL(), sku, user)
 }
 
 // tickets buys n units of the accept SKU for users base+1..base+n and
@@ -184,30 +170,7 @@ func (s *system) tickets(path string, n int, base int64) error {
 }
 
 func (s *system) adminCall(method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+s.admin+path, body)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return benchkit.Admin{Addr: s.admin, Token: adminToken, HTTP: s.http}.Call(method, path, in, out)
 }
 
 func (s *system) stock(activity int64) (admin.StockReport, error) {
