@@ -409,10 +409,31 @@ func TestComposeConfigValidates(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docker-compose is required to validate docker-compose.yml (scripts/deps.sh --test installs Debian's; make test runs it): %v", err)
 	}
-	cmd := exec.Command(bin, "-f", "../../../docker-compose.yml", "config", "-q")
+	cmd := exec.Command(bin, "-f", "../../../docker-compose.yml", "config")
 	cmd.Env = append(os.Environ(), "SECKILL_ADMIN_TOKEN=compose-config-test-placeholder")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("docker-compose config: %v\n%s", err, out)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("docker-compose config: %v\n%s", err, stderr.String())
+	}
+	// Compose's own reading of the anchors and merges gives each broker its
+	// own node id and advertised listener over the shared settings, as
+	// this package's reading does (TestComposeProductionShape).
+	var resolved composeFile
+	if err := yaml.Unmarshal(out, &resolved); err != nil {
+		t.Fatalf("docker-compose config output: %v", err)
+	}
+	brokers := kafkaBrokers(resolved)
+	adv := map[string]bool{}
+	for name, env := range brokers {
+		adv[env["KAFKA_ADVERTISED_LISTENERS"]] = true
+		if env["KAFKA_MIN_INSYNC_REPLICAS"] != "2" || env["KAFKA_DEFAULT_REPLICATION_FACTOR"] != "3" {
+			t.Errorf("compose resolves %s with min ISR %q, RF %q", name, env["KAFKA_MIN_INSYNC_REPLICAS"], env["KAFKA_DEFAULT_REPLICATION_FACTOR"])
+		}
+	}
+	if len(brokers) != 3 || len(adv) != 3 {
+		t.Errorf("compose resolves %d brokers advertising %d distinct listeners, want 3 and 3", len(brokers), len(adv))
 	}
 	// The same without the admin token fails: compose itself refuses to
 	// start the stack without it (the ${VAR:?} in the edge's environment).
