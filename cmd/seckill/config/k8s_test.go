@@ -304,6 +304,16 @@ func portOf(c corev1.Container, p intstr.IntOrString) int32 {
 	return -1
 }
 
+// hasPort: c declares the port p names (by name or by number).
+func hasPort(c corev1.Container, p intstr.IntOrString) bool {
+	return slices.ContainsFunc(c.Ports, func(cp corev1.ContainerPort) bool {
+		if p.Type == intstr.String {
+			return cp.Name == p.StrVal
+		}
+		return cp.ContainerPort == p.IntVal
+	})
+}
+
 func listenPort(t *testing.T, key, addr string) int32 {
 	t.Helper()
 	_, p, err := net.SplitHostPort(addr)
@@ -450,6 +460,37 @@ func TestK8sManifests(t *testing.T) {
 		for _, p := range svc.Spec.Ports {
 			if portOf(edge, p.TargetPort) != public {
 				t.Errorf("Service %s port %d targets %s, not the public listener %d", svc.Name, p.Port, p.TargetPort.String(), public)
+			}
+		}
+	})
+
+	t.Run("every Service's target ports are ports of the pods it selects", func(t *testing.T) {
+		for _, svc := range o.services {
+			var pods []*appsv1.StatefulSet
+			for _, set := range o.statefulSets {
+				if matches(&metav1.LabelSelector{MatchLabels: svc.Spec.Selector}, set.Spec.Template.Labels) {
+					pods = append(pods, set)
+				}
+			}
+			if len(pods) == 0 {
+				t.Errorf("Service %s selects no pods", svc.Name)
+			}
+			for _, set := range pods {
+				spec := set.Spec.Template.Spec
+				for _, p := range svc.Spec.Ports {
+					found := false
+					// A named target resolves among the containers only;
+					// a number may be any container's, a sidecar's too.
+					for _, c := range spec.Containers {
+						found = found || hasPort(c, p.TargetPort)
+					}
+					for _, c := range spec.InitContainers {
+						found = found || p.TargetPort.Type == intstr.Int && hasPort(c, p.TargetPort)
+					}
+					if !found {
+						t.Errorf("Service %s port %s: target %s is no port of %s's containers", svc.Name, p.Name, p.TargetPort.String(), set.Name)
+					}
+				}
 			}
 		}
 	})
