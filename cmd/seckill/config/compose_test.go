@@ -584,8 +584,19 @@ func TestComposeProductionShape(t *testing.T) {
 					t.Errorf("replica %s keeps no append-only file: promoted, it would restart empty", r)
 				}
 			}
-			if strings.Contains(strings.Join(command(f.Services[host]), " "), "--replicaof") {
+			primary := strings.Join(command(f.Services[host]), " ")
+			if strings.Contains(primary, "--replicaof") {
 				t.Errorf("redis %s, which seckill writes to, is itself a replica", a)
+			}
+			// docs/operations-ledger.md: with replicas, refuse the writes a
+			// failover would lose.
+			if !strings.Contains(primary, "--min-replicas-to-write 1") || !strings.Contains(primary, "--min-replicas-max-lag") {
+				t.Errorf("primary %s: command %q lacks --min-replicas-to-write 1 and --min-replicas-max-lag", host, primary)
+			}
+			for _, r := range followers {
+				if strings.Contains(strings.Join(command(f.Services[r]), " "), "--min-replicas-to-write") {
+					t.Errorf("replica %s sets min-replicas-to-write: promoted without a replica of its own it would refuse every write", r)
+				}
 			}
 		}
 	})
