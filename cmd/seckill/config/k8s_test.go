@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -416,6 +417,14 @@ func TestK8sManifests(t *testing.T) {
 		k := Default()
 		if err := Decode([]byte(file), &k); err != nil {
 			t.Fatal(err)
+		}
+		// A ConfigMap is no place for a secret: they come from the Secret.
+		if k.Admin.Token != "" || len(k.Token.Keys) > 0 || len(k.OrderSigning.Keys) > 0 || k.Payment.ProviderKey != "" ||
+			k.Engine.SidecarSecret != "" || k.Edge.EngineSecret != "" || len(k.Edge.IdentityKeys) > 0 {
+			t.Error("the ConfigMap's config holds a secret")
+		}
+		if d, err := mysql.ParseDSN(k.Store.DSN); err != nil || d.Passwd != "" {
+			t.Errorf("the ConfigMap's store.dsn holds a password or does not parse (%v)", err)
 		}
 		allowed := []string{"redis.default.addrs", "redis.hot.addrs", "engine.kafka.brokers", "consumer.brokers",
 			"store.dsn", "engine.listen", "edge.engine", "metrics.listen"}
