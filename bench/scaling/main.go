@@ -52,7 +52,7 @@ func main() {
 	flag.DurationVar(&o.dur, "d", 10*time.Second, "duration of each measurement")
 	flag.IntVar(&o.threads, "t", 2, "wrk threads")
 	flag.IntVar(&o.conns, "c", 256, "wrk connections")
-	flag.StringVar(&o.out, "out", "bench/out-scaling", "directory for logs and wrk reports")
+	flag.StringVar(&o.out, "out", "bench/out/scaling", "directory for logs and wrk reports")
 	flag.StringVar(&o.config, "config", "configs/bench.yaml", "configuration of the seckill processes")
 	flag.StringVar(&only, "only", "", "comma-separated parts to measure ("+strings.Join(parts, ",")+"); empty: all")
 	flag.IntVar(&o.batch, "batch", 64, "redis: buyers per occupy script call (the group commit's batch)")
