@@ -178,7 +178,7 @@ func placeholderSecret(name string) string {
 	case strings.HasSuffix(name, "_KEYS"):
 		return "k1:" + secret
 	case strings.HasSuffix(name, "_DSN"):
-		return "seckill:" + secret + "@tcp(mysql:3306)/seckill?parseTime=true"
+		return "seckill:" + secret + "@tcp(mariadb:3306)/seckill?parseTime=true"
 	}
 	return secret
 }
