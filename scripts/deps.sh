@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # deps.sh [--test] — installs the servers and tools `make run` needs, only
 # those that are missing: redis-server, mariadbd (+ mariadb-install-db) and
-# wrk; with --test also chromium (the browser tests of `make test`) and
-# promtool (Debian's prometheus package: the alert rule tests). When all
-# are present it does not touch apt at all. Debian/Ubuntu, as root (or with
+# wrk; with --test also chromium (the browser tests of `make test`),
+# promtool (Debian's prometheus package: the alert rule tests) and
+# docker-compose (Debian's, used only for `docker-compose config`, which
+# validates docker-compose.yml without a Docker engine). When all are
+# present it does not touch apt at all. Debian/Ubuntu, as root (or with
 # sudo).
 set -euo pipefail
 
@@ -23,10 +25,11 @@ have wrk || missing+=(wrk)
 if [ "${1:-}" = --test ]; then
 	have chromium || missing+=(chromium)
 	have promtool || missing+=(prometheus)
+	have docker-compose || missing+=(docker-compose)
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then
-	echo "deps: redis-server, mariadbd, wrk${1:+, chromium and promtool} are installed"
+	echo "deps: redis-server, mariadbd, wrk${1:+, chromium, promtool and docker-compose} are installed"
 	exit 0
 fi
 

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"net"
-	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"seckill/bench/benchkit"
 )
 
 // Where the CPU goes: the harness reads each process' CPU time from
@@ -54,97 +51,13 @@ type snapshot struct {
 	cmds map[string]map[string]cmdStat // by role, then command name
 }
 
-// clockTick is the unit of /proc/PID/stat times (getconf CLK_TCK; 100 on
-// Linux almost everywhere).
-var clockTick = func() time.Duration {
-	if b, err := exec.Command("getconf", "CLK_TCK").Output(); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
-			return time.Second / time.Duration(n)
-		}
-	}
-	return 10 * time.Millisecond
-}()
-
-// procCPU is the CPU time pid and its reaped children used so far.
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces; the fields after its
-	// closing parenthesis start at field 3 (state).
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 15 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	var ticks int64
-	for _, k := range f[11:15] { // utime, stime, cutime, cstime: fields 14-17
-		n, err := strconv.ParseInt(k, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * clockTick, nil
-}
-
-// info reads one INFO section from the redis-server at addr over a bare
-// RESP connection (no client handshake: the only command the harness adds
-// is this INFO, which costBetween takes out again).
-func info(addr, section string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := fmt.Fprintf(c, "*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n", len(section), section); err != nil {
-		return "", err
-	}
-	r := bufio.NewReader(c)
-	head, err := r.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	if !strings.HasPrefix(head, "$") {
-		return "", fmt.Errorf("INFO %s on %s: %q", section, addr, strings.TrimSpace(head))
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
-	if err != nil || n < 0 {
-		return "", fmt.Errorf("INFO %s on %s: %q", section, addr, strings.TrimSpace(head))
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return "", err
-	}
-	return string(body), nil
-}
-
 // commandStats reads INFO commandstats from the redis-server at addr.
 func commandStats(addr string) (map[string]cmdStat, error) {
-	s, err := info(addr, "commandstats")
+	s, err := benchkit.RedisInfo(addr, "commandstats")
 	if err != nil {
 		return nil, err
 	}
 	return parseCommandStats(s), nil
-}
-
-// redisPID is the process id of the redis-server at addr (INFO server).
-func redisPID(addr string) (int, error) {
-	s, err := info(addr, "server")
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(s, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
-			return strconv.Atoi(v)
-		}
-	}
-	return 0, fmt.Errorf("INFO server on %s: no process_id", addr)
 }
 
 // parseCommandStats reads lines like
@@ -175,7 +88,7 @@ func parseCommandStats(info string) map[string]cmdStat {
 func take(ws []watched) (snapshot, error) {
 	s := snapshot{at: time.Now(), cpu: map[string]time.Duration{}, cmds: map[string]map[string]cmdStat{}}
 	for _, w := range ws {
-		d, err := procCPU(w.pid)
+		d, err := benchkit.ProcCPU(w.pid)
 		if err != nil {
 			return s, fmt.Errorf("%s (pid %d): %w", w.role, w.pid, err)
 		}

@@ -33,12 +33,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
+
+	"seckill/bench/benchkit"
 )
 
 type options struct {
@@ -71,27 +71,15 @@ func main() {
 		fatal(err)
 	}
 	o.root = root
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		<-sig
-		fmt.Fprintln(os.Stderr, "harness: interrupted; stopping what it started")
-		cleanup()
-		os.Exit(130)
-	}()
-	err = run(o)
-	cleanup()
-	if err != nil {
-		fatal(err)
-	}
+	benchkit.Main("harness", func() error { return run(o) }, cleanup)
 }
 
-var db *mariadb
+var db *benchkit.MariaDB
 
 func cleanup() {
-	stopAll()
+	benchkit.StopAll()
 	if db != nil {
-		db.stop()
+		db.Stop()
 		db = nil
 	}
 }
@@ -113,7 +101,7 @@ func run(o options) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	nofile, err := raiseFileLimit()
+	nofile, err := benchkit.RaiseFileLimit()
 	if err != nil {
 		return fmt.Errorf("raise the open-file limit: %w", err)
 	}
@@ -140,80 +128,80 @@ func run(o options) error {
 		return fmt.Errorf("go build: %w", err)
 	}
 	accept := filepath.Join(o.root, "bench", "accept.lua")
-	std := func(url string, args ...string) load {
-		return load{threads: o.threads, conns: o.conns, dur: o.dur, timeout: 5 * time.Second, script: accept, url: url, args: args}
+	std := func(url string, args ...string) benchkit.Load {
+		return benchkit.Load{Threads: o.threads, Conns: o.conns, Dur: o.dur, Timeout: 5 * time.Second, Script: accept, URL: url, Args: args}
 	}
 	r := &report{opts: o, started: time.Now()}
 
 	// References.
 	{
-		addr := freeAddr()
-		p, err := start(out, "ref-bare", filepath.Join(bin, "bare"), nil, "-listen", addr)
+		addr := benchkit.FreeAddr()
+		p, err := benchkit.Start(out, "ref-bare", filepath.Join(bin, "bare"), nil, "-listen", addr)
 		if err != nil {
 			return err
 		}
-		if err := waitPort(p, addr, 10*time.Second); err != nil {
+		if err := benchkit.WaitPort(p, addr, 10*time.Second); err != nil {
 			return err
 		}
 		logf("ref bare: wrk -c%d %v", o.conns, o.dur)
-		if r.bare, err = runWrk(out, "ref-bare", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
+		if r.bare, err = benchkit.RunWrk(out, "ref-bare", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
 			return err
 		}
-		p.stop(5 * time.Second)
+		p.StopWithin(5 * time.Second)
 	}
 	{
 		rp, raddr, err := startRedis(out)
 		if err != nil {
 			return err
 		}
-		addr := freeAddr()
-		p, err := start(out, "ref-evalsha", filepath.Join(bin, "evalsha"), nil, "-listen", addr, "-redis", raddr)
+		addr := benchkit.FreeAddr()
+		p, err := benchkit.Start(out, "ref-evalsha", filepath.Join(bin, "evalsha"), nil, "-listen", addr, "-redis", raddr)
 		if err != nil {
 			return err
 		}
-		if err := waitPort(p, addr, 10*time.Second); err != nil {
+		if err := benchkit.WaitPort(p, addr, 10*time.Second); err != nil {
 			return err
 		}
 		logf("ref evalsha: wrk -c%d %v", o.conns, o.dur)
-		ws := []watched{{role: roleServer, pid: p.pid()}, {role: roleRedisDef, pid: rp.pid(), redis: raddr}}
+		ws := []watched{{role: roleServer, pid: p.PID()}, {role: roleRedisDef, pid: rp.PID(), redis: raddr}}
 		m := measure(ws)
-		if r.evalsha, err = runWrk(out, "ref-evalsha", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
+		if r.evalsha, err = benchkit.RunWrk(out, "ref-evalsha", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
 			return err
 		}
 		r.refCost = m.done("ref: fasthttp + 1 EVALSHA occupy/req", "the reference server and its redis-server, over the wrk run", r.evalsha.Codes["200"])
-		p.stop(5 * time.Second)
-		rp.stop(10 * time.Second)
+		p.StopWithin(5 * time.Second)
+		rp.StopWithin(10 * time.Second)
 	}
 	if !o.noSync {
 		logf("starting MariaDB (scripts/mariadb-test.sh)")
-		if db, err = startMariaDB(o.root, out); err != nil {
+		if db, err = benchkit.StartMariaDB(o.root, out); err != nil {
 			return err
 		}
-		addr := freeAddr()
-		p, err := start(out, "ref-syncdb", filepath.Join(bin, "syncdb"), nil, "-listen", addr, "-dsn", db.dsn)
+		addr := benchkit.FreeAddr()
+		p, err := benchkit.Start(out, "ref-syncdb", filepath.Join(bin, "syncdb"), nil, "-listen", addr, "-dsn", db.DSN)
 		if err != nil {
 			return err
 		}
-		if err := waitPort(p, addr, 20*time.Second); err != nil {
+		if err := benchkit.WaitPort(p, addr, 20*time.Second); err != nil {
 			return err
 		}
 		logf("ref sync: wrk -c%d %v", o.conns, o.dur)
-		if r.sync, err = runWrk(out, "ref-sync", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
+		if r.sync, err = benchkit.RunWrk(out, "ref-sync", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
 			return err
 		}
-		p.stop(10 * time.Second)
+		p.StopWithin(10 * time.Second)
 		r.syncRun = true
 		logf("drain reference: %d rows in %d-row INSERT IGNORE batches (MariaDB)", o.drainRows, o.drainBt)
-		ref, err := mysqlInsertRef(db.dsn, o.drainRows, o.drainBt)
+		ref, err := benchkit.MySQLInsertRef(db.DSN, o.drainRows, o.drainBt)
 		if err != nil {
 			return fmt.Errorf("INSERT IGNORE reference: %w", err)
 		}
 		r.insertRefs = append(r.insertRefs, ref)
-		db.stop()
+		db.Stop()
 		db = nil
 	}
 	logf("drain reference: %d rows in %d-row INSERT OR IGNORE batches (SQLite)", o.drainRows, o.drainBt)
-	ref, err := sqliteInsertRef(out, o.drainRows, o.drainBt)
+	ref, err := benchkit.SQLiteInsertRef(out, o.drainRows, o.drainBt)
 	if err != nil {
 		return fmt.Errorf("SQLite INSERT reference: %w", err)
 	}
@@ -232,12 +220,12 @@ func run(o options) error {
 	logf("(a) accept: wrk -c%d %v on SKU %d", o.conns, o.dur, acceptSKU)
 	m := measure(sys.watch)
 	prof := r.startProfile(sys, out, "accept", o)
-	if r.accept, err = runWrk(out, "a-accept", std(url, fmt.Sprint(acceptSKU), "1000000000000")); err != nil {
+	if r.accept, err = benchkit.RunWrk(out, "a-accept", std(url, fmt.Sprint(acceptSKU), "1000000000000")); err != nil {
 		return err
 	}
 	r.acceptProf = prof()
 	sys.accepted[acceptKey] += r.accept.Codes["200"]
-	sys.unseen[acceptKey] += r.accept.unanswered()
+	sys.unseen[acceptKey] += r.accept.Unanswered()
 	logf("(a) done; waiting for the consumer to drain the backlog")
 	if r.drain, err = sys.waitDrained(5 * time.Minute); err != nil {
 		return err
@@ -251,18 +239,18 @@ func run(o options) error {
 	// (b) reject path: SKU 2002 was bought out at start.
 	logf("(b) reject: wrk -c%d %v on sold-out SKU %d", o.conns, o.dur, soldOutSKU)
 	prof = r.startProfile(sys, out, "reject", o)
-	if r.reject, err = runWrk(out, "b-reject", std(url, fmt.Sprint(soldOutSKU), "2000000000000")); err != nil {
+	if r.reject, err = benchkit.RunWrk(out, "b-reject", std(url, fmt.Sprint(soldOutSKU), "2000000000000")); err != nil {
 		return err
 	}
 	r.rejectProf = prof()
 	sys.accepted[skuKey{benchActivity, soldOutSKU}] += r.reject.Codes["200"]
-	sys.unseen[skuKey{benchActivity, soldOutSKU}] += r.reject.unanswered()
+	sys.unseen[skuKey{benchActivity, soldOutSKU}] += r.reject.Unanswered()
 
 	// (c) the seed's script, unmodified.
 	logf("(c) seed flash_sale.lua: wrk -c%d %v", o.conns, o.dur)
-	seed := load{threads: o.threads, conns: o.conns, dur: o.dur, timeout: 5 * time.Second,
-		script: filepath.Join(o.root, "bench", "flash_sale.lua"), url: url}
-	if r.seed, err = runWrk(out, "c-seed", seed); err != nil {
+	seed := benchkit.Load{Threads: o.threads, Conns: o.conns, Dur: o.dur, Timeout: 5 * time.Second,
+		Script: filepath.Join(o.root, "bench", "flash_sale.lua"), URL: url}
+	if r.seed, err = benchkit.RunWrk(out, "c-seed", seed); err != nil {
 		return err
 	}
 	// flash_sale.lua counts nothing: its one buyer holds one ticket or none.
@@ -276,9 +264,9 @@ func run(o options) error {
 		return err
 	}
 	logf("(d) poll: wrk -c%d %v over 2000 tickets", o.conns, o.dur)
-	poll := load{threads: o.threads, conns: o.conns, dur: o.dur, timeout: 5 * time.Second,
-		script: filepath.Join(o.root, "bench", "poll.lua"), url: "http://" + sys.edge, args: []string{tickets}}
-	if r.poll, err = runWrk(out, "d-poll", poll); err != nil {
+	poll := benchkit.Load{Threads: o.threads, Conns: o.conns, Dur: o.dur, Timeout: 5 * time.Second,
+		Script: filepath.Join(o.root, "bench", "poll.lua"), URL: "http://" + sys.edge, Args: []string{tickets}}
+	if r.poll, err = benchkit.RunWrk(out, "d-poll", poll); err != nil {
 		return err
 	}
 
@@ -286,12 +274,12 @@ func run(o options) error {
 	if o.bigConns > 0 {
 		logf("(e) accept from %d connections: wrk -c%d %v", o.bigConns, o.bigConns, o.dur)
 		big := std(url, fmt.Sprint(acceptSKU), "4000000000000")
-		big.conns, big.timeout = o.bigConns, 10*time.Second
-		if r.big, err = runWrk(out, "e-bigc", big); err != nil {
+		big.Conns, big.Timeout = o.bigConns, 10*time.Second
+		if r.big, err = benchkit.RunWrk(out, "e-bigc", big); err != nil {
 			return err
 		}
 		sys.accepted[acceptKey] += r.big.Codes["200"]
-		sys.unseen[acceptKey] += r.big.unanswered()
+		sys.unseen[acceptKey] += r.big.Unanswered()
 		r.bigRun = true
 	}
 
@@ -315,19 +303,19 @@ func run(o options) error {
 
 	// The bare reference once more: how much the machine drifted.
 	{
-		addr := freeAddr()
-		p, err := start(out, "ref-bare2", filepath.Join(bin, "bare"), nil, "-listen", addr)
+		addr := benchkit.FreeAddr()
+		p, err := benchkit.Start(out, "ref-bare2", filepath.Join(bin, "bare"), nil, "-listen", addr)
 		if err != nil {
 			return err
 		}
-		if err := waitPort(p, addr, 10*time.Second); err != nil {
+		if err := benchkit.WaitPort(p, addr, 10*time.Second); err != nil {
 			return err
 		}
 		logf("ref bare (again): wrk -c%d %v", o.conns, o.dur)
-		if r.bare2, err = runWrk(out, "ref-bare2", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
+		if r.bare2, err = benchkit.RunWrk(out, "ref-bare2", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
 			return err
 		}
-		p.stop(5 * time.Second)
+		p.StopWithin(5 * time.Second)
 	}
 
 	text := r.render()

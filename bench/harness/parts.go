@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"seckill/bench/benchkit"
 )
 
 // startParts runs the system as separate processes, so that a cost row can
@@ -28,25 +30,25 @@ func startParts(out, bin, config string) (*system, error) {
 	if err != nil {
 		return s, err
 	}
-	redisDef, defAddr, err := startRedisIn(out, "parts-redis", filepath.Join(s.dir, "redis"))
+	redisDef, defAddr, err := benchkit.StartRedis(out, "parts-redis", filepath.Join(s.dir, "redis"))
 	if err != nil {
 		return s, err
 	}
 	s.procs = append(s.procs, redisDef)
-	redisHot, hotAddr, err := startRedisIn(out, "parts-redis-hot", filepath.Join(s.dir, "redis-hot"))
+	redisHot, hotAddr, err := benchkit.StartRedis(out, "parts-redis-hot", filepath.Join(s.dir, "redis-hot"))
 	if err != nil {
 		return s, err
 	}
 	s.procs = append(s.procs, redisHot)
 
-	brokerAddr := freeAddr()
-	broker, err := start(out, "parts-broker", bin, nil, "broker", "--listen", brokerAddr,
+	brokerAddr := benchkit.FreeAddr()
+	broker, err := benchkit.Start(out, "parts-broker", bin, nil, "broker", "--listen", brokerAddr,
 		"--data-dir", filepath.Join(s.dir, "broker"), "--partitions", strconv.Itoa(partitions))
 	if err != nil {
 		return s, err
 	}
 	s.procs = append(s.procs, broker)
-	if err := waitPort(broker, brokerAddr, 20*time.Second); err != nil {
+	if err := benchkit.WaitPort(broker, brokerAddr, 20*time.Second); err != nil {
 		return s, err
 	}
 
@@ -63,34 +65,34 @@ func startParts(out, bin, config string) (*system, error) {
 		"SECKILL_PAYMENT_PROVIDER_KEY=bench-harness-payment-key-0123456789abcdef",
 		"SECKILL_ORDER_SIGNING_KEYS=bench1:bench-harness-order-signing-key-0123456789",
 	}
-	edge, err := start(out, "parts-edge", bin, append(env, "SECKILL_RECONCILE_JOBS=false"),
+	edge, err := benchkit.Start(out, "parts-edge", bin, append(env, "SECKILL_RECONCILE_JOBS=false"),
 		"edge", "--config", config, "--listen", s.edge, "--admin-listen", s.admin)
 	if err != nil {
 		return s, err
 	}
 	s.p = edge
 	s.procs = append(s.procs, edge)
-	if err := waitPort(edge, s.edge, 60*time.Second); err != nil {
+	if err := benchkit.WaitPort(edge, s.edge, 60*time.Second); err != nil {
 		return s, err
 	}
-	if err := waitPort(edge, s.admin, 10*time.Second); err != nil {
+	if err := benchkit.WaitPort(edge, s.admin, 10*time.Second); err != nil {
 		return s, err
 	}
 	// The ports open first; the edge serves once its servers answer.
-	if err := waitReady(edge, "http://"+s.edge+"/readyz", 60*time.Second); err != nil {
+	if err := benchkit.WaitReady(edge, "http://"+s.edge+"/readyz", 60*time.Second); err != nil {
 		return s, err
 	}
-	consumer, err := start(out, "parts-consumer", bin, append(env, "SECKILL_RECONCILE_JOBS=true"), "consumer", "--config", config)
+	consumer, err := benchkit.Start(out, "parts-consumer", bin, append(env, "SECKILL_RECONCILE_JOBS=true"), "consumer", "--config", config)
 	if err != nil {
 		return s, err
 	}
 	s.procs = append(s.procs, consumer)
 	s.watch = []watched{
-		{role: roleServer, pid: edge.pid()},
-		{role: roleBroker, pid: broker.pid()},
-		{role: roleConsumer, pid: consumer.pid()},
-		{role: roleRedisDef, pid: redisDef.pid(), redis: defAddr},
-		{role: roleRedisHot, pid: redisHot.pid(), redis: hotAddr},
+		{role: roleServer, pid: edge.PID()},
+		{role: roleBroker, pid: broker.PID()},
+		{role: roleConsumer, pid: consumer.PID()},
+		{role: roleRedisDef, pid: redisDef.PID(), redis: defAddr},
+		{role: roleRedisHot, pid: redisHot.PID(), redis: hotAddr},
 	}
 	if err := s.preheat(); err != nil {
 		return s, err
@@ -98,7 +100,7 @@ func startParts(out, bin, config string) (*system, error) {
 	// The sold-out SKU's one ticket becomes an order only through the
 	// consumer: once it has, the consumer is in its group and consuming.
 	if _, err := s.waitDrained(time.Minute); err != nil {
-		return s, fmt.Errorf("the consumer does not turn tickets into orders (see %s): %w", consumer.log, err)
+		return s, fmt.Errorf("the consumer does not turn tickets into orders (see %s): %w", consumer.LogPath, err)
 	}
 	return s, nil
 }
@@ -128,7 +130,7 @@ func configPartitions(path string) (int, error) {
 // runParts is (f): the parts as separate processes under the accept load
 // of (a), measured from the start of the wrk run until every ticket is an
 // order, then checked like the system.
-func (r *report) runParts(out, bin string, o options, std func(string, ...string) load) error {
+func (r *report) runParts(out, bin string, o options, std func(string, ...string) benchkit.Load) error {
 	logf("(f) starting the parts as processes: seckill broker, edge, consumer --config %s", o.config)
 	sys, err := startParts(out, bin, filepath.Join(o.root, o.config))
 	if err != nil {
@@ -139,11 +141,11 @@ func (r *report) runParts(out, bin string, o options, std func(string, ...string
 	key := skuKey{benchActivity, acceptSKU}
 	logf("(f) accept on the parts: wrk -c%d %v on SKU %d", o.conns, o.dur, acceptSKU)
 	m := measure(sys.watch)
-	if r.parts, err = runWrk(out, "f-parts", std(sys.orderURL(), fmt.Sprint(acceptSKU), "5000000000000")); err != nil {
+	if r.parts, err = benchkit.RunWrk(out, "f-parts", std(sys.orderURL(), fmt.Sprint(acceptSKU), "5000000000000")); err != nil {
 		return err
 	}
 	sys.accepted[key] += r.parts.Codes["200"]
-	sys.unseen[key] += r.parts.unanswered()
+	sys.unseen[key] += r.parts.Unanswered()
 	logf("(f) done; waiting for the consumer to drain the backlog")
 	if _, err := sys.waitDrained(5 * time.Minute); err != nil {
 		return fmt.Errorf("(f) parts: %w", err)

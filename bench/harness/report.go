@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"seckill/bench/benchkit"
 )
 
 // report collects one run's numbers and renders the table.
@@ -11,22 +13,22 @@ type report struct {
 	opts    options
 	started time.Time
 
-	bare, bare2, evalsha, sync wrkResult
+	bare, bare2, evalsha, sync benchkit.WrkResult
 	syncRun                    bool
-	accept, reject, seed, poll wrkResult
-	big                        wrkResult
+	accept, reject, seed, poll benchkit.WrkResult
+	big                        benchkit.WrkResult
 	bigRun                     bool
 	seedOrders                 int64
 
 	drain      drain
-	insertRefs []insertRef
+	insertRefs []benchkit.InsertRef
 	check      check
 
 	acceptProf, rejectProf profiled
 
 	// Where the CPU goes: the EVALSHA reference, (a) and (f).
 	refCost, devCost, partsCost cost
-	parts                       wrkResult
+	parts                       benchkit.WrkResult
 	partsRun                    bool
 	partsCheck                  check
 }
@@ -59,13 +61,13 @@ func (r *report) render() string {
 	// mean of both, which evens out a machine that drifts during the run.
 	bareRPS := (r.bare.RPS + r.bare2.RPS) / 2
 	bareP99 := (r.bare.P99 + r.bare2.P99) / 2
-	row := func(name string, conns int, w wrkResult) {
+	row := func(name string, conns int, w benchkit.WrkResult) {
 		vsSync := "-"
 		if r.syncRun {
 			vsSync = ratio(w.RPS, r.sync.RPS)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %s |\n", name, conns, w.RPS, ms(w.P50), ms(w.P99),
-			w.codesString(), ratio(w.RPS, bareRPS), ratio(w.RPS, r.evalsha.RPS), vsSync)
+			w.CodesString(), ratio(w.RPS, bareRPS), ratio(w.RPS, r.evalsha.RPS), vsSync)
 	}
 	row("ref: bare fasthttp", o.conns, r.bare)
 	row("ref: fasthttp + 1 EVALSHA occupy/req", o.conns, r.evalsha)
@@ -88,7 +90,7 @@ func (r *report) render() string {
 	// IGNORE references instead of the HTTP ones.
 	for _, ref := range r.insertRefs {
 		fmt.Fprintf(&b, "| ref: raw %d-row INSERT IGNORE, %s (rows/s) | - | %.0f | - | - | %d rows in %v | - | - | - |\n",
-			ref.Batch, ref.Name, ref.rate(), ref.Rows, ref.Took.Round(time.Millisecond))
+			ref.Batch, ref.Name, ref.Rate(), ref.Rows, ref.Took.Round(time.Millisecond))
 	}
 	// The consumer kept up with (a) when its backlog at the end was small;
 	// its capacity then shows as orders per consumer CPU-second in (a)'s
@@ -97,7 +99,7 @@ func (r *report) render() string {
 	if c := p.consumerRowsPerCPUSecond(); c > 0 {
 		vs := make([]string, 0, len(r.insertRefs))
 		for _, ref := range r.insertRefs {
-			vs = append(vs, ratio(c, ref.rate())+" of "+ref.Name)
+			vs = append(vs, ratio(c, ref.Rate())+" of "+ref.Name)
 		}
 		fmt.Fprintf(&b, "| consumer, Kafka → SQLite: orders per consumer CPU-second in (a) | - | %.0f | - | - | %d orders on %.2f CPU-s in %v; %s | - | - | - |\n",
 			c, p.orders, p.consumerCPU, o.profile, strings.Join(vs, ", "))
@@ -122,8 +124,8 @@ func (r *report) render() string {
 	target(r.accept.P99 <= 3*bareP99, "p99(accept) ≤ 3× p99(bare) at -c%d — %s vs %s (%s)", o.conns, ms(r.accept.P99), ms(bareP99),
 		ratio(float64(r.accept.P99), float64(bareP99)))
 	if r.bigRun {
-		bad := r.big.Codes["503"] + r.big.Codes["other"] + r.big.sockErrors()
-		target(bad == 0, "-c%d: no answers but 200/409/410/429 and no socket errors — %s; p99 %s", o.bigConns, r.big.codesString(), ms(r.big.P99))
+		bad := r.big.Codes["503"] + r.big.Codes["other"] + r.big.SockErrors()
+		target(bad == 0, "-c%d: no answers but 200/409/410/429 and no socket errors — %s; p99 %s", o.bigConns, r.big.CodesString(), ms(r.big.P99))
 	}
 	ref := r.refCost
 	refRedis := ref.perBuyer(roleRedisDef, roleRedisHot)

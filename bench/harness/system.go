@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,12 +12,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	_ "modernc.org/sqlite"
 
 	"seckill/admin"
+	"seckill/bench/benchkit"
 	"seckill/internal/sale"
 )
 
@@ -28,8 +27,8 @@ const adminToken = "bench-harness-token-0123456789abcdef"
 // and loopback listeners: `seckill dev --config configs/bench.yaml`
 // (startSystem), or the parts as separate processes (startParts).
 type system struct {
-	p                  *proc   // the process serving the edge
-	procs              []*proc // every process of the system, stopped newest first
+	p                  *benchkit.Proc   // the process serving the edge
+	procs              []*benchkit.Proc // every process of the system, stopped newest first
 	watch              []watched
 	activities         []int64 // the activities it sells
 	dir                string  // holds seckill.db, the orders database
@@ -54,22 +53,22 @@ const (
 
 func newSystem(bin, dir string, activities ...int64) *system {
 	_ = os.RemoveAll(dir)
-	return &system{dir: dir, edge: freeAddr(), admin: freeAddr(), bin: bin, activities: activities,
+	return &system{dir: dir, edge: benchkit.FreeAddr(), admin: benchkit.FreeAddr(), bin: bin, activities: activities,
 		http: &http.Client{Timeout: 30 * time.Second}, accepted: map[skuKey]int64{}, unseen: map[skuKey]int64{}}
 }
 
 // startSystem runs `seckill dev` (the demo activity and the bench activity).
 func startSystem(out, bin, config string) (*system, error) {
 	s := newSystem(bin, filepath.Join(out, "seckill-data"), demoActivity, benchActivity)
-	s.pprof = freeAddr()
-	p, err := start(out, "seckill", bin, []string{"SECKILL_ADMIN_TOKEN=" + adminToken},
+	s.pprof = benchkit.FreeAddr()
+	p, err := benchkit.Start(out, "seckill", bin, []string{"SECKILL_ADMIN_TOKEN=" + adminToken},
 		"dev", "--config", config, "--data-dir", s.dir, "--listen", s.edge, "--admin-listen", s.admin, "--pprof", s.pprof)
 	if err != nil {
 		return nil, err
 	}
 	s.p = p
-	s.procs = []*proc{p}
-	if err := waitReady(p, "http://"+s.edge+"/readyz", 60*time.Second); err != nil {
+	s.procs = []*benchkit.Proc{p}
+	if err := benchkit.WaitReady(p, "http://"+s.edge+"/readyz", 60*time.Second); err != nil {
 		return s, err
 	}
 	if s.watch, err = devWatch(p); err != nil {
@@ -81,7 +80,7 @@ func startSystem(out, bin, config string) (*system, error) {
 // stop stops the system's processes, newest first.
 func (s *system) stop() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
-		s.procs[i].stop(40 * time.Second)
+		s.procs[i].StopWithin(40 * time.Second)
 	}
 }
 
@@ -92,15 +91,15 @@ var reDevRedis = regexp.MustCompile(`redis\s+(\S+) \(default\), (\S+) \(hot shar
 // (edge, engine, broker and consumer in one) and its two redis-server
 // children, found by the addresses its banner prints (INFO server names
 // each one's process id).
-func devWatch(p *proc) ([]watched, error) {
+func devWatch(p *benchkit.Proc) ([]watched, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, _ := os.ReadFile(p.log)
+		b, _ := os.ReadFile(p.LogPath)
 		if m := reDevRedis.FindSubmatch(b); m != nil {
-			ws := []watched{{role: roleServer, pid: p.pid()}}
+			ws := []watched{{role: roleServer, pid: p.PID()}}
 			for i, role := range []string{roleRedisDef, roleRedisHot} {
 				addr := string(m[i+1])
-				pid, err := redisPID(addr)
+				pid, err := benchkit.RedisPID(addr)
 				if err != nil {
 					return nil, fmt.Errorf("seckill dev's %s: %w", role, err)
 				}
@@ -109,7 +108,7 @@ func devWatch(p *proc) ([]watched, error) {
 			return ws, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("seckill dev printed no redis addresses (see %s)", p.log)
+			return nil, fmt.Errorf("seckill dev printed no redis addresses (see %s)", p.LogPath)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -148,19 +147,7 @@ func (s *system) orderURL() string { return "http://" + s.edge + "/api/v1/flash-
 
 // buy sends one purchase as user and returns the status and requestNo.
 func (s *system) buy(sku, user int64) (int, string, error) {
-	req, _ := http.NewRequest("POST", s.orderURL(), strings.NewReader(`{"skuId":`+strconv.FormatInt(sku, 10)+`,"quantity":1}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-User-Id", strconv.FormatInt(user, 10))
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	var body struct {
-		RequestNo string `json:"requestNo"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	return resp.StatusCode, body.RequestNo, nil
+	return benchkit.Buy(s.http, s.orderURL(), sku, user)
 }
 
 // tickets buys n units of the accept SKU for users base+1..base+n and
@@ -183,30 +170,7 @@ func (s *system) tickets(path string, n int, base int64) error {
 }
 
 func (s *system) adminCall(method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+s.admin+path, body)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return benchkit.Admin{Addr: s.admin, Token: adminToken, HTTP: s.http}.Call(method, path, in, out)
 }
 
 func (s *system) stock(activity int64) (admin.StockReport, error) {

@@ -20,9 +20,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,6 +42,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"seckill/admin"
+	"seckill/bench/benchkit"
 	"seckill/internal/devserver"
 	"seckill/internal/sale"
 	"seckill/store"
@@ -477,30 +476,7 @@ func (d *dev) waits() string {
 }
 
 func (d *dev) call(method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+d.admin+path, body)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := d.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return benchkit.Admin{Addr: d.admin, Token: adminToken, HTTP: d.http}.Call(method, path, in, out)
 }
 
 // remaining is the SKU's stock in Redis (the hot shard).

@@ -2,10 +2,13 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -396,3 +399,264 @@ func TestComposePublishesOnlyTheEdgeToTheWorld(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeConfigValidates runs Debian's docker-compose (no engine
+// needed) over the file: the syntax, the anchors and merges, the
+// depends_on conditions and the variable interpolation are compose's own
+// verdict, not this package's reading of them.
+func TestComposeConfigValidates(t *testing.T) {
+	bin, err := exec.LookPath("docker-compose")
+	if err != nil {
+		t.Fatalf("docker-compose is required to validate docker-compose.yml (scripts/deps.sh --test installs Debian's; make test runs it): %v", err)
+	}
+	cmd := exec.Command(bin, "-f", "../../../docker-compose.yml", "config")
+	cmd.Env = append(os.Environ(), "SECKILL_ADMIN_TOKEN=compose-config-test-placeholder")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("docker-compose config: %v\n%s", err, stderr.String())
+	}
+	// Compose's own reading of the anchors and merges gives each broker its
+	// own node id and advertised listener over the shared settings, as
+	// this package's reading does (TestComposeProductionShape).
+	var resolved composeFile
+	if err := yaml.Unmarshal(out, &resolved); err != nil {
+		t.Fatalf("docker-compose config output: %v", err)
+	}
+	brokers := kafkaBrokers(resolved)
+	adv := map[string]bool{}
+	for name, env := range brokers {
+		adv[env["KAFKA_ADVERTISED_LISTENERS"]] = true
+		if env["KAFKA_MIN_INSYNC_REPLICAS"] != "2" || env["KAFKA_DEFAULT_REPLICATION_FACTOR"] != "3" {
+			t.Errorf("compose resolves %s with min ISR %q, RF %q", name, env["KAFKA_MIN_INSYNC_REPLICAS"], env["KAFKA_DEFAULT_REPLICATION_FACTOR"])
+		}
+	}
+	if len(brokers) != 3 || len(adv) != 3 {
+		t.Errorf("compose resolves %d brokers advertising %d distinct listeners, want 3 and 3", len(brokers), len(adv))
+	}
+	// The same without the admin token fails: compose itself refuses to
+	// start the stack without it (the ${VAR:?} in the edge's environment).
+	cmd = exec.Command(bin, "-f", "../../../docker-compose.yml", "config", "-q")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SECKILL_ADMIN_TOKEN=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "SECKILL_ADMIN_TOKEN") {
+		t.Errorf("docker-compose config without SECKILL_ADMIN_TOKEN: err %v, output %q; want a refusal naming it", err, out)
+	}
+}
+
+// TestComposeProductionShape checks the facts of issue #14 item 5: three
+// Kafka brokers in KRaft mode, each advertising itself; the orders and
+// dead-letter topics with replication factor 3 and min.insync.replicas 2
+// (broker defaults and the topics' own creation alike); seckill's broker
+// lists naming all three; each Redis prod.yaml names followed by a replica.
+func TestComposeProductionShape(t *testing.T) {
+	f := loadCompose(t)
+	c := loadProd(t)
+
+	brokers := kafkaBrokers(f)
+	t.Run("three kafka brokers in KRaft mode, each a controller voter", func(t *testing.T) {
+		if len(brokers) != 3 {
+			t.Fatalf("services with KAFKA_PROCESS_ROLES including broker: %v, want 3", keysOf(brokers))
+		}
+		ids := map[string]string{}
+		for name, env := range brokers {
+			id := env["KAFKA_NODE_ID"]
+			if other, dup := ids[id]; dup || id == "" {
+				t.Errorf("%s: KAFKA_NODE_ID %q (also %s)", name, id, other)
+			}
+			ids[id] = name
+			if !strings.Contains(env["KAFKA_PROCESS_ROLES"], "controller") {
+				t.Errorf("%s: KAFKA_PROCESS_ROLES %q: combined mode wants broker,controller", name, env["KAFKA_PROCESS_ROLES"])
+			}
+			if env["CLUSTER_ID"] == "" {
+				t.Errorf("%s: no CLUSTER_ID: the three would format three clusters", name)
+			}
+		}
+		for name, env := range brokers {
+			voters := map[string]string{}
+			for _, v := range strings.Split(env["KAFKA_CONTROLLER_QUORUM_VOTERS"], ",") {
+				id, addr, _ := strings.Cut(strings.TrimSpace(v), "@")
+				voters[id] = addr
+			}
+			for id, svc := range ids {
+				host, _, _ := net.SplitHostPort(voters[id])
+				if host != svc {
+					t.Errorf("%s: KAFKA_CONTROLLER_QUORUM_VOTERS %q: node %s should be %s's controller listener", name, env["KAFKA_CONTROLLER_QUORUM_VOTERS"], id, svc)
+				}
+			}
+			if cid := brokers[keysOf(brokers)[0]]["CLUSTER_ID"]; env["CLUSTER_ID"] != cid {
+				t.Errorf("%s: CLUSTER_ID %q, another broker has %q", name, env["CLUSTER_ID"], cid)
+			}
+		}
+	})
+
+	t.Run("each broker advertises its own service name", func(t *testing.T) {
+		seen := map[string]string{}
+		for name, env := range brokers {
+			adv := env["KAFKA_ADVERTISED_LISTENERS"]
+			if other, dup := seen[adv]; dup {
+				t.Errorf("%s and %s both advertise %q: clients would reach one broker for the other's partitions", name, other, adv)
+			}
+			seen[adv] = name
+			_, hostPort, _ := strings.Cut(adv, "://")
+			if host, _, _ := net.SplitHostPort(hostPort); host != name {
+				t.Errorf("%s advertises %q, not its own service name", name, adv)
+			}
+		}
+	})
+
+	t.Run("broker defaults: replication factor 3, min.insync.replicas 2", func(t *testing.T) {
+		for name, env := range brokers {
+			for k, want := range map[string]string{
+				"KAFKA_DEFAULT_REPLICATION_FACTOR":               "3",
+				"KAFKA_MIN_INSYNC_REPLICAS":                      "2",
+				"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR":         "3",
+				"KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "3",
+				"KAFKA_TRANSACTION_STATE_LOG_MIN_ISR":            "2",
+			} {
+				if env[k] != want {
+					t.Errorf("%s: %s = %q, want %s", name, k, env[k], want)
+				}
+			}
+		}
+	})
+
+	t.Run("the orders and dead-letter topics are created with RF 3 and min ISR 2", func(t *testing.T) {
+		for _, topic := range []string{c.Engine.Kafka.Topic, c.Consumer.DLQTopic} {
+			line := topicCreate(f, topic)
+			if line == "" {
+				t.Errorf("no kafka-topics --create --topic %s line in any service", topic)
+				continue
+			}
+			args := strings.Fields(line)
+			if v := flagValue(args, "--replication-factor"); v != "3" {
+				t.Errorf("topic %s: --replication-factor %q, want 3", topic, v)
+			}
+			if v := flagValue(args, "--config"); v != "min.insync.replicas=2" {
+				t.Errorf("topic %s: --config %q, want min.insync.replicas=2", topic, v)
+			}
+		}
+	})
+
+	t.Run("seckill's broker lists name all three brokers", func(t *testing.T) {
+		for key, list := range map[string][]string{"engine.kafka.brokers": c.Engine.Kafka.Brokers, "consumer.brokers": c.Consumer.Brokers} {
+			named := map[string]bool{}
+			for _, a := range list {
+				host, _, _ := net.SplitHostPort(a)
+				named[host] = true
+			}
+			for b := range brokers {
+				if !named[b] {
+					t.Errorf("prod.yaml %s %v does not name broker %s", key, list, b)
+				}
+			}
+		}
+	})
+
+	t.Run("each redis prod.yaml names is a primary followed by a replica", func(t *testing.T) {
+		primaries := append(append([]string{}, c.Redis.Default.Addrs...), c.Redis.Hot.Addrs...)
+		if len(primaries) == 0 {
+			t.Fatal("prod.yaml names no redis")
+		}
+		for _, a := range primaries {
+			host, port, _ := net.SplitHostPort(a)
+			var followers []string
+			for name, s := range f.Services {
+				args := command(s)
+				for i := 0; i+2 < len(args); i++ {
+					if args[i] == "--replicaof" && args[i+1] == host && args[i+2] == port {
+						followers = append(followers, name)
+					}
+				}
+			}
+			if len(followers) == 0 {
+				t.Errorf("redis %s: no service runs redis-server --replicaof %s %s", a, host, port)
+			}
+			for _, r := range followers {
+				if slicesContainsHost(primaries, r) {
+					t.Errorf("seckill talks to %s, a replica: scripts that take stock must run on the primary", r)
+				}
+				if !strings.Contains(strings.Join(command(f.Services[r]), " "), "--appendonly yes") {
+					t.Errorf("replica %s keeps no append-only file: promoted, it would restart empty", r)
+				}
+			}
+			primary := strings.Join(command(f.Services[host]), " ")
+			if strings.Contains(primary, "--replicaof") {
+				t.Errorf("redis %s, which seckill writes to, is itself a replica", a)
+			}
+			// docs/operations-ledger.md: with replicas, refuse the writes a
+			// failover would lose.
+			if !strings.Contains(primary, "--min-replicas-to-write 1") || !strings.Contains(primary, "--min-replicas-max-lag") {
+				t.Errorf("primary %s: command %q lacks --min-replicas-to-write 1 and --min-replicas-max-lag", host, primary)
+			}
+			for _, r := range followers {
+				if strings.Contains(strings.Join(command(f.Services[r]), " "), "--min-replicas-to-write") {
+					t.Errorf("replica %s sets min-replicas-to-write: promoted without a replica of its own it would refuse every write", r)
+				}
+			}
+		}
+	})
+}
+
+// kafkaBrokers maps each service whose KAFKA_PROCESS_ROLES includes broker
+// to its environment (nil values, "passed through", as "").
+func kafkaBrokers(f composeFile) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for name, s := range f.Services {
+		env := map[string]string{}
+		for k, v := range environment(s) {
+			if v != nil {
+				env[k] = *v
+			} else {
+				env[k] = ""
+			}
+		}
+		if slices.Contains(strings.Split(env["KAFKA_PROCESS_ROLES"], ","), "broker") {
+			out[name] = env
+		}
+	}
+	return out
+}
+
+// topicCreate is the command line (one line of a service's command) that
+// runs kafka-topics --create for topic, or "".
+func topicCreate(f composeFile, topic string) string {
+	for _, s := range f.Services {
+		for _, line := range strings.Split(strings.Join(command(s), "\n"), "\n") {
+			args := strings.Fields(line)
+			if strings.Contains(line, "kafka-topics") && slices.Contains(args, "--create") && flagValue(args, "--topic") == topic {
+				return line
+			}
+		}
+	}
+	return ""
+}
+
+// flagValue is the argument after name ("--flag value") or after
+// "name=" ("--flag=value").
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return strings.Trim(args[i+1], `"'`)
+		}
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return strings.Trim(v, `"'`)
+		}
+	}
+	return ""
+}
+
+func slicesContainsHost(addrs []string, host string) bool {
+	for _, a := range addrs {
+		if h, _, _ := net.SplitHostPort(a); h == host {
+			return true
+		}
+	}
+	return false
+}
+
+func keysOf[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

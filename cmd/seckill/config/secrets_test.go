@@ -59,7 +59,7 @@ func TestCheckSecretsRefusesPublicShortAndRepeatedSecrets(t *testing.T) {
 }
 
 // TestEverySecretTheRepositoryShipsIsRefused: the admin tokens and signing
-// secrets written in configs/*.yaml, docker-compose.yml and the docs are
+// secrets written in configs/*.yaml, docker-compose.yml, deploy/k8s and the docs are
 // all in ShippedSecrets, so none of them can run a production process.
 func TestEverySecretTheRepositoryShipsIsRefused(t *testing.T) {
 	for _, path := range []string{devYAML, benchYAML} {
@@ -76,7 +76,7 @@ func TestEverySecretTheRepositoryShipsIsRefused(t *testing.T) {
 	// Examples in the prose: SECKILL_ADMIN_TOKEN=<value>, "Bearer <value>".
 	example := regexp.MustCompile(`(?:SECKILL_ADMIN_TOKEN=|SECKILL_[A-Z_]*(?:SECRET|KEY|KEYS)=|Bearer )([A-Za-z0-9_\-:]+)`)
 	for _, path := range []string{"../../../README.md", "../../../docs/operations-edge.md", "../../../docs/security.md",
-		"../../../bench/README.md", "../../../docker-compose.yml"} {
+		"../../../bench/README.md", "../../../docker-compose.yml", "../../../deploy/k8s/README.md", "../../../docs/SCALING.md"} {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

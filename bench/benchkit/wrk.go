@@ -1,4 +1,4 @@
-package main
+package benchkit
 
 import (
 	"fmt"
@@ -11,18 +11,18 @@ import (
 	"time"
 )
 
-// load is one wrk run.
-type load struct {
-	threads, conns int
-	dur            time.Duration
-	timeout        time.Duration
-	script         string
-	url            string
-	args           []string
+// Load is one wrk run.
+type Load struct {
+	Threads, Conns int
+	Dur            time.Duration
+	Timeout        time.Duration
+	Script         string
+	URL            string
+	Args           []string
 }
 
-// wrkResult is what the harness reads from wrk's report.
-type wrkResult struct {
+// WrkResult is what a bench tool reads from wrk's report.
+type WrkResult struct {
 	Requests int64
 	RPS      float64
 	P50, P99 time.Duration
@@ -31,7 +31,7 @@ type wrkResult struct {
 	Raw      string
 }
 
-func (r wrkResult) sockErrors() int64 {
+func (r WrkResult) SockErrors() int64 {
 	return r.SockErrs[0] + r.SockErrs[1] + r.SockErrs[2] + r.SockErrs[3]
 }
 
@@ -44,25 +44,26 @@ var (
 	unitDurs = map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second, "m": time.Minute}
 )
 
-// runWrk runs wrk and parses its report; the raw report is kept in
+// RunWrk runs wrk and parses its report; the raw report is kept in
 // dir/name.wrk.txt.
-func runWrk(dir, name string, l load) (wrkResult, error) {
-	args := []string{"-t" + strconv.Itoa(l.threads), "-c" + strconv.Itoa(l.conns),
-		"-d" + l.dur.String(), "--latency", "--timeout", l.timeout.String(), "-s", l.script, l.url}
-	if len(l.args) > 0 {
-		args = append(append(args, "--"), l.args...)
+func RunWrk(dir, name string, l Load) (WrkResult, error) {
+	args := []string{"-t" + strconv.Itoa(l.Threads), "-c" + strconv.Itoa(l.Conns),
+		"-d" + l.Dur.String(), "--latency", "--timeout", l.Timeout.String(), "-s", l.Script, l.URL}
+	if len(l.Args) > 0 {
+		args = append(append(args, "--"), l.Args...)
 	}
 	out, err := exec.Command("wrk", args...).CombinedOutput()
 	raw := "wrk " + strings.Join(args, " ") + "\n" + string(out)
 	_ = os.WriteFile(filepath.Join(dir, name+".wrk.txt"), []byte(raw), 0o644)
 	if err != nil {
-		return wrkResult{Raw: raw}, fmt.Errorf("wrk %s: %v\n%s", name, err, out)
+		return WrkResult{Raw: raw}, fmt.Errorf("wrk %s: %v\n%s", name, err, out)
 	}
-	return parseWrk(raw)
+	return ParseWrk(raw)
 }
 
-func parseWrk(raw string) (wrkResult, error) {
-	r := wrkResult{Raw: raw, Codes: map[string]int64{}}
+// ParseWrk reads wrk's report (and the script's "codes" line).
+func ParseWrk(raw string) (WrkResult, error) {
+	r := WrkResult{Raw: raw, Codes: map[string]int64{}}
 	m := reRPS.FindStringSubmatch(raw)
 	if m == nil {
 		return r, fmt.Errorf("no Requests/sec in wrk output:\n%s", raw)
@@ -94,24 +95,24 @@ func parseWrk(raw string) (wrkResult, error) {
 	return r, nil
 }
 
-// codesString is the non-zero codes, e.g. "200=1234 410=5".
-func (r wrkResult) codesString() string {
+// CodesString is the non-zero codes, e.g. "200=1234 410=5".
+func (r WrkResult) CodesString() string {
 	var parts []string
 	for _, k := range []string{"200", "403", "404", "409", "410", "429", "503", "other"} {
 		if v := r.Codes[k]; v > 0 {
 			parts = append(parts, k+"="+strconv.FormatInt(v, 10))
 		}
 	}
-	if e := r.sockErrors(); e > 0 {
+	if e := r.SockErrors(); e > 0 {
 		parts = append(parts, fmt.Sprintf("sockerr=%d/%d/%d/%d", r.SockErrs[0], r.SockErrs[1], r.SockErrs[2], r.SockErrs[3]))
 	}
 	return strings.Join(parts, " ")
 }
 
-// unanswered is how many requests accept.lua built whose answer wrk did not
+// Unanswered is how many requests accept.lua built whose answer wrk did not
 // count (in flight when the run ended, or lost to a socket error): the
 // server may have served them, so each may have become an order.
-func (r wrkResult) unanswered() int64 {
+func (r WrkResult) Unanswered() int64 {
 	sent, ok := r.Codes["sent"]
 	if !ok {
 		return 0

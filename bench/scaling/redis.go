@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"seckill/bench/benchkit"
+	"seckill/internal/catalog"
+	"seckill/internal/sale"
+	"seckill/internal/shard"
+	"seckill/stock"
+)
+
+// measureRedis is the stock shard's ceiling with group commit: workers
+// callers (as many engines) loop occupy batches of o.batch distinct buyers
+// on one SKU of one redis-server (with seckill dev's persistence); the
+// ceiling is one core over the redis-server's CPU per buyer, since Redis
+// runs scripts on one thread.
+func measureRedis(o options) ([]figure, error) {
+	p, addr, err := benchkit.StartRedis(o.out, "redis-shard", filepath.Join(o.out, "redis-shard"))
+	if err != nil {
+		return nil, err
+	}
+	defer p.StopWithin(10 * time.Second)
+	cfg := shard.DefaultConfig()
+	cfg.Default.Addrs = []string{addr}
+	shards, err := shard.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer shards.Close()
+	cat := catalog.New(shards.Default)
+	st := stock.New(shards, cat)
+	ctx := context.Background()
+	now := time.Now()
+	act := sale.Activity{ID: 9, Start: now.Add(-time.Minute), End: now.Add(3 * time.Hour), State: sale.StateOnline,
+		SKUs: []sale.SKU{{ID: 9001, Stock: 1 << 40, Price: 9900, LimitPerUser: 1}}}
+	if err := st.Preheat(ctx, act); err != nil {
+		return nil, err
+	}
+	a, k, ok := cat.Lookup(act.ID, act.SKUs[0].ID)
+	if !ok {
+		return nil, fmt.Errorf("the catalog does not hold activity %d after preheat", act.ID)
+	}
+	logf("redis: %d callers, %d buyers a script call, %v", o.workers, o.batch, o.dur)
+	w, err := startCPU(p.PID())
+	if err != nil {
+		return nil, err
+	}
+	var buyers atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(o.dur)
+	for g := range o.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bs := make([]stock.Buyer, o.batch)
+			out := make([]stock.OccupyResult, 0, o.batch)
+			user := int64(g+1) * 1e12
+			for time.Now().Before(deadline) {
+				for i := range bs {
+					user++
+					bs[i] = stock.Buyer{UserID: user, RequestNo: strconv.FormatInt(user, 10), Quantity: 1}
+				}
+				var err error
+				out, err = st.OccupyBatch(ctx, a, k, bs, out[:0])
+				if err == nil && out[len(out)-1].Code != stock.CodeOK {
+					err = fmt.Errorf("occupy answered %v, want OK (the SKU's stock outlasts any run)", out[len(out)-1].Code)
+				}
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				buyers.Add(int64(len(bs)))
+			}
+		}()
+	}
+	wg.Wait()
+	cpu, wall, err := w.stop()
+	if err != nil {
+		return nil, err
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	n := buyers.Load()
+	logf("redis: %d buyers in %v, redis-server CPU %v", n, wall.Round(time.Millisecond), cpu)
+	return []figure{{part: "redis shard", what: fmt.Sprintf("buyers/s (group commit, %d a call)", o.batch),
+		ceiling: perCore(n, cpu), seen: float64(n) / wall.Seconds(),
+		note: fmt.Sprintf("redis-server CPU %.2f µs a buyer; %d callers", float64(cpu.Microseconds())/float64(max(n, 1)), o.workers),
+		cmd:  fmt.Sprintf("go run ./bench/scaling -only redis -d %v -batch %d -workers %d (stock.OccupyBatch loops against one redis-server, its CPU from /proc)", o.dur, o.batch, o.workers)}}, nil
+}
