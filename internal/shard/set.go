@@ -148,20 +148,6 @@ func sameAddrs(a, b []string) bool {
 	return true
 }
 
-// For is the client of hot shard 0 (hot) or default: the routing before
-// several hot shards, kept until every caller places SKUs with Place.
-func (s *Set) For(hot bool) rueidis.Client {
-	if hot {
-		if len(s.hot) > 0 {
-			return s.hot[0]
-		}
-	}
-	return s.Default
-}
-
-// HotApart reports whether hot shard 0 is a deployment of its own.
-func (s *Set) HotApart() bool { return s.Apart(0) }
-
 // Wrap replaces every client c by f(idx, c), idx as Place answers it (-1
 // for default). A test seam (round-trip counters); call it before use.
 func (s *Set) Wrap(f func(idx int, c rueidis.Client) rueidis.Client) {
