@@ -153,7 +153,7 @@ func TestWatchConsole(t *testing.T) {
 		}
 		sold := map[int64]string{1001: "1.0", 1002: "0.5"} // units per second: 2 and 1 in 2 s
 		for _, s := range rep.SKUs {
-			want := []string{strconv.FormatInt(s.SKUID, 10), yesNo(s.Hot), n(s.Initial), n(s.Remaining), n(s.Occupied),
+			want := []string{strconv.FormatInt(s.SKUID, 10), yesNo(s.Hot), s.Shard, n(s.Initial), n(s.Remaining), n(s.Occupied),
 				n(s.Ordered), n(s.Drift), sold[s.SKUID], yesNo(s.SoldOut), "off"}
 			if row := rowOf(got, want[0]); strings.Join(row, " ") != strings.Join(want, " ") {
 				t.Errorf("SKU %d: row %q, want %q (the admin API: %+v)", s.SKUID, row, want, s)
@@ -166,7 +166,7 @@ func TestWatchConsole(t *testing.T) {
 		// The first frame has no sample before it: no rates.
 		out.Reset()
 		frame(nil, first).table(&out, time.Second)
-		if !strings.Contains(out.String(), "accepted/s -  rejected/s -") || rowOf(out.String(), "1001")[7] != "-" {
+		if !strings.Contains(out.String(), "accepted/s -  rejected/s -") || rowOf(out.String(), "1001")[8] != "-" {
 			t.Errorf("first frame shows rates:\n%s", out.String())
 		}
 	})
@@ -183,10 +183,10 @@ func TestWatchConsole(t *testing.T) {
 		if !strings.HasPrefix(got, "activity 1  OFFLINE  ") {
 			t.Errorf("state not shown:\n%s", got)
 		}
-		if r := rowOf(got, "1002"); len(r) != 10 || r[8] != "yes" || r[9] != "on" {
+		if r := rowOf(got, "1002"); len(r) != 11 || r[2] != "hot0" || r[9] != "yes" || r[10] != "on" {
 			t.Errorf("1002's mark not shown: %q\n%s", r, got)
 		}
-		if r := rowOf(got, "1001"); len(r) != 10 || r[8] != "no" || r[9] != "off" {
+		if r := rowOf(got, "1001"); len(r) != 11 || r[2] != "default" || r[9] != "no" || r[10] != "off" {
 			t.Errorf("1001: %q\n%s", r, got)
 		}
 		cli("soldout", "1002", "false")

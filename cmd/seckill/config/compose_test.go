@@ -113,7 +113,8 @@ func TestComposeRunsWhatProdYAMLNames(t *testing.T) {
 					}
 					addrs = []string{d.Addr}
 				case strings.HasSuffix(k, "_ADDRS") || strings.HasSuffix(k, "_BROKERS"):
-					for _, a := range strings.Split(*v, ",") {
+					// ';' separates hot shards (SECKILL_REDIS_HOT_ADDRS).
+					for _, a := range strings.FieldsFunc(*v, func(r rune) bool { return r == ',' || r == ';' }) {
 						addrs = append(addrs, strings.TrimSpace(a))
 					}
 				}
