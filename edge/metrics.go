@@ -56,6 +56,8 @@ type metrics struct {
 	seconds     [nRoutes]prometheus.Observer
 	propagation prometheus.Histogram
 	blockIPs    prometheus.Gauge
+	liveEdges   prometheus.Gauge   // fleet.go
+	heartbeats  prometheus.Counter // failed heartbeats (fleet.go)
 	blockUsers  prometheus.Gauge
 
 	// The risk check (risk.go): every series exists with risk off too.
@@ -124,8 +126,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "seckill_edge_sku_purchases_total",
 		Help: "Answers to purchases of a SKU the catalog sells, by activity, SKU and outcome: accepted (200 QUEUING) or rejected (any other answer). One pair of series per (activity, SKU) of the catalog; a SKU's series go when it leaves the catalog.",
 	}, []string{"activity", "sku", "outcome"})
+	m.liveEdges = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_edge_live_edges",
+		Help: "Live edges this edge counted at its last successful heartbeat; the admission gate is split among them (edge.rate.gate_edges 0).",
+	})
+	m.heartbeats = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_edge_heartbeat_errors_total",
+		Help: "Heartbeats to the live edge set that failed; the edge kept its last live edge count.",
+	})
 	for _, c := range []prometheus.Collector{m.requestsVec, rejections, engineCalls, seconds, m.propagation, blocklist,
-		riskVerdicts, riskFailures, riskDegraded, riskSeconds, m.skuPurchases} {
+		riskVerdicts, riskFailures, riskDegraded, riskSeconds, m.skuPurchases, m.liveEdges, m.heartbeats} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge metrics: %w", err)
 		}

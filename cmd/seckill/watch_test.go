@@ -158,7 +158,7 @@ func TestWatchConsole(t *testing.T) {
 		accepted := map[int64]string{1001: "1.0", 1002: "0.5"}
 		rejected := map[int64]string{1001: "0.5", 1002: "0.0"}
 		for _, s := range rep.SKUs {
-			want := []string{strconv.FormatInt(s.SKUID, 10), yesNo(s.Hot), n(s.Initial), n(s.Remaining), n(s.Occupied),
+			want := []string{strconv.FormatInt(s.SKUID, 10), yesNo(s.Hot), s.Shard, n(s.Initial), n(s.Remaining), n(s.Occupied),
 				n(s.Ordered), n(s.Drift), sold[s.SKUID], accepted[s.SKUID], rejected[s.SKUID], yesNo(s.SoldOut), "off"}
 			if row := rowOf(got, want[0]); strings.Join(row, " ") != strings.Join(want, " ") {
 				t.Errorf("SKU %d: row %q, want %q (the admin API: %+v)", s.SKUID, row, want, s)
@@ -171,7 +171,7 @@ func TestWatchConsole(t *testing.T) {
 		// The first frame has no sample before it: no rates.
 		out.Reset()
 		frame(nil, first).table(&out, time.Second)
-		if r := rowOf(out.String(), "1001"); !strings.Contains(out.String(), "accepted/s -  rejected/s -") || r[7] != "-" || r[8] != "-" || r[9] != "-" {
+		if r := rowOf(out.String(), "1001"); !strings.Contains(out.String(), "accepted/s -  rejected/s -") || r[8] != "-" || r[9] != "-" || r[10] != "-" {
 			t.Errorf("first frame shows rates:\n%s", out.String())
 		}
 	})
@@ -188,10 +188,10 @@ func TestWatchConsole(t *testing.T) {
 		if !strings.HasPrefix(got, "activity 1  OFFLINE  ") {
 			t.Errorf("state not shown:\n%s", got)
 		}
-		if r := rowOf(got, "1002"); len(r) != 12 || r[10] != "yes" || r[11] != "on" {
+		if r := rowOf(got, "1002"); len(r) != 13 || r[2] != "hot0" || r[11] != "yes" || r[12] != "on" {
 			t.Errorf("1002's mark not shown: %q\n%s", r, got)
 		}
-		if r := rowOf(got, "1001"); len(r) != 12 || r[10] != "no" || r[11] != "off" {
+		if r := rowOf(got, "1001"); len(r) != 13 || r[2] != "default" || r[11] != "no" || r[12] != "off" {
 			t.Errorf("1001: %q\n%s", r, got)
 		}
 		cli("soldout", "1002", "false")

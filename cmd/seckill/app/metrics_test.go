@@ -76,7 +76,7 @@ func TestEveryDocumentedSignalIsOnMetricsFromTheStart(t *testing.T) {
 		`seckill_reconcile_drift{activity="1",kind="ledger",sku="1001"} 0`,
 		// The cluster's three dependencies answered the sample's pings.
 		`seckill_dependency_up{dep="redis.default"} 1`,
-		`seckill_dependency_up{dep="redis.hot"} 1`,
+		`seckill_dependency_up{dep="redis.hot0"} 1`,
 		`seckill_dependency_up{dep="store"} 1`,
 	} {
 		if !strings.Contains(body, series) {

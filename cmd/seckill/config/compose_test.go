@@ -76,7 +76,6 @@ func TestComposeRunsWhatProdYAMLNames(t *testing.T) {
 	}
 	named := map[string][]string{
 		"redis.default.addrs":  c.Redis.Default.Addrs,
-		"redis.hot.addrs":      c.Redis.Hot.Addrs,
 		"engine.kafka.brokers": c.Engine.Kafka.Brokers,
 		"consumer.brokers":     c.Consumer.Brokers,
 		"store.dsn":            {dsn.Addr},
@@ -84,7 +83,10 @@ func TestComposeRunsWhatProdYAMLNames(t *testing.T) {
 	if c.Store.Driver != "mysql" {
 		t.Errorf("prod.yaml store.driver = %q, want mysql", c.Store.Driver)
 	}
-	if len(c.Redis.Hot.Addrs) == 0 {
+	for i, h := range c.Redis.Hot.Shards() {
+		named[fmt.Sprintf("redis.hot[%d].addrs", i)] = h.Addrs
+	}
+	if len(c.Redis.Hot.Shards()) == 0 {
 		t.Error("prod.yaml redis.hot.addrs is empty: production runs a separate hot-SKU shard")
 	}
 
@@ -114,7 +116,8 @@ func TestComposeRunsWhatProdYAMLNames(t *testing.T) {
 					}
 					addrs = []string{d.Addr}
 				case strings.HasSuffix(k, "_ADDRS") || strings.HasSuffix(k, "_BROKERS"):
-					for _, a := range strings.Split(*v, ",") {
+					// ';' separates hot shards (SECKILL_REDIS_HOT_ADDRS).
+					for _, a := range strings.FieldsFunc(*v, func(r rune) bool { return r == ',' || r == ';' }) {
 						addrs = append(addrs, strings.TrimSpace(a))
 					}
 				}
@@ -128,7 +131,7 @@ func TestComposeRunsWhatProdYAMLNames(t *testing.T) {
 	})
 
 	t.Run("redis services keep an append-only file for restart safety", func(t *testing.T) {
-		for _, a := range append(append([]string{}, c.Redis.Default.Addrs...), c.Redis.Hot.Addrs...) {
+		for _, a := range append(append([]string{}, c.Redis.Default.Addrs...), hotAddrs(c)...) {
 			host, _, _ := net.SplitHostPort(a)
 			s, ok := f.Services[host]
 			if !ok {
@@ -558,7 +561,7 @@ func TestComposeProductionShape(t *testing.T) {
 	})
 
 	t.Run("each redis prod.yaml names is a primary followed by a replica", func(t *testing.T) {
-		primaries := append(append([]string{}, c.Redis.Default.Addrs...), c.Redis.Hot.Addrs...)
+		primaries := append(append([]string{}, c.Redis.Default.Addrs...), hotAddrs(c)...)
 		if len(primaries) == 0 {
 			t.Fatal("prod.yaml names no redis")
 		}
@@ -660,3 +663,11 @@ func slicesContainsHost(addrs []string, host string) bool {
 }
 
 func keysOf[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+func hotAddrs(c Config) []string {
+	var out []string
+	for _, h := range c.Redis.Hot.Shards() {
+		out = append(out, h.Addrs...)
+	}
+	return out
+}
