@@ -15,9 +15,10 @@ import (
 // open) or deny (503 BUSY). It is kept where the activity's state is, in
 // the catalog entry every edge loads, and announced by an activity event,
 // so running edges follow within the event's delivery (at the latest their
-// edge.refresh_interval). It is not in the orders database: an activity
-// rebuilt from the database after Redis lost its catalog starts again with
-// the edges' edge.risk.on_error, and on-call sets it again.
+// edge.refresh_interval), and written to the activity's row in the orders
+// database (flash_sale_activity.risk_on_error) as the state switch is, so
+// an activity rebuilt from the database after Redis lost its catalog keeps
+// the policy on-call chose.
 func (s *Server) setRisk(ctx *fasthttp.RequestCtx) {
 	id, ok := pathInt(ctx, "id")
 	if !ok {
@@ -45,5 +46,9 @@ func (s *Server) setRisk(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.d.Stock.Publish(c, sale.Event{Kind: sale.EventActivity, Activity: id})
+	if err := s.d.Store.PutActivity(c, a); err != nil {
+		s.fail(ctx, err)
+		return
+	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"activityId": id, "onError": a.RiskOnError})
 }

@@ -520,6 +520,46 @@ func TestRebuySwitchComesBackFromTheDatabase(t *testing.T) {
 	})
 }
 
+// TestRiskPolicyComesBackFromTheDatabase: an activity's risk policy
+// (riskOnError, switched live by the admin API) round-trips through the
+// activity row, so an activity rebuilt from the database after Redis lost
+// its catalog keeps the policy on-call chose; putting it again changes it
+// both ways, and none reads as none.
+func TestRiskPolicyComesBackFromTheDatabase(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		s := r.open(t)
+		deny := activity(1, sale.SKU{ID: 10, Stock: 1})
+		deny.RiskOnError = sale.RiskDeny
+		allow := activity(2, sale.SKU{ID: 20, Stock: 1})
+		allow.RiskOnError = sale.RiskAllow
+		put(t, s, deny)
+		put(t, s, allow)
+		put(t, s, activity(3, sale.SKU{ID: 30, Stock: 1}))
+		wantRisk(t, s, map[int64]string{1: sale.RiskDeny, 2: sale.RiskAllow, 3: ""})
+		deny.RiskOnError, allow.RiskOnError = sale.RiskAllow, sale.RiskDeny
+		put(t, s, deny)
+		put(t, s, allow)
+		s.Close()
+		wantRisk(t, r.open(t), map[int64]string{1: sale.RiskAllow, 2: sale.RiskDeny, 3: ""})
+	})
+}
+
+// wantRisk checks each activity's RiskOnError as Activities reads it.
+func wantRisk(t *testing.T, s Store, want map[int64]string) {
+	t.Helper()
+	acts, err := s.Activities(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]string{}
+	for _, a := range acts {
+		got[a.ID] = a.RiskOnError
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("riskOnError by activity %v, want %v", got, want)
+	}
+}
+
 // wantRebuy checks each activity's RebuyAfterClose as Activities reads it:
 // "false", or "default" for nil.
 func wantRebuy(t *testing.T, s Store, want map[int64]string) {
@@ -544,10 +584,6 @@ func wantRebuy(t *testing.T, s Store, want map[int64]string) {
 	}
 }
 
-// TestOldActivityTableIsMigrated opens a database whose flash_sale_activity
-// predates rebuy_after_close: the column is added with its default (1) on
-// the existing row, the activity reads as allowing re-buy, the switch can
-// then be turned off and is kept, and migrating again is a no-op.
 // TestOldItemTableIsMigrated: a flash_sale_item made before hot_shard
 // gains the column, its rows reading as "no explicit shard".
 func TestOldItemTableIsMigrated(t *testing.T) {
@@ -580,6 +616,11 @@ func TestOldItemTableIsMigrated(t *testing.T) {
 	})
 }
 
+// TestOldActivityTableIsMigrated opens a database whose flash_sale_activity
+// predates rebuy_after_close and risk_on_error: the columns are added with
+// their defaults (1, empty) on the existing row, the activity reads as
+// allowing re-buy with no risk policy of its own, the switches can then be
+// set and are kept, and migrating again is a no-op.
 func TestOldActivityTableIsMigrated(t *testing.T) {
 	runTest(t, func(t *testing.T, r runner) {
 		db, err := sql.Open(map[string]string{"sqlite": "sqlite", "mysql": "mysql"}[r.cfg.Driver], r.cfg.DSN)
@@ -609,7 +650,7 @@ func TestOldActivityTableIsMigrated(t *testing.T) {
 			t.Fatalf("migrated row: rebuy_after_close %d, %v; want the default 1", rebuy, err)
 		}
 		acts, err := s.Activities(context.Background())
-		if err != nil || len(acts) != 1 || !acts[0].RequireToken || acts[0].RebuyAfterClose != nil {
+		if err != nil || len(acts) != 1 || !acts[0].RequireToken || acts[0].RebuyAfterClose != nil || acts[0].RiskOnError != "" {
 			t.Fatalf("activities after migration: %+v %v", acts, err)
 		}
 		// A row inserted without the column (what an older process that is
@@ -621,9 +662,12 @@ func TestOldActivityTableIsMigrated(t *testing.T) {
 		no := false
 		a := activity(3, sale.SKU{ID: 30, Stock: 1})
 		a.RebuyAfterClose = &no
+		a.RiskOnError = sale.RiskDeny
 		put(t, s, a)
 		wantRebuy(t, s, map[int64]string{1: "default", 2: "default", 3: "false"})
 		s.Close()
-		wantRebuy(t, r.open(t), map[int64]string{1: "default", 2: "default", 3: "false"}) // no-op the second time
+		s = r.open(t) // no-op the second time
+		wantRebuy(t, s, map[int64]string{1: "default", 2: "default", 3: "false"})
+		wantRisk(t, s, map[int64]string{1: "", 2: "", 3: sale.RiskDeny})
 	})
 }

@@ -60,47 +60,43 @@ func (s *sqlStore) migrateLive(ctx context.Context) error {
 // before the column, with its default (1: a buyer whose order was closed
 // may buy again) on every existing row. Activities written by a build that
 // knew the switch but not the column kept it only in Redis: see the
-// operations ledger ("Re-buy after a close") for putting them again. A
-// table that has the column already is left alone, so this runs at every
-// start; both dialects add a column in place.
+// operations ledger ("Re-buy after a close") for putting them again.
 func (s *sqlStore) migrateRebuy(ctx context.Context) error {
-	has, err := s.hasColumn(ctx, "flash_sale_activity", "rebuy_after_close")
-	if err != nil || has {
-		return err
-	}
-	typ := "INTEGER"
-	if s.d.name == "mysql" {
-		typ = "TINYINT"
-	}
-	if _, err := s.w.ExecContext(ctx, `ALTER TABLE flash_sale_activity
-		ADD COLUMN rebuy_after_close `+typ+` NOT NULL DEFAULT 1`); err != nil {
-		// Another process may have migrated meanwhile.
-		if has, herr := s.hasColumn(ctx, "flash_sale_activity", "rebuy_after_close"); herr == nil && has {
-			return nil
-		}
-		return fmt.Errorf("add flash_sale_activity.rebuy_after_close: %w", err)
-	}
-	return nil
+	return s.addColumn(ctx, "flash_sale_activity", "rebuy_after_close", "INTEGER NOT NULL DEFAULT 1", "TINYINT NOT NULL DEFAULT 1")
 }
 
 // migrateHotShard adds flash_sale_item.hot_shard (NULL: the placement
-// rule decides) to a table made before several hot shards. A table that
-// has the column already is left alone, so this runs at every start.
+// rule decides) to a table made before several hot shards.
 func (s *sqlStore) migrateHotShard(ctx context.Context) error {
-	has, err := s.hasColumn(ctx, "flash_sale_item", "hot_shard")
+	return s.addColumn(ctx, "flash_sale_item", "hot_shard", "INTEGER NULL", "INT NULL")
+}
+
+// migrateRiskOnError adds flash_sale_activity.risk_on_error (the
+// activity's risk policy; empty: the edges' edge.risk.on_error) to a table
+// made before the policy was kept in the database.
+func (s *sqlStore) migrateRiskOnError(ctx context.Context) error {
+	return s.addColumn(ctx, "flash_sale_activity", "risk_on_error", "TEXT NOT NULL DEFAULT ''", "VARCHAR(8) NOT NULL DEFAULT ''")
+}
+
+// addColumn adds column (of type sqliteType or mysqlType) to table when the
+// table lacks it, and leaves a table that has it alone, so the migrations
+// run at every start; both dialects add a column in place, existing rows
+// taking its default.
+func (s *sqlStore) addColumn(ctx context.Context, table, column, sqliteType, mysqlType string) error {
+	has, err := s.hasColumn(ctx, table, column)
 	if err != nil || has {
 		return err
 	}
-	typ := "INTEGER"
+	typ := sqliteType
 	if s.d.name == "mysql" {
-		typ = "INT"
+		typ = mysqlType
 	}
-	if _, err := s.w.ExecContext(ctx, `ALTER TABLE flash_sale_item ADD COLUMN hot_shard `+typ+` NULL`); err != nil {
+	if _, err := s.w.ExecContext(ctx, `ALTER TABLE `+table+` ADD COLUMN `+column+` `+typ); err != nil {
 		// Another process may have migrated meanwhile.
-		if has, herr := s.hasColumn(ctx, "flash_sale_item", "hot_shard"); herr == nil && has {
+		if has, herr := s.hasColumn(ctx, table, column); herr == nil && has {
 			return nil
 		}
-		return fmt.Errorf("add flash_sale_item.hot_shard: %w", err)
+		return fmt.Errorf("add %s.%s: %w", table, column, err)
 	}
 	return nil
 }

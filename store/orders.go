@@ -277,8 +277,8 @@ func (s *sqlStore) RecountSnapshot(ctx context.Context, activity, sku int64) (be
 func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 	byID := map[int64]*sale.Activity{}
 	var ids []int64
-	rows, err := s.r.QueryContext(ctx, `SELECT id, start_ms, end_ms, state, require_token, rebuy_after_close
-		FROM flash_sale_activity`)
+	rows, err := s.r.QueryContext(ctx, `SELECT id, start_ms, end_ms, state, require_token, rebuy_after_close,
+		risk_on_error FROM flash_sale_activity`)
 	if err != nil {
 		return nil, fmt.Errorf("activities: %w", err)
 	}
@@ -288,7 +288,7 @@ func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 			start, end int64
 			tok, rebuy int
 		)
-		if err := rows.Scan(&a.ID, &start, &end, &a.State, &tok, &rebuy); err != nil {
+		if err := rows.Scan(&a.ID, &start, &end, &a.State, &tok, &rebuy, &a.RiskOnError); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("activities: %w", err)
 		}

@@ -16,7 +16,8 @@ var mysqlSchema = []string{
 		state         VARCHAR(16) NOT NULL,
 		require_token TINYINT     NOT NULL DEFAULT 0,
 		updated_ms    BIGINT      NOT NULL,
-		rebuy_after_close TINYINT NOT NULL DEFAULT 1
+		rebuy_after_close TINYINT NOT NULL DEFAULT 1,
+		risk_on_error VARCHAR(8)  NOT NULL DEFAULT ''
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 	`CREATE TABLE IF NOT EXISTS flash_sale_item (
 		activity_id    BIGINT  NOT NULL,
@@ -116,7 +117,8 @@ var sqliteSchema = []string{
 		state         TEXT    NOT NULL,
 		require_token INTEGER NOT NULL DEFAULT 0,
 		updated_ms    INTEGER NOT NULL,
-		rebuy_after_close INTEGER NOT NULL DEFAULT 1
+		rebuy_after_close INTEGER NOT NULL DEFAULT 1,
+		risk_on_error TEXT    NOT NULL DEFAULT ''
 	)`,
 	`CREATE TABLE IF NOT EXISTS flash_sale_item (
 		activity_id    INTEGER NOT NULL,

@@ -36,6 +36,9 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 	if err := s.migrateRebuy(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
+	if err := s.migrateRiskOnError(ctx); err != nil {
+		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
+	}
 	if err := s.migrateUserIndex(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
@@ -51,10 +54,10 @@ func (s *sqlStore) PutActivity(ctx context.Context, a sale.Activity) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.nowMs()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO flash_sale_activity
-			(id, start_ms, end_ms, state, require_token, rebuy_after_close, updated_ms)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`+s.d.activityUpsert,
+			(id, start_ms, end_ms, state, require_token, rebuy_after_close, risk_on_error, updated_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`+s.d.activityUpsert,
 			a.ID, a.Start.UnixMilli(), a.End.UnixMilli(), a.State, boolInt(a.RequireToken), boolInt(a.Rebuy()),
-			now); err != nil {
+			a.RiskOnError, now); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM flash_sale_reserved_user WHERE activity_id = ?`, a.ID); err != nil {
