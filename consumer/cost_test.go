@@ -52,7 +52,8 @@ func TestBatchRedisWorkDoesNotGrowWithTheBatch(t *testing.T) {
 	t.Cleanup(set.Close)
 	defTrips, hotTrips := testenv.CountTrips(set.Default), testenv.CountTrips(set.Hot)
 	set.Default, set.Hot = defTrips, hotTrips
-	r.stock, r.res = stock.New(set, catalog.New(set.Default)), results.New(set.Default, 0)
+	r.stock = stock.New(set, catalog.New(set.Default))
+	r.res = results.New(set.Default, r.stock.Client, 0)
 
 	const (
 		hotSKU  = 70001 // on the hot shard, in the database

@@ -153,7 +153,7 @@ func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Rec
 // ("" when none) and whether it is claimed for an order.
 func (s *Stock) Holder(ctx context.Context, activity, sku, user int64) (requestNo string, claimed bool, err error) {
 	k := sale.KeysFor(activity, sku)
-	c := s.client(activity, sku)
+	c := s.Client(activity, sku)
 	rn, err := c.Do(ctx, c.B().Hget().Key(k.Users).Field(strconv.FormatInt(user, 10)).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return "", false, nil
