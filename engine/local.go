@@ -48,8 +48,10 @@ type Option func(*Local)
 func WithClock(now func() time.Time) Option { return func(e *Local) { e.now = now } }
 
 // WithFault calls fn at named stages of Occupy ("after_occupy",
-// "before_produce"); a non-nil error aborts Occupy right there, as a crash
-// of the engine would — nothing is compensated. Fault tests only.
+// "before_produce", and in a compensation "after_release", between the
+// release and the FAIL result); a non-nil error aborts Occupy right there,
+// as a crash of the engine would — nothing more is compensated. Fault
+// tests only.
 func WithFault(fn func(stage string) error) Option { return func(e *Local) { e.fault = fn } }
 
 // New builds the in-process engine and connects its producer.
@@ -216,6 +218,11 @@ func (e *Local) compensate(m *sale.Message, cause error) error {
 		return nil
 	}
 	e.record(m, StateFailed, "compensated: "+out.String())
+	if e.fault != nil {
+		if err := e.fault("after_release"); err != nil {
+			return fmt.Errorf("%w: fault after release: %w", ErrBusy, err)
+		}
+	}
 	fail := results.Entry{RequestNo: m.RequestNo, Activity: m.ActivityID, SKU: m.SKUID, Owner: m.UserID,
 		State: sale.ResultFail, Code: sale.FailBusy}
 	if err := e.res.Write(ctx, fail); err != nil {
