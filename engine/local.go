@@ -22,7 +22,7 @@ import (
 type Local struct {
 	cfg    Config
 	stock  *stock.Stock
-	occupy occupyFunc // stock.OccupyWith, or group commit (engine.batch)
+	occupy occupyFunc                   // stock.OccupyWith, or group commit (engine.batch)
 	extras atomic.Pointer[stock.Extras] // result TTL and window of each call; SetWindow swaps it
 	prod   *Producer
 	sign   *sale.Signer

@@ -180,7 +180,7 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			buyers:    []Buyer{{a, "ra", 1}, {a, "ra2", 1}, {b, "rb", 1}},
 			want:      []want{{"NOT_OPEN", -1, ""}, {"RATE_LIMITED", -1, ""}, {"NOT_OPEN", -1, ""}},
 			remaining: 5, sold: 0, users: map[int64]string{},
-			counts:    map[int64]string{a: "2", b: "1"},
+			counts: map[int64]string{a: "2", b: "1"},
 		},
 		{
 			name:  "an offline activity sells nothing inside its window",
