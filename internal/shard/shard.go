@@ -1,7 +1,6 @@
 // Package shard opens the Redis deployments of a sale: the default Redis
-// (catalog, tokens, blocklists, events, ordinary SKUs with their results
-// and attempt counters) and the dedicated hot-SKU shard (SKUs flagged hot,
-// with theirs). Each is one rueidis client, which
+// (catalog, results, rate limits, events, ordinary SKUs) and the dedicated
+// hot-SKU shard (SKUs flagged hot). Each is one rueidis client, which
 // auto-pipelines concurrent commands onto shared connections.
 package shard
 
