@@ -2,6 +2,7 @@ package sale
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,4 +89,32 @@ func TestResultKeyIsInTheSKUsSlot(t *testing.T) {
 	if got, want := RateKey(7, 7001, 42), "sk:{a7:s7001}:rl:42"; got != want {
 		t.Errorf("RateKey: %s, want %s", got, want)
 	}
+}
+
+// FuzzParseRequestNo: the result route hands ParseRequestNo whatever a
+// client puts in the path. It never panics, and what it reads is the one
+// spelling of a ticket: the three numbers written back give the input.
+func FuzzParseRequestNo(f *testing.F) {
+	for _, s := range []string{"7-7001-385465232614494208", "1-1-1", "9223372036854775807-9223372036854775807-9223372036854775807",
+		"385465232614494208", "07-1-1", "1--1", "-1-1", "1-1-", "1-1-1-1", "9223372036854775808-1-1", "a-b-c", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, rn string) {
+		a, k, id, ok := ParseRequestNo(rn)
+		if !ok {
+			if a != 0 || k != 0 || id != "" {
+				t.Fatalf("ParseRequestNo(%q) refused but gave %d %d %q", rn, a, k, id)
+			}
+			return
+		}
+		if a <= 0 || k <= 0 {
+			t.Fatalf("ParseRequestNo(%q) = %d %d", rn, a, k)
+		}
+		if back := strconv.FormatInt(a, 10) + "-" + strconv.FormatInt(k, 10) + "-" + id; back != rn {
+			t.Fatalf("ParseRequestNo(%q) reads back as %q", rn, back)
+		}
+		if _, ok := RequestNoTime(rn); !ok {
+			t.Fatalf("RequestNoTime(%q) refused a ticket number ParseRequestNo read", rn)
+		}
+	})
 }
