@@ -91,7 +91,9 @@ func newRig(t *testing.T, scfg store.Config, opts ...store.Option) *rig {
 // engine does before it produces the message.
 func (r *rig) occupy(t *testing.T, sku, user int64) sale.Message {
 	t.Helper()
-	req := strconv.FormatInt(user, 10) + "-" + strconv.FormatInt(r.seq.Add(1), 10)
+	// A ticket number as the engine makes it (README "Numbers"): it names
+	// the SKU, whose shard holds the result.
+	req := strconv.FormatInt(actID, 10) + "-" + strconv.FormatInt(sku, 10) + "-" + strconv.FormatInt(user*1000+r.seq.Add(1), 10)
 	res, err := r.stock.Occupy(context.Background(), &r.act, r.act.SKU(sku), user, req, 1)
 	if err != nil || res.Code != stock.CodeOK {
 		t.Fatalf("occupy user %d: %+v, %v", user, res, err)
@@ -612,8 +614,8 @@ func TestDatabaseOutageFailsNoTicket(t *testing.T) {
 		// Two sessions' worth of retries: the batch was left uncommitted
 		// and delivered again.
 		eventually(t, "a redelivery", func() bool { return f.attempts.Load() > int32(2*(c.cfg.Retries+1)) })
-		if _, err := r.res.Read(context.Background(), m.RequestNo); !errors.Is(err, results.ErrNotFound) {
-			t.Errorf("a result was written during the outage: %v", err)
+		if e, err := r.res.Read(context.Background(), m.RequestNo); err != nil || e.State != sale.ResultQueuing {
+			t.Errorf("the occupy script's QUEUING result did not stay during the outage: %+v %v", e, err)
 		}
 		if got := r.committed(t, c.cfg.Group); got != 0 {
 			t.Errorf("offsets committed during the outage: %d", got)
@@ -640,11 +642,11 @@ func TestPoisonMessageFailsAloneAndIsDeadLettered(t *testing.T) {
 		if err := r.stock.Preheat(ctx, ghost); err != nil {
 			t.Fatal(err)
 		}
-		res, err := r.stock.Occupy(ctx, &ghost, &ghost.SKUs[0], 11, "poison-1", 1)
+		res, err := r.stock.Occupy(ctx, &ghost, &ghost.SKUs[0], 11, "8-8001-1", 1)
 		if err != nil || res.Code != stock.CodeOK {
 			t.Fatalf("occupy: %+v, %v", res, err)
 		}
-		bad := sale.Message{RequestNo: "poison-1", ActivityID: 8, SKUID: 8001, UserID: 11, Quantity: 1, UnitPrice: 100}
+		bad := sale.Message{RequestNo: "8-8001-1", ActivityID: 8, SKUID: 8001, UserID: 11, Quantity: 1, UnitPrice: 100}
 		good := r.occupy(t, skuID, 12)
 		// One key: one partition, so both land in one batch.
 		r.produceRaw(t, "same", signed(&bad))

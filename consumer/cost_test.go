@@ -33,9 +33,9 @@ import (
 // cost. Both sizes cost the same round trips and the same script calls and
 // commands, except the result keys' own: an HSET and an EXPIRE per result,
 // and an HGETALL per ticket that was not held (its earlier answer may
-// stand). Every result key is a key of its own (on a Redis Cluster, in its
-// own slot), so that part is what the keys require; it goes in one
-// pipeline.
+// stand), each on the shard of its ticket's SKU. Every result key is a key
+// of its own, so that part is what the keys require; it goes in one
+// pipeline per shard.
 func TestBatchRedisWorkDoesNotGrowWithTheBatch(t *testing.T) {
 	t.Parallel()
 	scfg := store.DefaultConfig()
@@ -61,7 +61,8 @@ func TestBatchRedisWorkDoesNotGrowWithTheBatch(t *testing.T) {
 		}
 		return t
 	})
-	r.stock, r.res = stock.New(set, catalog.New(set.Default)), results.New(set.Default, 0)
+	r.stock = stock.New(set, catalog.New(set.Default))
+	r.res = results.New(set.Default, r.stock.Client, 0)
 
 	const (
 		hotSKU  = 70001 // on the hot shard, in the database
@@ -106,7 +107,7 @@ func TestBatchRedisWorkDoesNotGrowWithTheBatch(t *testing.T) {
 			case 9:
 				expect = sale.ResultFail + " " + sale.FailReleased
 			}
-			rn := "cost-" + strconv.FormatInt(user, 10)
+			rn := strconv.FormatInt(act.ID, 10) + "-" + strconv.FormatInt(sku, 10) + "-" + strconv.FormatInt(user, 10)
 			res, err := r.stock.Occupy(ctx, &act, act.SKU(sku), user, rn, 1)
 			if err != nil || res.Code != stock.CodeOK {
 				t.Fatalf("occupy: %+v %v", res, err)
@@ -157,20 +158,23 @@ func TestBatchRedisWorkDoesNotGrowWithTheBatch(t *testing.T) {
 
 	// want is what a batch of n costs: the claim on each shard (one
 	// script call per SKU, the two of the default shard in one pipeline),
-	// the results, the forced release of the sold out tickets (one script
-	// call) and its "available" event; reads of earlier results for the
-	// tickets that were not held.
+	// the results on the shard of each one's SKU (8 in 10 on the hot one)
+	// and one PUBLISH of them on the default Redis, the forced release of
+	// the sold out tickets (one script call) and its "available" event;
+	// reads of earlier results for the tickets that were not held (hot).
 	want := func(n int) cost {
-		notHeld := int64(n / 10)
+		tenth := int64(n / 10)
 		return cost{
 			def: testenv.Commands{
 				"evalsha": 2 + 1, "hmget": 2 + 2, "sadd": 2, "zrem": 2 + 1, // claims + release
 				"smismember": 1, "srem": 1, "hdel": 2, "decrby": 1, "incrby": 1, "publish": 1 + 1, // release, results
-				"hgetall": notHeld, "hset": int64(n), "expire": int64(n), // the result keys
+				"hset": 2 * tenth, "expire": 2 * tenth, // the result keys of the default shard's SKUs
 			},
-			hot: testenv.Commands{"evalsha": 1, "hmget": 1, "sadd": 1, "zrem": 1},
-			// claim, results read, results write, release, event
-			defTrips: 5, hotTrips: 1,
+			hot: testenv.Commands{"evalsha": 1, "hmget": 1, "sadd": 1, "zrem": 1,
+				"hgetall": tenth, "hset": 8 * tenth, "expire": 8 * tenth}, // the hot SKU's result keys
+			// default: claim, results write, their PUBLISH, release, event;
+			// hot: claim, results read, results write
+			defTrips: 5, hotTrips: 3,
 		}
 	}
 	for _, n := range []int{10, 200} {

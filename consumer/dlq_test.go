@@ -45,10 +45,10 @@ func TestDeadLetterOutageLosesNoLetter(t *testing.T) {
 		if err := r.stock.Preheat(ctx, ghost); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := r.stock.Occupy(ctx, &ghost, &ghost.SKUs[0], 11, "poison-2", 1); err != nil || res.Code != stock.CodeOK {
+		if res, err := r.stock.Occupy(ctx, &ghost, &ghost.SKUs[0], 11, "8-8001-2", 1); err != nil || res.Code != stock.CodeOK {
 			t.Fatalf("occupy: %+v, %v", res, err)
 		}
-		bad := sale.Message{RequestNo: "poison-2", ActivityID: 8, SKUID: 8001, UserID: 11, Quantity: 1, UnitPrice: 100}
+		bad := sale.Message{RequestNo: "8-8001-2", ActivityID: 8, SKUID: 8001, UserID: 11, Quantity: 1, UnitPrice: 100}
 		r.produceRaw(t, "11", signed(&bad))
 
 		c, err := New(testConfig(t, r), r.st, r.stock, r.res, zaptest.NewLogger(t), r.registry(t))

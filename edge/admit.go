@@ -1,14 +1,11 @@
 package edge
 
 import (
-	"context"
 	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
@@ -28,8 +25,13 @@ import (
 //  3. purchases that passed every local check (body, window, sold-out flag,
 //     token signature): a place among the SKU's attempts in flight
 //     (edge.rate.sku_inflight; 429), held until the engine has answered,
-//     then the user × SKU window in Redis (429; Redis down: 503) and the
-//     per-SKU admission gate (429).
+//     then the per-SKU admission gate (429).
+//
+// The user × SKU window (edge.rate.user_sku_limit per user_sku_window) is
+// not counted here: the engine's occupy script counts it in the same call
+// that takes the stock, on the SKU's shard, so it costs an accepted buyer
+// no Redis call of its own; its RATE_LIMITED answer becomes a 429 with the
+// script's Retry-After (order.go).
 //
 // Every 429 carries Retry-After in whole seconds, at least 1. Nothing here
 // allocates on the hot path.
@@ -38,12 +40,8 @@ import (
 // returns false. Safe for concurrent use; SetRate (reload.go) swaps its
 // limits while it serves.
 type admission struct {
-	out          answers
-	log          *zap.Logger
-	warn         *rareWarner
-	bg           context.Context // the server's: ends at Shutdown
-	redisTimeout time.Duration   // edge.redis_timeout: the window's Redis call
-	rdb          rueidis.Client  // the user × SKU window's counts
+	out answers
+	log *zap.Logger
 
 	trusted  []netip.Prefix         // edge.trusted_proxies
 	ident    *identity.Verifier     // edge.identity
@@ -55,12 +53,12 @@ type admission struct {
 	rateMu   sync.Mutex             // serialises setRate; never taken by a request
 }
 
-func newAdmission(bg context.Context, cfg *Config, rdb rueidis.Client, block *blocklists, out answers, log *zap.Logger, warn *rareWarner) *admission {
-	a := &admission{out: out, log: log, warn: warn, bg: bg, redisTimeout: cfg.RedisTimeout, rdb: rdb, block: block}
+func newAdmission(cfg *Config, block *blocklists, out answers, log *zap.Logger) *admission {
+	a := &admission{out: out, log: log, block: block}
 	// Validate has parsed these already.
 	a.trusted, _ = parsePrefixes("edge.trusted_proxies", cfg.TrustedProxies)
 	a.ident, _ = cfg.NewIdentity()
-	a.lim.Store(newLimits(cfg.Rate, rdb, nil))
+	a.lim.Store(newLimits(cfg.Rate, nil))
 	a.live.Store(1)
 	gk, gf := cfg.Rate.gateShare(1)
 	a.gate = ratelimit.NewGate(gk, gf, nil)
@@ -79,14 +77,13 @@ type limits struct {
 	ip     *ratelimit.Local
 	exempt []netip.Prefix
 	user   *ratelimit.Local
-	window *ratelimit.Window
 }
 
 // newLimits builds the layers; a disabled layer is nil (its Allow passes).
 // An in-process layer whose settings are those of old is carried over with
 // its state (old may be nil): a reload that changes only the gate does not
 // hand every client a fresh burst.
-func newLimits(c RateConfig, rdb rueidis.Client, old *limits) *limits {
+func newLimits(c RateConfig, old *limits) *limits {
 	l := &limits{cfg: c}
 	l.cfg.IPExempt = slices.Clone(c.IPExempt)
 	if c.IPPerSecond > 0 {
@@ -103,10 +100,6 @@ func newLimits(c RateConfig, rdb rueidis.Client, old *limits) *limits {
 		} else {
 			l.user = ratelimit.NewLocal(c.UserPerSecond, c.UserBurst, c.MaxKeys, nil)
 		}
-	}
-	if c.UserSKULimit > 0 {
-		// Its state is in Redis: nothing to carry over.
-		l.window = ratelimit.NewWindow(rdb, c.UserSKULimit, c.UserSKUWindow)
 	}
 	return l
 }
@@ -215,22 +208,22 @@ func (a *admission) userRate(ctx *fasthttp.RequestCtx, user int64) bool {
 }
 
 // purchase runs the shared limits of one purchase attempt: a place among
-// the SKU's attempts in flight, the user × SKU window in Redis, then the
-// admission gate. ok false means it has answered (and holds nothing); ok
-// true means the attempt holds a place of sku, which the caller must give
-// back (done) once the engine has answered or the attempt ends.
-func (a *admission) purchase(ctx *fasthttp.RequestCtx, activity, sku, user int64) bool {
-	// First, before any Redis call: under overload attempts wait here,
-	// parked at no cost, for a place (edge.rate.sku_inflight_wait), and the
-	// bound caps the window's Redis calls for the SKU as well as the
-	// engine's queue. Retry-After is the least, one second: a place frees
-	// as soon as any attempt inside is answered.
+// the SKU's attempts in flight, then the admission gate. ok false means it
+// has answered (and holds nothing); ok true means the attempt holds a place
+// of sku, which the caller must give back (done) once the engine has
+// answered or the attempt ends.
+func (a *admission) purchase(ctx *fasthttp.RequestCtx, sku int64) bool {
+	// First: under overload attempts wait here, parked at no cost, for a
+	// place (edge.rate.sku_inflight_wait), and the bound caps the engine's
+	// queue for the SKU. Retry-After is the least, one second: a place
+	// frees as soon as any attempt inside is answered.
 	if !a.inflight.AcquireWait(sku) {
 		a.out.retry(ctx, ansInflight, 0)
 		return false
 	}
-	if !a.shared(ctx, activity, sku, user) {
+	if ok, wait := a.gate.Allow(sku); !ok {
 		a.inflight.Release(sku)
+		a.out.retry(ctx, ansGate, wait)
 		return false
 	}
 	return true
@@ -238,31 +231,6 @@ func (a *admission) purchase(ctx *fasthttp.RequestCtx, activity, sku, user int64
 
 // done gives back the place in flight a purchase took.
 func (a *admission) done(sku int64) { a.inflight.Release(sku) }
-
-// shared runs the user × SKU window in Redis, then the admission gate;
-// false means it has answered.
-func (a *admission) shared(ctx *fasthttp.RequestCtx, activity, sku, user int64) bool {
-	if w := a.lim.Load().window; w != nil {
-		wctx, cancel := context.WithTimeout(a.bg, a.redisTimeout)
-		ok, wait, err := w.Allow(wctx, activity, sku, user)
-		cancel()
-		if err != nil {
-			// Fail closed: without the shared count we cannot know.
-			a.warn.warn("edge user × sku window unavailable; answering busy", err)
-			a.out.write(ctx, ansCheckBusy)
-			return false
-		}
-		if !ok {
-			a.out.retry(ctx, ansRateUserSKU, wait)
-			return false
-		}
-	}
-	if ok, wait := a.gate.Allow(sku); !ok {
-		a.out.retry(ctx, ansGate, wait)
-		return false
-	}
-	return true
-}
 
 // observe tells the admission gate the SKU's remaining stock (-1: unknown).
 func (a *admission) observe(sku, remaining int64) { a.gate.Observe(sku, remaining) }

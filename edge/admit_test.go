@@ -14,6 +14,7 @@ import (
 	"seckill/engine"
 	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/stock"
 )
 
 const orderPath = "/api/v1/flash-sale/order"
@@ -113,30 +114,39 @@ func TestPerUserLimitTripsAndRecovers(t *testing.T) {
 	mustStatus(t, e.order("5", `{"skuId":1001}`), 200, "QUEUING")
 }
 
-func TestUserSKUWindowTripsAndRecoversInRedis(t *testing.T) {
-	e := newEdge(t, withConfig(func(c *Config) { c.Rate.UserSKULimit, c.Rate.UserSKUWindow = 2, 400*time.Millisecond }))
-	mustStatus(t, e.order("5", `{"skuId":1001}`), 200, "QUEUING")
-	mustStatus(t, e.order("5", `{"skuId":1001}`), 200, "QUEUING")
-	mustRateLimited(t, e.order("5", `{"skuId":1001}`), reasonRateUserSKU)
-	// Per user × SKU: the same user on another SKU, another user on this one.
-	mustStatus(t, e.order("5", `{"skuId":1002}`), 200, "QUEUING")
-	mustStatus(t, e.order("6", `{"skuId":1001}`), 200, "QUEUING")
-	// The count lives in Redis: a second edge sees it.
-	f := newEdge(t, withRedis(e.redis), withConfig(func(c *Config) { c.Rate.UserSKULimit, c.Rate.UserSKUWindow = 2, 400*time.Millisecond }))
-	mustRateLimited(t, f.order("5", `{"skuId":1001}`), reasonRateUserSKU)
-	if calls := e.eng.calls.Load(); calls != 4 {
-		t.Fatalf("engine calls %d, want 4", calls)
+// TestEngineRateLimitAnswers429WithItsRetryAfter: the user × SKU window is
+// counted by the engine's occupy script, not by the edge. The edge maps the
+// engine's RATE_LIMITED to 429 with the script's time left as Retry-After
+// (whole seconds, rounded up), counts it as the rate_user_sku rejection and
+// as the engine outcome rate_limited, and makes no Redis call of its own
+// for the window: with the edge's Redis down the attempt still reaches the
+// engine.
+func TestEngineRateLimitAnswers429WithItsRetryAfter(t *testing.T) {
+	e := newEdge(t)
+	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
+		if r.UserID == 5 {
+			return engine.Ticket{Remaining: -1, RetryAfter: 2500 * time.Millisecond}, fmt.Errorf("occupy: %w", stock.ErrRateLimited)
+		}
+		return engine.Ticket{RequestNo: "7-1001-1", Remaining: 50}, nil
+	})
+	r := e.order("5", `{"skuId":1001}`)
+	mustRateLimited(t, r, reasonRateUserSKU)
+	if ra := r.header["Retry-After"]; ra != "3" {
+		t.Errorf("Retry-After %q, want 3 (2.5 s rounded up)", ra)
 	}
-	time.Sleep(450 * time.Millisecond)
-	mustStatus(t, e.order("5", `{"skuId":1001}`), 200, "QUEUING")
-
-	// Without Redis the window cannot be counted: busy, never a pass.
+	mustStatus(t, e.order("6", `{"skuId":1001}`), 200, "QUEUING")
+	if n := testenv.Metric(t, e.reg, "seckill_edge_rejections_total", map[string]string{"reason": "rate_user_sku"}); n != 1 {
+		t.Errorf("rate_user_sku rejections %v, want 1", n)
+	}
+	if n := testenv.Metric(t, e.reg, "seckill_edge_engine_calls_total", map[string]string{"outcome": "rate_limited"}); n != 1 {
+		t.Errorf("rate_limited engine outcomes %v, want 1", n)
+	}
 	e.redis.Stop()
 	t.Cleanup(func() { _ = e.redis.Start() })
 	calls := e.eng.calls.Load()
-	mustStatus(t, e.order("7", `{"skuId":1001}`), 503, "BUSY")
-	if e.eng.calls.Load() != calls {
-		t.Fatal("the engine was called although the window could not be counted")
+	mustRateLimited(t, e.order("5", `{"skuId":1001}`), reasonRateUserSKU)
+	if e.eng.calls.Load() != calls+1 {
+		t.Fatal("the edge did not ask the engine with its own Redis down")
 	}
 }
 
@@ -288,14 +298,18 @@ func TestInflightWaitLetsTheNextBuyerInWhenAPlaceFrees(t *testing.T) {
 }
 
 // TestInflightPlaceComesBackWhenALaterCheckRefuses: the place is taken
-// before the user × SKU window and the token is spent after it; an attempt
-// either refuses must give the place back.
+// before the token is spent and the engine counts the user × SKU window;
+// an attempt either refuses must give the place back.
 func TestInflightPlaceComesBackWhenALaterCheckRefuses(t *testing.T) {
 	spent := tokenFunc(func([]byte, int64, *sale.Activity, int64, time.Time) error { return errors.New("spent") })
-	e := newEdge(t, withConfig(func(c *Config) {
-		c.Rate.SKUInflight = 1
-		c.Rate.UserSKULimit, c.Rate.UserSKUWindow = 1, time.Hour
-	}), withOptions(WithTokenVerifier(spent)))
+	e := newEdge(t, withConfig(func(c *Config) { c.Rate.SKUInflight = 1 }), withOptions(WithTokenVerifier(spent)))
+	var tries atomic.Int64
+	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
+		if tries.Add(1) > 1 { // the window holds one attempt
+			return engine.Ticket{Remaining: -1, RetryAfter: time.Hour}, stock.ErrRateLimited
+		}
+		return engine.Ticket{RequestNo: "7-1001-1", Remaining: 50}, nil
+	})
 	for i := range 3 {
 		mustStatus(t, e.order(strconv.Itoa(300+i), `{"skuId":2001,"token":"t"}`), 403, "TOKEN_INVALID")
 	}

@@ -51,7 +51,7 @@ const (
 	reasonBlockedUser            // X-User-Id on the user blocklist
 	reasonRateIP                 // per-IP limit (edge.rate.ip_*)
 	reasonRateUser               // per-user limit (edge.rate.user_*)
-	reasonRateUserSKU            // per user × SKU window in Redis (edge.rate.user_sku_*)
+	reasonRateUserSKU            // per user × SKU window (edge.rate.user_sku_*), counted by the engine's occupy script
 	reasonGate                   // per-SKU admission gate (edge.rate.gate_*)
 	reasonInflight               // per-SKU bound on attempts in flight (edge.rate.sku_inflight)
 	reasonNotReserved            // token asked for by a user not on the reserved list
@@ -203,20 +203,22 @@ const (
 	outcomeSoldOut
 	outcomeDuplicate
 	outcomeOverLimit
+	outcomeRateLimited
 	outcomeUnknownSKU
 	outcomeBusy
 	nOutcomes
 )
 
 var outcomes = [nOutcomes]string{
-	outcomeQueued:     "queued",
-	outcomeNotOpen:    "not_open",
-	outcomeEnded:      "ended",
-	outcomeSoldOut:    "sold_out",
-	outcomeDuplicate:  "duplicate",
-	outcomeOverLimit:  "over_limit",
-	outcomeUnknownSKU: "unknown_sku",
-	outcomeBusy:       "busy",
+	outcomeQueued:      "queued",
+	outcomeNotOpen:     "not_open",
+	outcomeEnded:       "ended",
+	outcomeSoldOut:     "sold_out",
+	outcomeDuplicate:   "duplicate",
+	outcomeOverLimit:   "over_limit",
+	outcomeRateLimited: "rate_limited",
+	outcomeUnknownSKU:  "unknown_sku",
+	outcomeBusy:        "busy",
 }
 
 // engineOutcome maps an Occupy error (wrapped sentinels, classified by the
@@ -238,6 +240,10 @@ func engineOutcome(err error) (int, *answer) {
 		return outcomeEnded, ansEngEnded
 	case stock.OverLimit:
 		return outcomeOverLimit, ansEngOverLimit
+	case stock.RateLimited:
+		// Also an early rejection (rate_user_sku), as when the edge
+		// counted the window itself: it sends a 429 with Retry-After.
+		return outcomeRateLimited, ansRateUserSKU
 	case stock.UnknownSKU:
 		return outcomeUnknownSKU, ansEngUnknownSKU
 	}

@@ -145,7 +145,11 @@ type RateConfig struct {
 	// users). Default 262144.
 	MaxKeys int `yaml:"max_keys"`
 	// UserSKULimit purchase attempts per user × SKU per UserSKUWindow,
-	// counted in Redis and shared by every edge. Defaults 10 per 10s.
+	// counted in Redis by the engine's occupy script, on the SKU's shard
+	// in the same call that takes the stock, and shared by every edge and
+	// engine: the app copies them into engine.Config.Window (`seckill
+	// engine` reads this section of the same file). 0 turns the window
+	// off. Defaults 10 per 10s.
 	UserSKULimit  int           `yaml:"user_sku_limit"`
 	UserSKUWindow time.Duration `yaml:"user_sku_window"`
 	// GateK and GateFloor: the edges together let at most
@@ -165,11 +169,11 @@ type RateConfig struct {
 	// must spread buyers evenly.
 	GateEdges int `yaml:"gate_edges"`
 	// SKUInflight bounds, per SKU and edge, the purchase attempts in
-	// flight at once past the local checks (the user × SKU window's Redis
-	// call, the gate, the engine call); one more waits for a place up to
-	// SKUInflightWait, before any Redis call, and is answered 429 if none
-	// frees, instead of waiting in the engine's queue (where a wait past
-	// edge.redis_timeout or engine.occupy_timeout ends as 503). Default
+	// flight at once past the local checks (the gate, the engine call);
+	// one more waits for a place up to SKUInflightWait, before any Redis
+	// call, and is answered 429 if none frees, instead of waiting in the
+	// engine's queue (where a wait past engine.occupy_timeout ends as
+	// 503). Default
 	// 1024: never reached by 256 connections (at most 256 requests in
 	// flight), while at ~12k accepted/s on one SKU it keeps the wait
 	// inside the engine near 1024 / 12k ≈ 85 ms, well under the 500 ms

@@ -18,10 +18,11 @@
 // edge.trusted_proxies) against the IP blocklist and the per-IP limit, then
 // the user against the user blocklist and the per-user limit, and, for a
 // purchase that passed every local check, a place among the SKU's attempts
-// in flight (edge.rate.sku_inflight), the user × SKU window in Redis and the
-// per-SKU admission gate, which lets this edge's share
+// in flight (edge.rate.sku_inflight) and the per-SKU admission gate, which lets this edge's share
 // (1/edge.rate.gate_edges) of K × remaining stock per second through to the
-// engine. Every refusal for rate is 429 with Retry-After. A purchase
+// engine. The user × SKU window (edge.rate.user_sku_*) is counted by the
+// engine's occupy script on the SKU's shard; its RATE_LIMITED answer is a
+// 429 too. Every refusal for rate is 429 with Retry-After. A purchase
 // admitted then meets the risk check when edge.risk.url is set (risk.go),
 // before its token is spent and the engine is asked. SetRate (SIGHUP in
 // cmd/seckill) changes edge.rate while serving.
@@ -65,6 +66,6 @@
 // bad_request, unknown_sku, not_open, ended, sold_out, token_required,
 // token_invalid, busy, blocked_ip, blocked_user, rate_ip, rate_user,
 // rate_user_sku, gate, inflight, not_reserved, token_not_offered, risk. Engine outcomes:
-// queued, not_open, ended, sold_out, duplicate, over_limit, unknown_sku,
-// busy.
+// queued, not_open, ended, sold_out, duplicate, over_limit, rate_limited,
+// unknown_sku, busy.
 package edge

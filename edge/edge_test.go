@@ -23,7 +23,9 @@ import (
 	"seckill/internal/identity"
 	"seckill/internal/results"
 	"seckill/internal/sale"
+	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/stock"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -98,6 +100,7 @@ type edgeEnv struct {
 	rdb    rueidis.Client
 	cat    *catalog.Catalog
 	res    *results.Store
+	hot    *testenv.Redis // the hot-SKU shard (withHotShard), else nil
 	eng    *fakeEngine
 	clock  *testClock
 	reg    *prometheus.Registry
@@ -114,6 +117,7 @@ type envConfig struct {
 	clock bool // WithClock(testClock); default true
 	acts  []sale.Activity
 	log   *zap.Logger // default zaptest
+	hot   bool        // a hot-SKU shard of its own (withHotShard)
 }
 
 func withConfig(f func(*Config)) envOption { return func(c *envConfig) { f(&c.cfg) } }
@@ -127,6 +131,11 @@ func withActivities(a ...sale.Activity) envOption {
 	return func(c *envConfig) { c.acts = append(c.acts, a...) }
 }
 func withRealClock() envOption { return func(c *envConfig) { c.clock = false } }
+
+// withHotShard gives the edge's results a hot-SKU shard of their own, a
+// second redis-server: a result lives on the shard of its SKU, routed as
+// the app routes it (stock.Stock.Client over the catalog).
+func withHotShard() envOption { return func(c *envConfig) { c.hot = true } }
 
 // unlimited is the default configuration without its rate limits: tests
 // of other behaviour send far more than a buyer would. Limit tests set
@@ -162,7 +171,19 @@ func newEdge(t testing.TB, opts ...envOption) *edgeEnv {
 	} else if err := e.cat.Load(context.Background()); err != nil {
 		t.Fatalf("load catalog: %v", err)
 	}
-	e.res = results.New(e.rdb, time.Hour)
+	if ec.hot {
+		e.hot = testenv.StartRedis(t)
+		sc := shard.DefaultConfig()
+		sc.Default.Addrs, sc.Hot = []string{e.redis.Addr}, shard.HotShards{{Addrs: []string{e.hot.Addr}}}
+		set, err := shard.Open(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(set.Close)
+		e.res = results.New(e.rdb, stock.New(set, e.cat).Client, time.Hour)
+	} else {
+		e.res = results.New(e.rdb, nil, time.Hour)
+	}
 	all := ec.opts
 	if ec.clock {
 		all = append([]Option{WithClock(e.clock.now)}, all...)

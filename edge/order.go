@@ -66,7 +66,7 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	if !s.admit.purchase(ctx, v.activity, o.SKUID, user) {
+	if !s.admit.purchase(ctx, o.SKUID) {
 		return
 	}
 	// The place purchase took is given back when the engine has answered
@@ -146,6 +146,10 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, sku, activity int64, t engine.
 		return
 	case outcomeDuplicate:
 		s.out.ticket(ctx, fasthttp.StatusConflict, "DUPLICATE", t.RequestNo, msgDuplicate)
+		return
+	case outcomeRateLimited:
+		// Retry-After from the window's own expiry, as the script saw it.
+		s.out.retry(ctx, a, t.RetryAfter)
 		return
 	case outcomeSoldOut:
 		// Remaining > 0 means only that this quantity did not fit: others

@@ -36,7 +36,7 @@ func (a *admission) setRate(c RateConfig) ([]string, error) {
 		a.log.Info("edge rate limits reloaded: nothing changed")
 		return nil, nil
 	}
-	next := newLimits(c, a.rdb, old)
+	next := newLimits(c, old)
 	a.gate.Set(c.gateShare(a.live.Load()))
 	a.inflight.SetLimit(c.SKUInflight)
 	a.inflight.SetWait(c.SKUInflightWait)

@@ -2,22 +2,49 @@ package edge
 
 import (
 	"testing"
+	"time"
 
 	"seckill/internal/results"
 	"seckill/internal/sale"
 )
 
+// hotActivity sells SKU 1201 from the hot-SKU shard.
+var hotActivity = sale.Activity{ID: 12, Start: saleStart, End: saleStart.Add(time.Hour), State: sale.StateOnline,
+	SKUs: []sale.SKU{{ID: 1201, Stock: 10, Price: 990, LimitPerUser: 1, Hot: true}}}
+
+// TestResultIsReadableByItsOwnerOnly: the result route finds a ticket's
+// result by its requestNo alone — which names the SKU, whose shard holds
+// the result, the hot shard included — and shows it to its owner only.
 func TestResultIsReadableByItsOwnerOnly(t *testing.T) {
-	e := newEdge(t)
+	e := newEdge(t, withHotShard(), withActivities(hotActivity))
+	const (
+		queuing = "7-1001-385465232614494208"
+		success = "7-1001-385465232614494209"
+		failed  = "7-1001-385465232614494210"
+		hot     = "12-1201-385465232614494211"
+	)
 	err := e.res.Write(t.Context(),
-		results.Entry{RequestNo: "1001", Activity: 7, SKU: 1001, Owner: 5, State: sale.ResultQueuing},
-		results.Entry{RequestNo: "1002", Activity: 7, SKU: 1001, Owner: 5, State: sale.ResultSuccess, OrderNo: "O1002"},
-		results.Entry{RequestNo: "1003", Activity: 7, SKU: 1001, Owner: 5, State: sale.ResultFail, Code: sale.FailReleased},
+		results.Entry{RequestNo: queuing, Activity: 7, SKU: 1001, Owner: 5, State: sale.ResultQueuing},
+		results.Entry{RequestNo: success, Activity: 7, SKU: 1001, Owner: 5, State: sale.ResultSuccess, OrderNo: "O" + success},
+		results.Entry{RequestNo: failed, Activity: 7, SKU: 1001, Owner: 5, State: sale.ResultFail, Code: sale.FailReleased},
+		results.Entry{RequestNo: hot, Activity: 12, SKU: 1201, Owner: 5, State: sale.ResultSuccess, OrderNo: "O" + hot},
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	unknown := e.do("GET", "/api/v1/flash-sale/result/424242", "5", "")
+	// Each where its requestNo says (DESIGN §5): the hot SKU's on the hot
+	// shard only.
+	for rn, onHot := range map[string]bool{queuing: false, hot: true} {
+		a, k, _, _ := sale.ParseRequestNo(rn)
+		key := sale.ResultKey(a, k, rn)
+		if n, _ := e.hot.Do(t, "EXISTS", key).AsInt64(); n != map[bool]int64{true: 1}[onHot] {
+			t.Errorf("hot shard holds %s: %d", key, n)
+		}
+		if n, _ := e.redis.Do(t, "EXISTS", key).AsInt64(); n != map[bool]int64{false: 1}[onHot] {
+			t.Errorf("default Redis holds %s: %d", key, n)
+		}
+	}
+	unknown := e.do("GET", "/api/v1/flash-sale/result/7-1001-424242", "5", "")
 
 	cases := []struct {
 		name   string
@@ -26,23 +53,31 @@ func TestResultIsReadableByItsOwnerOnly(t *testing.T) {
 		status int
 		want   map[string]string
 	}{
-		{"the owner sees a queuing ticket", "/api/v1/flash-sale/result/1001", "5", 200,
-			map[string]string{"code": "QUEUING", "requestNo": "1001"}},
-		{"the owner sees the order of a successful ticket", "/api/v1/flash-sale/result/1002", "5", 200,
-			map[string]string{"code": "SUCCESS", "requestNo": "1002", "orderNo": "O1002"}},
-		{"the owner sees why a ticket failed", "/api/v1/flash-sale/result/1003", "5", 200,
-			map[string]string{"code": "FAIL", "requestNo": "1003", "reason": "RELEASED"}},
-		{"the seed's alias path answers the same", "/api/seckill/result/1002", "5", 200,
-			map[string]string{"code": "SUCCESS", "orderNo": "O1002"}},
-		{"another user gets not found", "/api/v1/flash-sale/result/1002", "6", 404,
+		{"the owner sees a queuing ticket", "/api/v1/flash-sale/result/" + queuing, "5", 200,
+			map[string]string{"code": "QUEUING", "requestNo": queuing}},
+		{"the owner sees the order of a successful ticket", "/api/v1/flash-sale/result/" + success, "5", 200,
+			map[string]string{"code": "SUCCESS", "requestNo": success, "orderNo": "O" + success}},
+		{"the owner sees why a ticket failed", "/api/v1/flash-sale/result/" + failed, "5", 200,
+			map[string]string{"code": "FAIL", "requestNo": failed, "reason": "RELEASED"}},
+		{"the owner reads a hot SKU's ticket from the hot shard by its requestNo alone", "/api/v1/flash-sale/result/" + hot, "5", 200,
+			map[string]string{"code": "SUCCESS", "requestNo": hot, "orderNo": "O" + hot}},
+		{"the seed's alias path answers the same", "/api/seckill/result/" + success, "5", 200,
+			map[string]string{"code": "SUCCESS", "orderNo": "O" + success}},
+		{"another user gets not found", "/api/v1/flash-sale/result/" + success, "6", 404,
 			map[string]string{"code": "NOT_FOUND"}},
-		{"an unknown ticket is not found", "/api/v1/flash-sale/result/999999", "5", 404,
+		{"another user gets not found on the hot shard too", "/api/v1/flash-sale/result/" + hot, "6", 404,
+			map[string]string{"code": "NOT_FOUND"}},
+		{"an unknown ticket is not found", "/api/v1/flash-sale/result/7-1001-999999", "5", 404,
+			map[string]string{"code": "NOT_FOUND"}},
+		{"a ticket of the right id under another SKU is not found", "/api/v1/flash-sale/result/7-1002-385465232614494209", "5", 404,
+			map[string]string{"code": "NOT_FOUND"}},
+		{"a bare number, not a ticket number, is not found", "/api/v1/flash-sale/result/385465232614494209", "5", 404,
 			map[string]string{"code": "NOT_FOUND"}},
 		{"a ticket number with odd characters is not found", "/api/v1/flash-sale/result/a%2Ab", "5", 404,
 			map[string]string{"code": "NOT_FOUND"}},
-		{"no user is 401", "/api/v1/flash-sale/result/1001", "", 401,
+		{"no user is 401", "/api/v1/flash-sale/result/" + queuing, "", 401,
 			map[string]string{"code": "UNAUTHORIZED"}},
-		{"a bad user is 400", "/api/v1/flash-sale/result/1001", "x", 400,
+		{"a bad user is 400", "/api/v1/flash-sale/result/" + queuing, "x", 400,
 			map[string]string{"code": "BAD_REQUEST"}},
 	}
 	for _, c := range cases {
@@ -67,9 +102,18 @@ func TestResultIsReadableByItsOwnerOnly(t *testing.T) {
 }
 
 func TestResultIsBusyWhenRedisIsDown(t *testing.T) {
-	e := newEdge(t)
-	e.redis.Stop()
-	if r := e.do("GET", "/api/v1/flash-sale/result/1001", "5", ""); r.status != 503 || r.code() != "BUSY" {
-		t.Fatalf("got %d %s, want 503 BUSY", r.status, r.raw)
+	e := newEdge(t, withHotShard(), withActivities(hotActivity))
+	for _, down := range []struct {
+		name string
+		rn   string
+		stop func()
+	}{
+		{"the default Redis", "7-1001-1001", e.redis.Stop},
+		{"the hot shard", "12-1201-1001", e.hot.Stop},
+	} {
+		down.stop()
+		if r := e.do("GET", "/api/v1/flash-sale/result/"+down.rn, "5", ""); r.status != 503 || r.code() != "BUSY" {
+			t.Fatalf("%s down: got %d %s, want 503 BUSY", down.name, r.status, r.raw)
+		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 // device, network, behaviour are its business, not the edge's — that every
 // purchase makes once it has passed the edge's own checks (window, sold-out
 // flag, per-user limit, token signature) and admission (the SKU's place in
-// flight, the user × SKU window, the gate), and before the token is spent
+// flight, the gate), and before the token is spent
 // and the stock is occupied. Behind the gate, the service is asked at the
 // pace stock can sell, not at the pace the crowd knocks; the place in flight
 // the purchase holds bounds the calls in flight per SKU.

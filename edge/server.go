@@ -159,7 +159,7 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	}()
 	static, _ := blocklist.NewSet(cfg.Blocklist.IPs, cfg.Blocklist.Users) // Validate has parsed them
 	block := newBlocklists(static, blocklist.NewStore(rdb), s.m, s.warn)
-	s.admit = newAdmission(s.bgCtx, &cfg, rdb, block, s.out, log, s.warn)
+	s.admit = newAdmission(&cfg, block, s.out, log)
 
 	// fasthttp logs every broken client connection: at debug only, or a
 	// flood of bad clients becomes a flood of log lines.

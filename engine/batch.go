@@ -49,6 +49,7 @@ type occupyCall struct {
 	ctx   context.Context
 	a     *sale.Activity
 	sku   *sale.SKU
+	x     stock.Extras
 	buyer stock.Buyer
 	res   stock.OccupyResult
 	err   error
@@ -59,7 +60,7 @@ type occupyCall struct {
 // flight (or a full batch waiting and fewer than maxInFlight calls out)
 // sends a batch itself and hands what queued meanwhile to a flusher.
 type skuQueue struct {
-	keys []string
+	keys sale.SKUKeys
 
 	mu       sync.Mutex
 	pending  []*occupyCall
@@ -72,24 +73,26 @@ type skuQueue struct {
 // sendBuf is what one script call is built in.
 type sendBuf struct {
 	buyers []stock.Buyer
+	keys   []string
 	args   []string
 	out    []stock.OccupyResult
 }
 
-// Occupy has Stock.Occupy's signature and answers. ctx bounds the caller's
+// Occupy has Stock.OccupyWith's signature and answers (a batch goes out
+// with the Extras of its first buyer). ctx bounds the caller's
 // wait; a buyer whose ctx ends before its batch is sent is dropped from it
 // (nothing occupied), one whose batch is already in flight gets the error
 // while the script may still occupy for it — the orphan case of a timed-out
 // single occupy.
-func (b *Batcher) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (stock.OccupyResult, error) {
+func (b *Batcher) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, x stock.Extras, user int64, requestNo string, q int64) (stock.OccupyResult, error) {
 	key := skuKey{a.ID, sku.ID}
 	v, ok := b.queues.Load(key)
 	if !ok {
-		v, _ = b.queues.LoadOrStore(key, &skuQueue{keys: stock.BatchKeys(a.ID, sku.ID)})
+		v, _ = b.queues.LoadOrStore(key, &skuQueue{keys: sale.KeysFor(a.ID, sku.ID)})
 	}
 	sq := v.(*skuQueue)
 	c := b.calls.Get().(*occupyCall)
-	c.ctx, c.a, c.sku, c.buyer = ctx, a, sku, stock.Buyer{UserID: user, RequestNo: requestNo, Quantity: q}
+	c.ctx, c.a, c.sku, c.x, c.buyer = ctx, a, sku, x, stock.Buyer{UserID: user, RequestNo: requestNo, Quantity: q}
 
 	sq.mu.Lock()
 	sq.pending = append(sq.pending, c)
@@ -208,9 +211,11 @@ func (b *Batcher) run(sq *skuQueue, batch []*occupyCall) {
 		if b.onBatch != nil {
 			b.onBatch(len(live))
 		}
-		buf.args = stock.AppendBatchArgs(buf.args, buf.buyers)
+		first := live[0]
+		buf.keys = stock.AppendBatchKeys(buf.keys, &sq.keys, first.x, buf.buyers)
+		buf.args = stock.AppendBatchArgs(buf.args, first.a.ID, first.sku.ID, first.x, buf.buyers)
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-		out, err := b.stock.OccupyBatchArgs(ctx, live[0].a, live[0].sku, sq.keys, buf.buyers, buf.args, buf.out)
+		out, err := b.stock.OccupyBatchArgs(ctx, first.a, first.sku, buf.keys, buf.buyers, buf.args, buf.out)
 		cancel()
 		for i, c := range live {
 			if err != nil {
@@ -221,11 +226,12 @@ func (b *Batcher) run(sq *skuQueue, batch []*occupyCall) {
 			c.done <- struct{}{}
 		}
 		if own {
+			clear(buf.keys)
 			clear(buf.args)
 			clear(buf.buyers)
 			clear(out)
 			sq.mu.Lock()
-			sq.buf = sendBuf{buyers: buf.buyers[:0], args: buf.args[:0], out: out[:0]}
+			sq.buf = sendBuf{buyers: buf.buyers[:0], keys: buf.keys[:0], args: buf.args[:0], out: out[:0]}
 			sq.bufs = false
 			sq.mu.Unlock()
 		}
@@ -233,14 +239,14 @@ func (b *Batcher) run(sq *skuQueue, batch []*occupyCall) {
 	sq.give(batch)
 }
 
-// occupyFunc is Stock.Occupy's shape, which Batcher.Occupy shares.
-type occupyFunc func(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (stock.OccupyResult, error)
+// occupyFunc is Stock.OccupyWith's shape, which Batcher.Occupy shares.
+type occupyFunc func(ctx context.Context, a *sale.Activity, sku *sale.SKU, x stock.Extras, user int64, requestNo string, q int64) (stock.OccupyResult, error)
 
 // newOccupy picks the engine's occupy: group commit when engine.batch is
 // enabled (the default), else one script call per buyer.
 func newOccupy(cfg Config, st *stock.Stock, m *metrics) occupyFunc {
 	if !cfg.Batch.Enabled {
-		return st.Occupy
+		return st.OccupyWith
 	}
 	b := NewBatcher(st, cfg.Batch, cfg.OccupyTimeout)
 	b.onBatch = func(n int) { m.batch.Observe(float64(n)) }

@@ -29,7 +29,7 @@ func TestBatcherCoalescesUnderLoadWithinTheBound(t *testing.T) {
 			defer wg.Done()
 			for i := range each {
 				u := int64(g*each + i + 1)
-				res, err := b.Occupy(context.Background(), a, k, u, fmt.Sprint("rn", u), 1)
+				res, err := b.Occupy(context.Background(), a, k, stock.Extras{}, u, fmt.Sprint("rn", u), 1)
 				if err != nil || res.Code != stock.CodeOK || res.Holder != fmt.Sprint("rn", u) {
 					t.Errorf("user %d: %+v %v", u, res, err)
 					return
@@ -67,7 +67,7 @@ func TestBatcherSendsALoneOccupyAtOnce(t *testing.T) {
 	var sizes []int
 	b.onBatch = func(n int) { sizes = append(sizes, n) }
 	for u := int64(1); u <= 3; u++ {
-		res, err := b.Occupy(context.Background(), a, k, u, fmt.Sprint("rn", u), 1)
+		res, err := b.Occupy(context.Background(), a, k, stock.Extras{}, u, fmt.Sprint("rn", u), 1)
 		if err != nil || res != (stock.OccupyResult{Code: stock.CodeOK, Remaining: 10 - u, Holder: fmt.Sprint("rn", u)}) {
 			t.Fatalf("user %d: %+v %v", u, res, err)
 		}
@@ -83,7 +83,7 @@ func TestBatcherDropsABuyerWhoseContextEnded(t *testing.T) {
 	b := NewBatcher(r.stock, DefaultConfig().Batch, time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := b.Occupy(ctx, a, k, 1, "gone", 1); !errors.Is(err, context.Canceled) {
+	if _, err := b.Occupy(ctx, a, k, stock.Extras{}, 1, "gone", 1); !errors.Is(err, context.Canceled) {
 		t.Fatalf("occupy with an ended context: %v", err)
 	}
 	if c := r.counts(t, 1, 11); c.Remaining != 10 || c.Holders != 0 {
@@ -110,7 +110,7 @@ func TestBatcherConcurrentNeverOversells(t *testing.T) {
 			for i := 0; i < 60; i++ {
 				user := int64((g*60+i)%2000 + 1)
 				rn := fmt.Sprintf("g%d-%d", g, i)
-				res, err := b.Occupy(ctx, a, k, user, rn, 1)
+				res, err := b.Occupy(ctx, a, k, stock.Extras{}, user, rn, 1)
 				if err != nil {
 					t.Error(err)
 					return

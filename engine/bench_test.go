@@ -31,7 +31,7 @@ func benchmarkCrowd(b *testing.B, n int, occupy occupyFunc, r *rig) {
 	for b.Loop() {
 		for range n {
 			wg.Go(func() {
-				if res, err := occupy(ctx, a, k, u.Add(1), "rn", 1); err != nil || res.Code != stock.CodeOK {
+				if res, err := occupy(ctx, a, k, stock.Extras{}, u.Add(1), "rn", 1); err != nil || res.Code != stock.CodeOK {
 					b.Error(res, err)
 				}
 			})
@@ -43,7 +43,7 @@ func benchmarkCrowd(b *testing.B, n int, occupy occupyFunc, r *rig) {
 
 func BenchmarkCrowd256Single(b *testing.B) {
 	r := newRig(b)
-	benchmarkCrowd(b, 256, r.stock.Occupy, r)
+	benchmarkCrowd(b, 256, r.stock.OccupyWith, r)
 }
 
 func BenchmarkCrowd256Batched(b *testing.B) {
@@ -52,7 +52,7 @@ func BenchmarkCrowd256Batched(b *testing.B) {
 }
 
 // BenchmarkLocalOccupy is the whole in-process accept path for one buyer at
-// a time: occupy, QUEUING result, produce and wait for the broker's ack.
+// a time: occupy (with the QUEUING result), produce and wait for the broker's ack.
 func BenchmarkLocalOccupy(b *testing.B) {
 	r := newRig(b)
 	k := testenv.StartKafka(b, 1)

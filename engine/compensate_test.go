@@ -13,12 +13,12 @@ import (
 	"seckill/internal/testenv"
 )
 
-// TestFailResultIsWrittenOnceRedisIsBack: the default Redis (results) goes
-// away between the occupy on the hot shard and the QUEUING write. The engine
-// releases the ticket and answers busy, but its FAIL result cannot be
-// written then; once Redis answers again the engine writes it, so a result
-// that may have reached Redis as QUEUING does not tell a released ticket is
-// on its way for 48 hours.
+// TestFailResultIsWrittenOnceRedisIsBack: the broker is gone, so the
+// ticket the occupy script accepted (and wrote QUEUING for) is released,
+// and then the SKU's shard — where its result lives — goes away before the
+// FAIL result is written. The engine answers busy; once the shard answers
+// again it writes FAIL, so the QUEUING the script wrote does not tell a
+// released ticket is on its way for 48 hours.
 func TestFailResultIsWrittenOnceRedisIsBack(t *testing.T) {
 	r := newRig(t)
 	k := testenv.StartKafka(t, 1)
@@ -26,13 +26,19 @@ func TestFailResultIsWrittenOnceRedisIsBack(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
 	cfg := DefaultConfig()
 	cfg.Kafka.Brokers = k.Addrs
+	cfg.Kafka.SendTimeout = time.Second
 	cfg.OccupyTimeout = 200 * time.Millisecond
 	cfg.Signing = testSigning
-	stopped := false
+	var released error
 	e, err := New(cfg, r.stock, r.res, zap.New(core), nil, WithFault(func(stage string) error {
-		if stage == "after_occupy" && !stopped {
-			stopped = true
-			r.def.Stop()
+		switch stage {
+		case "before_produce":
+			k.Cluster.Close()
+		case "after_release":
+			if c := r.counts(t, 1, 7001); c.Remaining != 5 || c.Holders != 0 {
+				released = fmt.Errorf("counts after the release: %+v, want 5 remaining and no holder", c)
+			}
+			r.hot.Stop()
 		}
 		return nil
 	}))
@@ -42,24 +48,24 @@ func TestFailResultIsWrittenOnceRedisIsBack(t *testing.T) {
 	t.Cleanup(func() { e.Close() })
 
 	if _, err := e.Occupy(context.Background(), r.order(t, 7001, 42)); err == nil {
-		t.Fatal("occupy answered a ticket while the results' Redis was down")
+		t.Fatal("occupy answered a ticket while the broker was gone")
 	}
-	released := logs.FilterMessage("ticket released after failure").All()
-	if len(released) != 1 {
-		t.Fatalf("%d release log lines, want 1", len(released))
+	if released != nil {
+		t.Fatal(released)
 	}
-	rn, _ := released[0].ContextMap()["requestNo"].(string)
+	lines := logs.FilterMessage("ticket released after failure").All()
+	if len(lines) != 1 {
+		t.Fatalf("%d release log lines, want 1", len(lines))
+	}
+	rn, _ := lines[0].ContextMap()["requestNo"].(string)
 	if rn == "" {
-		t.Fatalf("no requestNo in %v", released[0].ContextMap())
-	}
-	if c := r.counts(t, 1, 7001); c.Remaining != 5 || c.Holders != 0 {
-		t.Fatalf("counts after the release: %+v, want 5 remaining and no holder", c)
+		t.Fatalf("no requestNo in %v", lines[0].ContextMap())
 	}
 
-	if err := r.def.Start(); err != nil {
+	if err := r.hot.Start(); err != nil {
 		t.Fatal(err)
 	}
-	testenv.EventuallyOK(t, "the FAIL result written once Redis is back", 10*time.Second, func() error {
+	testenv.EventuallyOK(t, "the FAIL result written once the SKU's shard is back", 10*time.Second, func() error {
 		got, err := r.res.Read(context.Background(), rn)
 		if err != nil {
 			return err
@@ -69,4 +75,8 @@ func TestFailResultIsWrittenOnceRedisIsBack(t *testing.T) {
 		}
 		return nil
 	})
+	// It was written where the requestNo says, on the hot shard.
+	if n, err := r.hot.Do(t, "EXISTS", sale.ResultKey(1, 7001, rn)).AsInt64(); err != nil || n != 1 {
+		t.Fatalf("the hot shard holds %d results under %s (%v)", n, sale.ResultKey(1, 7001, rn), err)
+	}
 }

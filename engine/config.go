@@ -48,10 +48,24 @@ type Config struct {
 	Kafka               KafkaConfig   `yaml:"kafka"`
 	// Batch is group-commit occupy (see batch.go). Default on.
 	Batch BatchConfig `yaml:"batch"`
+	// Window is the user × SKU attempt window the occupy script counts:
+	// the edge.rate section's user_sku_limit and user_sku_window, copied
+	// here by the app (in-process and `seckill engine` alike read them from
+	// the same file). Limit 0 turns it off. Engine.SetWindow changes it on
+	// a running engine (SIGHUP).
+	Window Window `yaml:"-"`
 	// Signing holds the keys the engine signs order messages with: the
 	// top-level order_signing section (SECKILL_ORDER_SIGNING_KEYS), which
 	// the consumer shares, copied here by the app. At least one key.
 	Signing sale.SigningConfig `yaml:"-"`
+}
+
+// Window is the user × SKU attempt window: at most Limit purchase attempts
+// of one user on one SKU per Period, counted in the occupy script on the
+// SKU's shard and shared by every engine. Limit 0 turns it off.
+type Window struct {
+	Limit  int
+	Period time.Duration
 }
 
 // BatchConfig shapes group-commit occupy: concurrent occupies of one SKU
@@ -131,6 +145,10 @@ func (c *Config) Validate() error {
 		return errors.New("engine.kafka.send_timeout must be positive")
 	case c.Kafka.FlushMessages < 0:
 		return errors.New("engine.kafka.flush_messages must not be negative")
+	case c.Window.Limit < 0:
+		return errors.New("edge.rate.user_sku_limit must not be negative (0 disables)")
+	case c.Window.Limit > 0 && c.Window.Period < time.Millisecond:
+		return errors.New("edge.rate.user_sku_window must be at least 1ms")
 	case c.Batch.Enabled && (c.Batch.MaxSize < 1 || c.Batch.MaxSize > stock.MaxBatch):
 		return errors.New("engine.batch.max_size must be 1..1024")
 	case c.Kafka.RetryMax < 0:

@@ -1,9 +1,9 @@
 // Package engine is the request path of a purchase: it occupies stock for a
 // buyer through the stock ledger (package stock: one Lua script on the Redis
-// shard that owns the SKU, group-committed by Batcher), writes the QUEUING
-// result, produces the order message to Kafka (Sarama, acks=all) and waits
-// for the ack, and releases the occupancy when the message cannot be made
-// durable.
+// shard that owns the SKU, group-committed by Batcher, which in the same
+// call counts the user × SKU window and writes the QUEUING result),
+// produces the order message to Kafka (Sarama, acks=all) and waits for the
+// ack, and releases the occupancy when the message cannot be made durable.
 //
 // The edge resolves what an attempt buys (the activity and SKU, from its
 // catalog view) and hands the engine that resolution: the engine does not
@@ -14,6 +14,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"seckill/internal/sale"
 )
@@ -51,4 +52,7 @@ type Ticket struct {
 	// Remaining is the SKU's remaining stock as the script saw it after
 	// this call, or -1 where the script did not read it.
 	Remaining int64
+	// RetryAfter is how long until the user × SKU window lets the buyer
+	// try again, with stock.ErrRateLimited.
+	RetryAfter time.Duration
 }

@@ -46,7 +46,7 @@ func newRig(t testing.TB) *rig {
 		default:
 		}
 	}))
-	r.res = results.New(r.shards.Default, 0)
+	r.res = results.New(r.shards.Default, r.stock.Client, 0)
 	return r
 }
 
@@ -128,7 +128,7 @@ func eachMode(t *testing.T, f func(t *testing.T, r *rig, k *testenv.Kafka, e Eng
 			k := testenv.StartKafka(t, 3)
 			loc := newLocal(t, r, k.Addrs)
 			if mode == "in-process single occupy" {
-				loc.occupy = r.stock.Occupy
+				loc.occupy = r.stock.OccupyWith
 			}
 			var e Engine = loc
 			if mode == "sidecar" {

@@ -22,7 +22,8 @@ import (
 type Local struct {
 	cfg    Config
 	stock  *stock.Stock
-	occupy occupyFunc // stock.Occupy, or group commit (engine.batch)
+	occupy occupyFunc                   // stock.OccupyWith, or group commit (engine.batch)
+	extras atomic.Pointer[stock.Extras] // result TTL and window of each call; SetWindow swaps it
 	prod   *Producer
 	sign   *sale.Signer
 	res    *results.Store
@@ -51,8 +52,10 @@ type Option func(*Local)
 func WithClock(now func() time.Time) Option { return func(e *Local) { e.now = now } }
 
 // WithFault calls fn at named stages of Occupy ("after_occupy",
-// "before_produce"); a non-nil error aborts Occupy right there, as a crash
-// of the engine would — nothing is compensated. Fault tests only.
+// "before_produce", and in a compensation "after_release", between the
+// release and the FAIL result); a non-nil error aborts Occupy right there,
+// as a crash of the engine would — nothing more is compensated. Fault
+// tests only.
 func WithFault(fn func(stage string) error) Option { return func(e *Local) { e.fault = fn } }
 
 // New builds the in-process engine and connects its producer.
@@ -71,6 +74,7 @@ func New(cfg Config, st *stock.Stock, res *results.Store, log *zap.Logger, reg p
 	e := &Local{cfg: cfg, stock: st, prod: prod, sign: sign, res: res, ids: sale.NewRequestNos(cfg.Node), log: log, m: newMetrics(reg), now: time.Now}
 	e.bufs.New = func() any { b := make([]byte, 0, 384); return &b } // a signed message is ~300 bytes
 	e.occupy = newOccupy(cfg, st, e.m)
+	e.extras.Store(&stock.Extras{ResultTTL: cfg.ResultTTL, WindowLimit: cfg.Window.Limit, WindowPeriod: cfg.Window.Period})
 	// One pair of children per shard index (-1 = default … the last hot
 	// shard, then one for a SKU naming a shard not configured), so the
 	// hot path picks its labels by index.
@@ -84,6 +88,22 @@ func New(cfg Config, st *stock.Stock, res *results.Store, log *zap.Logger, reg p
 		o(e)
 	}
 	return e, nil
+}
+
+// SetWindow changes the user × SKU window (edge.rate.user_sku_limit and
+// user_sku_window) of every occupy that starts after it returns; a bad
+// window is refused, naming its key. Counts already made stand (they live
+// in Redis); limit 0 turns the window off. Safe for concurrent use.
+func (e *Local) SetWindow(w Window) error {
+	c := e.cfg
+	c.Window = w
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	x := *e.extras.Load()
+	x.WindowLimit, x.WindowPeriod = w.Limit, w.Period
+	e.extras.Store(&x)
+	return nil
 }
 
 // Stock returns the stock scripts the engine runs.
@@ -103,11 +123,13 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	}
 	a, sku := r.Activity, r.SKU
 	t := Ticket{Remaining: -1}
-	rn := e.ids.Next()
+	rn := e.ids.Next(a.ID, sku.ID)
 
 	octx, cancel := context.WithTimeout(ctx, e.cfg.OccupyTimeout)
 	start := time.Now()
-	res, err := e.occupy(octx, a, sku, r.UserID, rn, r.Quantity)
+	// One script call is all the Redis work of an accepted buyer: it counts
+	// the window, takes the stock and writes the QUEUING result.
+	res, err := e.occupy(octx, a, sku, *e.extras.Load(), r.UserID, rn, r.Quantity)
 	cancel()
 	lbl := &e.shardLbl[min(e.stock.Place(a.ID, sku)+1, len(e.shardLbl)-1)]
 	lbl.lua.Observe(time.Since(start).Seconds())
@@ -121,8 +143,11 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	e.m.occupy.WithLabelValues(codeLabel(res.Code)).Inc()
 	t.Remaining = res.Remaining
 	if err := res.Err(); err != nil {
-		if errors.Is(err, stock.ErrDuplicate) {
+		switch {
+		case errors.Is(err, stock.ErrDuplicate):
 			t.RequestNo = res.Holder
+		case errors.Is(err, stock.ErrRateLimited):
+			t.RetryAfter = res.RetryAfter
 		}
 		return t, err
 	}
@@ -133,8 +158,9 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	return t, nil
 }
 
-// queue records the QUEUING result, produces the message and waits for the
-// ack; on failure it releases the occupancy and answers ErrBusy.
+// queue produces the message of a ticket the occupy script accepted (and
+// wrote QUEUING for) and waits for the ack; on failure it releases the
+// occupancy, writes FAIL and answers ErrBusy.
 func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *Request, rn string) error {
 	if e.fault != nil {
 		if err := e.fault("after_occupy"); err != nil {
@@ -148,14 +174,9 @@ func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *R
 	if m.TraceID == "" {
 		m.TraceID = rn
 	}
-	// The QUEUING result goes first: the consumer may write SUCCESS as soon
-	// as the message is acked, and must never be overwritten by QUEUING.
-	wctx, cancel := context.WithTimeout(ctx, e.cfg.OccupyTimeout)
-	err := e.res.Write(wctx, results.Entry{RequestNo: rn, Activity: a.ID, SKU: sku.ID, Owner: r.UserID, State: sale.ResultQueuing})
-	cancel()
-	if err != nil {
-		return e.compensate(&m, fmt.Errorf("write queuing result: %w", err))
-	}
+	// The QUEUING result is written already, by the occupy script, before
+	// the message exists: the consumer's SUCCESS, which may come as soon as
+	// the message is acked, is never overwritten by QUEUING.
 	if e.fault != nil {
 		if err := e.fault("before_produce"); err != nil {
 			return fmt.Errorf("%w: fault before produce: %w", ErrBusy, err)
@@ -166,7 +187,7 @@ func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *R
 	var keyBuf [20]byte
 	key := strconv.AppendInt(keyBuf[:0], r.UserID, 10)
 	start := time.Now()
-	err = e.prod.Send(ctx, key, val)
+	err := e.prod.Send(ctx, key, val)
 	e.m.produce.Observe(time.Since(start).Seconds())
 	if err == nil || !errors.Is(err, errSendTimeout) {
 		// On a timeout Sarama may still hold val; only reuse it when the
@@ -203,14 +224,19 @@ func (e *Local) compensate(m *sale.Message, cause error) error {
 		return nil
 	}
 	e.record(m, StateFailed, "compensated: "+out.String())
+	if e.fault != nil {
+		if err := e.fault("after_release"); err != nil {
+			return fmt.Errorf("%w: fault after release: %w", ErrBusy, err)
+		}
+	}
 	fail := results.Entry{RequestNo: m.RequestNo, Activity: m.ActivityID, SKU: m.SKUID, Owner: m.UserID,
 		State: sale.ResultFail, Code: sale.FailBusy}
 	if err := e.res.Write(ctx, fail); err != nil {
-		// The QUEUING write may have reached Redis although its answer did
-		// not (a restart, a LOADING Redis): a result left QUEUING would
+		// The occupy script wrote QUEUING: a result left QUEUING would
 		// tell a released ticket is on its way forever. The ticket holds
 		// nothing now and can never become an order (released or not
-		// held: its claim fails), so FAIL is its end; keep trying.
+		// held: its claim fails), so FAIL is its end; keep trying (the
+		// SKU's shard may be restarting or LOADING).
 		go e.writeFailLater(fail)
 	}
 	e.log.Warn("ticket released after failure",

@@ -9,7 +9,7 @@ import (
 // Metrics of the engine (all created at start, so they exist from the first
 // scrape):
 //
-//	seckill_engine_occupy_total{code}          occupy outcomes: ok, not_open, ended, sold_out, duplicate, over_limit, missing (Redis lost the SKU: busy), error
+//	seckill_engine_occupy_total{code}          occupy outcomes: ok, not_open, ended, sold_out, duplicate, over_limit, rate_limited (user × SKU window), missing (Redis lost the SKU: busy), error
 //	seckill_engine_lua_seconds{shard}          occupy script latency per shard (default, hot0, hot1, …)
 //	seckill_engine_lua_errors_total{shard}     occupy script failures per shard
 //	seckill_engine_produce_seconds             wait for the broker's ack

@@ -28,7 +28,7 @@ import (
 // socket, pipelined by fasthttp's PipelineClient:
 //
 //	POST /occupy   body "activity,sku,user,quantity,traceId"
-//	200            body "CODE,requestNo,remaining"
+//	200            body "CODE,requestNo,remaining,retryAfterMs"
 //
 // The edge resolved the attempt (Request.Activity and .SKU); its resolution
 // travels as the two ids, never as prices or shard choices: the server maps
@@ -41,10 +41,13 @@ import (
 // refused with 400 before any lookup.
 //
 // CODE is an occupy outcome's wire code from the table in stock/outcome.go
-// (OK, NOT_OPEN, ENDED, SOLD_OUT, DUPLICATE, OVER_LIMIT, MISSING — Redis lost
-// the SKU's state: stock.ErrStateLost, a kind of busy —, UNKNOWN_SKU or
-// BUSY); a code the client does not know is busy too. GET /healthz answers
-// 200 while the engine takes requests.
+// (OK, NOT_OPEN, ENDED, SOLD_OUT, DUPLICATE, OVER_LIMIT, RATE_LIMITED,
+// MISSING — Redis lost the SKU's state: stock.ErrStateLost, a kind of busy
+// —, UNKNOWN_SKU or BUSY); a code the client does not know is busy too.
+// retryAfterMs is Ticket.RetryAfter in milliseconds (RATE_LIMITED: when
+// the user × SKU window lets the buyer try again; 0 otherwise); the client
+// also reads an answer without it (a sidecar older than the field). GET
+// /healthz answers 200 while the engine takes requests.
 
 // Listen opens a listener for an address "unix:///path.sock" or
 // "tcp://host:port" (a bare "host:port" means tcp). A stale unix socket file
@@ -185,12 +188,14 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	}
 	code := stock.OutcomeOf(err).Wire()
 	b := ctx.Response.BodyWriter()
-	var buf [96]byte
+	var buf [128]byte
 	out := append(buf[:0], code...)
 	out = append(out, ',')
 	out = append(out, t.RequestNo...)
 	out = append(out, ',')
 	out = strconv.AppendInt(out, t.Remaining, 10)
+	out = append(out, ',')
+	out = strconv.AppendInt(out, t.RetryAfter.Milliseconds(), 10)
 	_, _ = b.Write(out)
 }
 
@@ -447,12 +452,16 @@ func (c *Client) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 
 func decodeTicket(b []byte) (Ticket, error) {
 	t := Ticket{Remaining: -1}
-	parts := bytes.SplitN(b, []byte{','}, 3)
-	if len(parts) != 3 {
+	parts := bytes.SplitN(b, []byte{','}, 4)
+	if len(parts) < 3 {
 		return t, fmt.Errorf("%w: engine sidecar answered %q", ErrBusy, b)
 	}
 	t.RequestNo = string(parts[1])
 	t.Remaining, _ = parseInt(parts[2])
+	if len(parts) == 4 {
+		ms, _ := parseInt(parts[3])
+		t.RetryAfter = time.Duration(max(ms, 0)) * time.Millisecond
+	}
 	// BUSY carries no cause over the wire: it is answered with the code.
 	if o, ok := stock.OutcomeOfWire(string(parts[0])); ok && o != stock.Busy {
 		return t, o.Err()

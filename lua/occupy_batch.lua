@@ -5,7 +5,9 @@
 -- each gets the answer it would get alone in that order: a buyer repeated in
 -- the batch is DUPLICATE naming the requestNo the earlier one took, a buyer
 -- whose quantity no longer fits is SOLD_OUT while a smaller one after it may
--- still be OK.
+-- still be OK. The call is all the Redis work an accepted buyer costs: it
+-- also counts the buyer's attempt in the user x SKU window and writes the
+-- QUEUING result of each buyer it accepts (both keys in the SKU's slot).
 -- KEYS[1] meta    hash: status, start_ms, end_ms, limit, soldout ("1": on-call
 --                 marked the SKU sold out whatever its stock), rebuy ("0": a
 --                 buyer whose order was closed unpaid may not buy again)
@@ -17,38 +19,80 @@
 --                 sells more than one unit per ticket (meta limit > 1)
 -- KEYS[7] pending sorted set: "userId:requestNo" -> accept time (server ms)
 --                 of every record not claimed yet (the orphan sweeper's index)
--- ARGV    n triples, buyer i = 1..n:
---   ARGV[3i-2] userId
---   ARGV[3i-1] requestNo
---   ARGV[3i]   quantity (positive integer; anything else is OVER_LIMIT —
+-- KEYS[7+i]       buyer i's result hash (sk:{a<A>:s<S>}:r:<requestNo>), i = 1..n
+-- KEYS[7+n+i]     buyer i's attempt counter (sk:{a<A>:s<S>}:rl:<userId>), only
+--                 where the window is on (ARGV[4] > 0)
+-- ARGV[1] activity id, ARGV[2] sku id: the result hash's activity and sku
+-- ARGV[3] the result's TTL in seconds (engine.result_ttl)
+-- ARGV[4] attempts allowed per user x SKU and window (edge.rate.user_sku_limit;
+--         0: no window, no counter touched)
+-- ARGV[5] the window in milliseconds (edge.rate.user_sku_window)
+-- ARGV[5+3i-2] userId, ARGV[5+3i-1] requestNo, ARGV[5+3i] quantity of buyer i
+--              (quantity a positive integer; anything else is OVER_LIMIT —
 --              outside 1..limit — and takes nothing)
 -- Returns a flat array of 3n values, {code, remaining, holder} of buyer i at
 -- 3i-2, 3i-1, 3i (one buyer: {code, remaining, holder}):
---   "OK"         stock taken; remaining after this buyer's decrement;
---                holder = its requestNo
---   "MISSING"    no meta hash: Redis lost the SKU (restart without
---                persistence, FLUSHALL) and the watcher has not rebuilt it
---                from the database yet, or it is not preheated yet. Not a
---                business answer: the engine answers busy (fail closed)
---   "NOT_OPEN"   status not ONLINE, or server time before start_ms
---   "ENDED"      server time at or after end_ms
---   "DUPLICATE"  the user holds a ticket (before or earlier in the batch);
---                holder = that requestNo. Also where meta rebuy is "0" and
---                the user's order was closed unpaid: holder = its requestNo
---   "OVER_LIMIT" quantity above the per-user limit, or not an integer >= 1
---   "SOLD_OUT"   remaining below quantity (remaining may be above 0), or the
---                on-call sold-out mark is set (remaining 0: nothing sellable)
--- remaining is -1 where stock was not read. Redis work per call, whatever n
--- is: one HMGET of meta, one TIME, one HMGET of users (and one of closed
--- where rebuy is "0"); where anyone may buy, one GET; where anyone bought,
--- one DECRBY, one INCRBY, one HSET of the new records, one ZADD of their
--- pending entries (and one HSET of their units where limit > 1). One buyer
--- who buys: 8 commands.
-local n = #ARGV / 3
+--   "OK"           stock taken, QUEUING result written; remaining after this
+--                  buyer's decrement; holder = its requestNo
+--   "RATE_LIMITED" the buyer's attempts in the window are over the limit
+--                  (counted first, before any other rule, whatever the sale's
+--                  state); holder = milliseconds until the window resets
+--   "MISSING"      no meta hash: Redis lost the SKU (restart without
+--                  persistence, FLUSHALL) and the watcher has not rebuilt it
+--                  from the database yet, or it is not preheated yet. Not a
+--                  business answer: the engine answers busy (fail closed)
+--   "NOT_OPEN"     status not ONLINE, or server time before start_ms
+--   "ENDED"        server time at or after end_ms
+--   "DUPLICATE"    the user holds a ticket (before or earlier in the batch);
+--                  holder = that requestNo. Also where meta rebuy is "0" and
+--                  the user's order was closed unpaid: holder = its requestNo
+--   "OVER_LIMIT"   quantity above the per-user limit, or not an integer >= 1
+--   "SOLD_OUT"     remaining below quantity (remaining may be above 0), or the
+--                  on-call sold-out mark is set (remaining 0: nothing sellable)
+-- remaining is -1 where stock was not read.
+-- Redis work per call, whatever n is: one HMGET of meta, one TIME, one HMGET
+-- of users (and one of closed where rebuy is "0"); where anyone may buy, one
+-- GET; where anyone bought, one DECRBY, one INCRBY, one HSET of the new
+-- records, one ZADD of their pending entries (and one HSET of their units
+-- where limit > 1). Per buyer, where the window is on: one INCR, a PEXPIRE on
+-- the window's first attempt, a PTTL when over the limit. Per buyer accepted:
+-- one HSET and one EXPIRE of its result. One new buyer who buys runs 12
+-- commands inside the call (HMGET x2, TIME, GET, DECRBY, INCRBY, HSET x2,
+-- ZADD, EXPIRE, INCR, PEXPIRE); 10 without the window.
+local n = (#ARGV - 5) / 3
 local out = {}
+local window = tonumber(ARGV[4])
+local limited = {} -- i -> true: over the window's limit, judged no further
+local open = n     -- buyers not rate-limited
+if window > 0 then
+  for i = 1, n do
+    local key = KEYS[7 + n + i]
+    local c = redis.call('INCR', key)
+    if c == 1 then
+      redis.call('PEXPIRE', key, ARGV[5])
+    end
+    if c > window then
+      local ttl = redis.call('PTTL', key)
+      if ttl < 0 then
+        -- A counter without its expiry (restored without it): give it one
+        -- rather than bar the buyer for good.
+        redis.call('PEXPIRE', key, ARGV[5])
+        ttl = tonumber(ARGV[5])
+      end
+      out[3 * i - 2], out[3 * i - 1], out[3 * i] = 'RATE_LIMITED', -1, ttl
+      limited[i] = true
+      open = open - 1
+    end
+  end
+  if open == 0 then
+    return out
+  end
+end
 local function all(code)
   for i = 1, n do
-    out[3 * i - 2], out[3 * i - 1], out[3 * i] = code, -1, ''
+    if not limited[i] then
+      out[3 * i - 2], out[3 * i - 1], out[3 * i] = code, -1, ''
+    end
   end
   return out
 end
@@ -67,9 +111,10 @@ end
 if now >= tonumber(meta[3]) then
   return all('ENDED')
 end
+local base = 5
 local uids = {}
 for i = 1, n do
-  uids[i] = ARGV[3 * i - 2]
+  uids[i] = ARGV[base + 3 * i - 2]
 end
 local held = redis.call('HMGET', KEYS[3], unpack(uids))
 if meta[6] == '0' then
@@ -87,35 +132,39 @@ local seen = {}  -- userId -> requestNo taken earlier in this batch
 local set = {}   -- field, value pairs for one HSET of users
 local pend = {}  -- score, member pairs for one ZADD of pending
 local units = {} -- requestNo, quantity pairs for the qty HSET (limit > 1)
+local ok = {}    -- buyers accepted, for their results
 for i = 1, n do
-  local uid, rn, q = uids[i], ARGV[3 * i - 1], tonumber(ARGV[3 * i])
-  local h = seen[uid] or held[i]
-  local j = 3 * i - 2
-  if h then
-    out[j], out[j + 1], out[j + 2] = 'DUPLICATE', -1, h
-  elseif not q or q < 1 or q ~= math.floor(q) or q > limit then
-    out[j], out[j + 1], out[j + 2] = 'OVER_LIMIT', -1, ''
-  elseif marked then
-    out[j], out[j + 1], out[j + 2] = 'SOLD_OUT', 0, ''
-  else
-    if not stock then
-      stock = tonumber(redis.call('GET', KEYS[2]) or '0')
-    end
-    if stock < q then
-      out[j], out[j + 1], out[j + 2] = 'SOLD_OUT', stock, ''
+  if not limited[i] then
+    local uid, rn, q = uids[i], ARGV[base + 3 * i - 1], tonumber(ARGV[base + 3 * i])
+    local h = seen[uid] or held[i]
+    local j = 3 * i - 2
+    if h then
+      out[j], out[j + 1], out[j + 2] = 'DUPLICATE', -1, h
+    elseif not q or q < 1 or q ~= math.floor(q) or q > limit then
+      out[j], out[j + 1], out[j + 2] = 'OVER_LIMIT', -1, ''
+    elseif marked then
+      out[j], out[j + 1], out[j + 2] = 'SOLD_OUT', 0, ''
     else
-      stock = stock - q
-      taken = taken + q
-      seen[uid] = rn
-      set[#set + 1] = uid
-      set[#set + 1] = rn
-      pend[#pend + 1] = now
-      pend[#pend + 1] = uid .. ':' .. rn
-      if limit > 1 then
-        units[#units + 1] = rn
-        units[#units + 1] = q
+      if not stock then
+        stock = tonumber(redis.call('GET', KEYS[2]) or '0')
       end
-      out[j], out[j + 1], out[j + 2] = 'OK', stock, rn
+      if stock < q then
+        out[j], out[j + 1], out[j + 2] = 'SOLD_OUT', stock, ''
+      else
+        stock = stock - q
+        taken = taken + q
+        seen[uid] = rn
+        set[#set + 1] = uid
+        set[#set + 1] = rn
+        pend[#pend + 1] = now
+        pend[#pend + 1] = uid .. ':' .. rn
+        if limit > 1 then
+          units[#units + 1] = rn
+          units[#units + 1] = q
+        end
+        ok[#ok + 1] = i
+        out[j], out[j + 1], out[j + 2] = 'OK', stock, rn
+      end
     end
   end
 end
@@ -126,6 +175,14 @@ if #set > 0 then
   redis.call('ZADD', KEYS[7], unpack(pend))
   if #units > 0 then
     redis.call('HSET', KEYS[6], unpack(units))
+  end
+  -- The QUEUING results, before the engine produces any message: the
+  -- consumer's SUCCESS or FAIL always comes after, so QUEUING never
+  -- overwrites it. The fields are those results.Store writes.
+  for _, i in ipairs(ok) do
+    local key = KEYS[7 + i]
+    redis.call('HSET', key, 'state', 'QUEUING', 'owner', uids[i], 'activity', ARGV[1], 'sku', ARGV[2], 'orderNo', '', 'code', '')
+    redis.call('EXPIRE', key, ARGV[3])
   end
 end
 return out

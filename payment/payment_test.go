@@ -65,7 +65,7 @@ func newRig(t *testing.T, scfg store.Config) *rig {
 func (r *rig) order(t *testing.T, user int64) (store.Order, bool) {
 	t.Helper()
 	ctx := context.Background()
-	rn := fmt.Sprintf("%d-%d", user, r.seq.Add(1))
+	rn := fmt.Sprintf("%d-%d-%d", r.act.ID, r.act.SKUs[0].ID, user*1000+r.seq.Add(1)) // README "Numbers"
 	res, err := r.stock.Occupy(ctx, &r.act, &r.act.SKUs[0], user, rn, 1)
 	for i := 0; err != nil && i < 30; i++ {
 		// A connection dropped (the rig's 500ms Redis budget on a busy

@@ -84,15 +84,12 @@ func (r *rig) reconciler(t *testing.T, at time.Time) (*Reconciler, *prometheus.R
 // does before writing the order); order makes the order too.
 func (r *rig) occupy(t *testing.T, sku, user int64) sale.Message {
 	t.Helper()
-	rn := r.ids.Next()
+	rn := r.ids.Next(r.act.ID, sku)
 	res, err := r.stock.Occupy(context.Background(), &r.act, r.act.SKU(sku), user, rn, 1)
 	if err != nil || res.Code != stock.CodeOK {
 		t.Fatalf("occupy sku %d user %d: %+v %v", sku, user, res, err)
 	}
-	if err := r.res.Write(context.Background(), results.Entry{RequestNo: rn, Activity: r.act.ID, SKU: sku, Owner: user,
-		State: sale.ResultQueuing}); err != nil {
-		t.Fatal(err)
-	}
+	// The occupy script wrote the QUEUING result.
 	return sale.Message{RequestNo: rn, ActivityID: r.act.ID, SKUID: sku, UserID: user, Quantity: 1, UnitPrice: 100,
 		AcceptedAt: time.Now().UnixMilli()}
 }
@@ -536,7 +533,7 @@ func TestMultiUnitOrphansReleasedExactly(t *testing.T) {
 		k := &act.SKUs[0]
 		take := func(user, q int64) sale.Message {
 			t.Helper()
-			rn := r.ids.Next()
+			rn := r.ids.Next(act.ID, k.ID)
 			if res, err := r.stock.Occupy(ctx, &act, k, user, rn, q); err != nil || res.Code != stock.CodeOK {
 				t.Fatalf("occupy %d units for user %d: %+v %v", q, user, res, err)
 			}

@@ -4,16 +4,18 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
 
+	"seckill/internal/results"
 	"seckill/internal/sale"
 	"seckill/lua"
 )
 
 // MaxBatch bounds the buyers of one batch script call (engine.batch.max_size)
-// and the tickets of one claim_batch.lua call: 3 ARGV strings per buyer stay
-// far below Lua's stack limit for unpack.
+// and the tickets of one claim_batch.lua call: 3 ARGV strings and 2 keys per
+// buyer stay far below Lua's stack limit for unpack.
 const MaxBatch = 1024
 
 var occupyBatchScript = rueidis.NewLuaScript(lua.OccupyBatch)
@@ -25,33 +27,75 @@ type Buyer struct {
 	Quantity  int64
 }
 
+// Extras is what the occupy script does for each buyer beside the stock
+// rules, so that an accepted buyer costs Redis one call (DESIGN §5): it
+// writes the QUEUING result of every buyer it accepts and counts every
+// buyer's attempt in the user × SKU window. The zero value writes results
+// with results.DefaultTTL and counts nothing.
+type Extras struct {
+	// ResultTTL is the QUEUING result's TTL (engine.result_ttl); <= 0
+	// means results.DefaultTTL.
+	ResultTTL time.Duration
+	// WindowLimit attempts per user and SKU are allowed per WindowPeriod
+	// (edge.rate.user_sku_limit and user_sku_window); past it the buyer is
+	// RATE_LIMITED. 0 turns the window off: no counter is touched.
+	WindowLimit  int
+	WindowPeriod time.Duration
+}
+
+func (x *Extras) window() bool { return x.WindowLimit > 0 && x.WindowPeriod >= time.Millisecond }
+
 // OccupyBatch runs the occupy script (occupy_batch.lua) for buyers of one
 // SKU, in order: each buyer's result is the one Occupy would have given it
 // called once per buyer in that order. The results are appended to out. An
 // error is a Redis failure and holds for every buyer. A remaining stock of
 // 0 publishes the sold-out event (once).
-func (s *Stock) OccupyBatch(ctx context.Context, a *sale.Activity, sku *sale.SKU, buyers []Buyer, out []OccupyResult) ([]OccupyResult, error) {
-	args := AppendBatchArgs(make([]string, 0, 3*len(buyers)), buyers)
-	return s.OccupyBatchArgs(ctx, a, sku, BatchKeys(a.ID, sku.ID), buyers, args, out)
+func (s *Stock) OccupyBatch(ctx context.Context, a *sale.Activity, sku *sale.SKU, x Extras, buyers []Buyer, out []OccupyResult) ([]OccupyResult, error) {
+	k := sale.KeysFor(a.ID, sku.ID)
+	keys := AppendBatchKeys(make([]string, 0, 7+2*len(buyers)), &k, x, buyers)
+	args := AppendBatchArgs(make([]string, 0, 5+3*len(buyers)), a.ID, sku.ID, x, buyers)
+	return s.OccupyBatchArgs(ctx, a, sku, keys, buyers, args, out)
 }
 
-// BatchKeys returns the KEYS of the occupy script for one SKU.
-func BatchKeys(activity, sku int64) []string {
-	k := sale.KeysFor(activity, sku)
-	return []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending}
+// AppendBatchKeys appends the KEYS of one occupy script call to keys: the
+// SKU's seven (k), each buyer's result key and, where x's window is on,
+// each buyer's attempt counter.
+func AppendBatchKeys(keys []string, k *sale.SKUKeys, x Extras, buyers []Buyer) []string {
+	keys = append(keys, k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending)
+	for _, b := range buyers {
+		keys = append(keys, k.Result+b.RequestNo)
+	}
+	if x.window() {
+		var buf [20]byte
+		for _, b := range buyers {
+			keys = append(keys, k.Rate+string(strconv.AppendInt(buf[:0], b.UserID, 10)))
+		}
+	}
+	return keys
 }
 
-// AppendBatchArgs appends the script's ARGV triples of buyers to args.
-func AppendBatchArgs(args []string, buyers []Buyer) []string {
+// AppendBatchArgs appends the ARGV of one occupy script call to args: the
+// SKU's ids, x's settings, then each buyer's triple.
+func AppendBatchArgs(args []string, activity, sku int64, x Extras, buyers []Buyer) []string {
+	ttl := x.ResultTTL
+	if ttl <= 0 {
+		ttl = results.DefaultTTL
+	}
+	limit, period := "0", "0"
+	if x.window() {
+		limit, period = strconv.Itoa(x.WindowLimit), strconv.FormatInt(x.WindowPeriod.Milliseconds(), 10)
+	}
+	args = append(args, strconv.FormatInt(activity, 10), strconv.FormatInt(sku, 10),
+		strconv.FormatInt(int64(max(ttl/time.Second, 1)), 10), limit, period)
 	for _, b := range buyers {
 		args = append(args, strconv.FormatInt(b.UserID, 10), b.RequestNo, strconv.FormatInt(b.Quantity, 10))
 	}
 	return args
 }
 
-// OccupyBatchArgs is OccupyBatch with the SKU's keys (BatchKeys) and the
-// buyers' ARGV (AppendBatchArgs) given, so a caller that sends batch after
-// batch of one SKU (the engine's group commit) builds neither per call.
+// OccupyBatchArgs is OccupyBatch with the call's KEYS (AppendBatchKeys) and
+// ARGV (AppendBatchArgs) built by the caller, so one that sends batch after
+// batch of one SKU (the engine's group commit) reuses their buffers.
 func (s *Stock) OccupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale.SKU, keys []string, buyers []Buyer, args []string, out []OccupyResult) ([]OccupyResult, error) {
 	if len(buyers) == 0 {
 		return out, nil
@@ -80,6 +124,9 @@ func (s *Stock) OccupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale
 			r.Holder = buyers[i].RequestNo // the script echoes it; skip a copy
 		case CodeDuplicate:
 			r.Holder, _ = vals[3*i+2].ToString()
+		case CodeRateLimited:
+			ms, _ := vals[3*i+2].AsInt64()
+			r.RetryAfter = time.Duration(ms) * time.Millisecond
 		}
 		if r.Remaining == 0 && (r.Code == CodeOK || r.Code == CodeSoldOut) {
 			soldOut = true

@@ -17,11 +17,12 @@ import (
 // (occupy_batch.lua, the one definition of the occupy rules: one buyer is a
 // batch of one) against expectations worked out by hand from its documented
 // rules (the header of lua/occupy_batch.lua and README "The life of a
-// ticket": status and window, then the user's record, then the per-user
-// limit, then the on-call mark and the stock) — the oracle for single and
-// batched occupy alike, which no longer have two scripts to compare. Codes
-// are the documented strings, and the books — stock, sold, users and the
-// pending index — are read from Redis by the key names of DESIGN §5.
+// ticket": the user × SKU window first, then status and window, then the
+// user's record, then the per-user limit, then the on-call mark and the
+// stock) — the oracle for single and batched occupy alike, which no longer
+// have two scripts to compare. Codes are the documented strings, and the
+// books — stock, sold, users, the pending index, the attempt counters and
+// every buyer's result — are read from Redis by the key names of DESIGN §5.
 func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 	const a, b, c, d = 1, 2, 3, 4 // buyers
 	type want struct {
@@ -34,6 +35,7 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 		name         string
 		stock, limit int64
 		tweak        func(*sale.Activity)
+		window       int     // user × SKU attempts per hour (0: off), for both calls
 		before       []Buyer // an earlier call's buyers, all OK
 		mark         bool    // the on-call sold-out mark, set after before
 		buyers       []Buyer
@@ -43,6 +45,7 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 		users        map[int64]string  // the users hash: userId -> requestNo
 		pending      []string          // the pending index's members, "userId:requestNo"
 		units        map[string]string // the qty hash (limit > 1): requestNo -> units
+		counts       map[int64]string  // the attempt counters (window on): userId -> count
 	}{
 		{
 			name:  "stock 3 sells to a, b and c; a's second ticket is a duplicate of its first; d finds it sold out",
@@ -142,6 +145,44 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			remaining: 5, sold: 0, users: map[int64]string{},
 		},
 		{
+			name:  "the window counts every attempt first: a's third is rate-limited before its duplicate is judged",
+			stock: 5, limit: 1, window: 2,
+			buyers:    []Buyer{{a, "ra", 1}, {a, "ra2", 1}, {b, "rb", 1}, {a, "ra3", 1}},
+			want:      []want{{"OK", 4, "ra"}, {"DUPLICATE", -1, "ra"}, {"OK", 3, "rb"}, {"RATE_LIMITED", -1, ""}},
+			remaining: 3, sold: 2, users: map[int64]string{a: "ra", b: "rb"},
+			pending: []string{"1:ra", "2:rb"},
+			counts:  map[int64]string{a: "3", b: "1"},
+		},
+		{
+			name:  "attempts of an earlier call count: over the window a buyer is rate-limited though stock is left",
+			stock: 5, limit: 1, window: 1,
+			before:    []Buyer{{a, "r0", 1}},
+			buyers:    []Buyer{{a, "ra", 1}, {b, "rb", 1}, {b, "rb2", 1}},
+			want:      []want{{"RATE_LIMITED", -1, ""}, {"OK", 3, "rb"}, {"RATE_LIMITED", -1, ""}},
+			remaining: 3, sold: 2, users: map[int64]string{a: "r0", b: "rb"},
+			pending: []string{"1:r0", "2:rb"},
+			counts:  map[int64]string{a: "2", b: "2"},
+		},
+		{
+			name:  "every buyer over the window: nothing but the counts changes",
+			stock: 5, limit: 1, window: 1,
+			before:    []Buyer{{a, "r0", 1}},
+			buyers:    []Buyer{{a, "ra", 1}, {a, "ra2", 1}},
+			want:      []want{{"RATE_LIMITED", -1, ""}, {"RATE_LIMITED", -1, ""}},
+			remaining: 4, sold: 1, users: map[int64]string{a: "r0"},
+			pending: []string{"1:r0"},
+			counts:  map[int64]string{a: "3"},
+		},
+		{
+			name:  "before the window opens an attempt still counts, and one over the window is rate-limited",
+			stock: 5, limit: 1, window: 1,
+			tweak:     func(x *sale.Activity) { x.Start, x.End = now.Add(time.Hour), now.Add(2*time.Hour) },
+			buyers:    []Buyer{{a, "ra", 1}, {a, "ra2", 1}, {b, "rb", 1}},
+			want:      []want{{"NOT_OPEN", -1, ""}, {"RATE_LIMITED", -1, ""}, {"NOT_OPEN", -1, ""}},
+			remaining: 5, sold: 0, users: map[int64]string{},
+			counts: map[int64]string{a: "2", b: "1"},
+		},
+		{
 			name:  "an offline activity sells nothing inside its window",
 			stock: 5, limit: 1,
 			tweak:     func(x *sale.Activity) { x.State = sale.StateOffline },
@@ -161,9 +202,10 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 				tc.tweak(&act)
 			}
 			pa, k := r.preheat(t, act)
+			x := Extras{WindowLimit: tc.window, WindowPeriod: time.Hour}
 			t0 := serverMs(t, rdb)
 			if len(tc.before) > 0 {
-				got, err := r.stock.OccupyBatch(ctx, pa, k, tc.before, nil)
+				got, err := r.stock.OccupyBatch(ctx, pa, k, x, tc.before, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -178,7 +220,7 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := r.stock.OccupyBatch(ctx, pa, k, tc.buyers, nil)
+			got, err := r.stock.OccupyBatch(ctx, pa, k, x, tc.buyers, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,8 +229,13 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 				t.Fatalf("%d answers for %d buyers", len(got), len(tc.buyers))
 			}
 			for j, w := range tc.want {
-				if g := got[j]; g.Code != w.code || g.Remaining != w.remaining || g.Holder != w.holder {
+				g := got[j]
+				if g.Code != w.code || g.Remaining != w.remaining || g.Holder != w.holder {
 					t.Errorf("buyer %d %+v: %+v, want %+v", j, tc.buyers[j], g, w)
+				}
+				// RATE_LIMITED says when the hour's window resets.
+				if limited := w.code == "RATE_LIMITED"; limited != (g.RetryAfter > 0) || g.RetryAfter > time.Hour {
+					t.Errorf("buyer %d: retry after %v", j, g.RetryAfter)
 				}
 			}
 			// DESIGN §5: sk:{a<activity>:s<sku>}:stock, :sold, :users.
@@ -239,11 +286,52 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			if fmt.Sprint(members) != fmt.Sprint(tc.pending) {
 				t.Errorf("pending %v, want %v", members, tc.pending)
 			}
+			// :rl:<userId>, the attempt counters, each expiring with its
+			// window; none at all while the window is off.
+			keys, err := rdb.Do(ctx, rdb.B().Keys().Pattern(p+"rl:*").Build()).AsStrSlice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(keys) != len(tc.counts) {
+				t.Errorf("attempt counters %v, want %d", keys, len(tc.counts))
+			}
+			for u, n := range tc.counts {
+				key := p + "rl:" + strconv.FormatInt(u, 10)
+				if got, err := rdb.Do(ctx, rdb.B().Get().Key(key).Build()).ToString(); err != nil || got != n {
+					t.Errorf("%s = %q (%v), want %s", key, got, err, n)
+				}
+				if ms, err := rdb.Do(ctx, rdb.B().Pttl().Key(key).Build()).AsInt64(); err != nil || ms <= 0 || ms > time.Hour.Milliseconds() {
+					t.Errorf("%s expires in %d ms (%v), want within the hour", key, ms, err)
+				}
+			}
+			// :r:<requestNo>, the result: QUEUING for each buyer the call
+			// accepted, with the fields results.Store writes and its TTL;
+			// nothing for the others.
+			for j, w := range tc.want {
+				key := p + "r:" + tc.buyers[j].RequestNo
+				res, err := rdb.Do(ctx, rdb.B().Hgetall().Key(key).Build()).AsStrMap()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if w.code != "OK" {
+					if len(res) != 0 {
+						t.Errorf("buyer %d (%s) has a result %v", j, w.code, res)
+					}
+					continue
+				}
+				want := fmt.Sprintf("map[activity:%d code: orderNo: owner:%d sku:%d state:QUEUING]", act.ID, tc.buyers[j].UserID, k.ID)
+				if fmt.Sprint(res) != want {
+					t.Errorf("buyer %d's result %v, want %s", j, res, want)
+				}
+				if s, err := rdb.Do(ctx, rdb.B().Ttl().Key(key).Build()).AsInt64(); err != nil || s < 47*3600 || s > 48*3600 {
+					t.Errorf("buyer %d's result expires in %d s (%v), want 48 h", j, s, err)
+				}
+			}
 		})
 	}
 	t.Run("an activity never preheated (or lost by Redis) is missing for every buyer", func(t *testing.T) {
 		act := activity(99, 999, 5, false)
-		got, err := r.stock.OccupyBatch(ctx, &act, &act.SKUs[0], []Buyer{{a, "ra", 1}, {b, "rb", 1}}, nil)
+		got, err := r.stock.OccupyBatch(ctx, &act, &act.SKUs[0], Extras{}, []Buyer{{a, "ra", 1}, {b, "rb", 1}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +340,8 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 				t.Errorf("buyer %d: %+v, want MISSING", j, g)
 			}
 		}
-		if n, err := rdb.Do(ctx, rdb.B().Exists().Key("sk:{a99:s999}:stock", "sk:{a99:s999}:users", "sk:{a99:s999}:pending").Build()).AsInt64(); err != nil || n != 0 {
+		if n, err := rdb.Do(ctx, rdb.B().Exists().Key("sk:{a99:s999}:stock", "sk:{a99:s999}:users", "sk:{a99:s999}:pending",
+			"sk:{a99:s999}:r:ra", "sk:{a99:s999}:r:rb").Build()).AsInt64(); err != nil || n != 0 {
 			t.Errorf("a missing SKU's keys were written: %d (%v)", n, err)
 		}
 	})

@@ -61,7 +61,7 @@ func TestBatchesAnswerLikeOneCallPerBuyer(t *testing.T) {
 			_ = r.stock.SetSoldOut(ctx, 1, 12, false)
 		}
 		var err error
-		if got, err = r.stock.OccupyBatch(ctx, pa, batched, buyers[i:i+n], got); err != nil {
+		if got, err = r.stock.OccupyBatch(ctx, pa, batched, Extras{}, buyers[i:i+n], got); err != nil {
 			t.Fatal(err)
 		}
 		i += n
@@ -88,12 +88,12 @@ func TestBatchesAnswerLikeOneCallPerBuyer(t *testing.T) {
 func TestTwoRequestsOfOneUserInOneBatch(t *testing.T) {
 	r := newRig(t)
 	a, k := r.preheat(t, activity(1, 11, 10, false))
-	got, err := r.stock.OccupyBatch(context.Background(), a, k,
+	got, err := r.stock.OccupyBatch(context.Background(), a, k, Extras{},
 		[]Buyer{{7, "first", 1}, {8, "other", 1}, {7, "second", 1}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []OccupyResult{{CodeOK, 9, "first"}, {CodeOK, 8, "other"}, {CodeDuplicate, -1, "first"}}
+	want := []OccupyResult{{Code: CodeOK, Remaining: 9, Holder: "first"}, {Code: CodeOK, Remaining: 8, Holder: "other"}, {Code: CodeDuplicate, Remaining: -1, Holder: "first"}}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("buyer %d: %+v, want %+v", i, got[i], want[i])

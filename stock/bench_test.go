@@ -52,7 +52,7 @@ func benchmarkOccupyBatch(b *testing.B, n int) {
 			buyers[i].UserID = u
 		}
 		var err error
-		if out, err = r.stock.OccupyBatch(ctx, a, k, buyers, out[:0]); err != nil || out[n-1].Code != CodeOK {
+		if out, err = r.stock.OccupyBatch(ctx, a, k, Extras{}, buyers, out[:0]); err != nil || out[n-1].Code != CodeOK {
 			b.Fatal(out, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"seckill/internal/sale"
 	"seckill/internal/testenv"
@@ -14,10 +15,14 @@ import (
 // numbers the script headers promise. One buyer through the one occupy
 // script costs what the retired single-buyer occupy.lua did (HMGET of
 // meta, TIME, a read of the user's record, GET, DECRBY, INCRBY, HSET)
-// plus the ZADD of the pending index; a batch of many costs the same
-// commands as a batch of one. A claim of one ticket costs what claim.lua
-// did (a read of the record, SADD) plus the ZREM. A forced release of 64
-// claimed tickets costs what the release of one does.
+// plus the ZADD of the pending index, plus its QUEUING result (HSET and
+// EXPIRE) and, where the user × SKU window is on, its count (INCR, and
+// PEXPIRE on the window's first attempt); a batch of many costs the same
+// stock commands as a batch of one, only the result and the count growing
+// with the buyers. A buyer over the window costs its INCR and a PTTL and
+// nothing else. A claim of one ticket costs what claim.lua did (a read of
+// the record, SADD) plus the ZREM. A forced release of 64 claimed tickets
+// costs what the release of one does.
 func TestScriptCallsCostTheDocumentedCommands(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
@@ -70,7 +75,23 @@ func TestScriptCallsCostTheDocumentedCommands(t *testing.T) {
 	}
 	release := testenv.Commands{"evalsha": 1, "zrem": 1, "hmget": 2, "smismember": 1, "srem": 1, "hdel": 2, "decrby": 1, "incrby": 1,
 		"publish": 1} // "available", once per SKU
-	buy := testenv.Commands{"evalsha": 1, "hmget": 2, "time": 1, "get": 1, "decrby": 1, "incrby": 1, "hset": 1, "zadd": 1}
+	buy := testenv.Commands{"evalsha": 1, "hmget": 2, "time": 1, "get": 1, "decrby": 1, "incrby": 1, "hset": 2, "zadd": 1, "expire": 1}
+	windowed := Extras{WindowLimit: 1, WindowPeriod: time.Hour}
+	buyWindowed := testenv.Commands{"evalsha": 1, "hmget": 2, "time": 1, "get": 1, "decrby": 1, "incrby": 1, "hset": 2, "zadd": 1, "expire": 1,
+		"incr": 1, "pexpire": 1}
+	batch := func(from int64, x Extras) func() error {
+		return func() error {
+			var buyers []Buyer
+			for u := from; u < from+64; u++ {
+				buyers = append(buyers, Buyer{UserID: u, RequestNo: fmt.Sprint("b-", u), Quantity: 1})
+			}
+			out, err := r.stock.OccupyBatch(ctx, a, k, x, buyers, nil)
+			if err == nil && out[63].Code != CodeOK {
+				err = fmt.Errorf("%+v", out[63])
+			}
+			return err
+		}
+	}
 	tests := []struct {
 		name string
 		call func() error
@@ -90,17 +111,24 @@ func TestScriptCallsCostTheDocumentedCommands(t *testing.T) {
 			}
 			return err
 		}, testenv.Commands{"evalsha": 1, "hmget": 2, "time": 1}},
-		{"a batch of 64 buyers who buy", func() error {
-			var buyers []Buyer
-			for u := int64(100); u < 164; u++ {
-				buyers = append(buyers, Buyer{UserID: u, RequestNo: fmt.Sprint("b-", u), Quantity: 1})
-			}
-			out, err := r.stock.OccupyBatch(ctx, a, k, buyers, nil)
-			if err == nil && out[63].Code != CodeOK {
-				err = fmt.Errorf("%+v", out[63])
+		{"a batch of 64 buyers who buy", batch(100, Extras{}), testenv.Commands{"evalsha": 1, "hmget": 2, "time": 1, "get": 1,
+			"decrby": 1, "incrby": 1, "hset": 1 + 64, "zadd": 1, "expire": 64}},
+		{"one buyer who buys, the window on", func() error {
+			res, err := r.stock.OccupyWith(ctx, a, k, windowed, 2, "rn-2", 1)
+			if err == nil && res.Code != CodeOK {
+				err = fmt.Errorf("%+v", res)
 			}
 			return err
-		}, buy},
+		}, buyWindowed},
+		{"one buyer over the window", func() error {
+			res, err := r.stock.OccupyWith(ctx, a, k, windowed, 2, "rn-2b", 1)
+			if err == nil && (res.Code != CodeRateLimited || res.RetryAfter <= 0 || res.RetryAfter > time.Hour) {
+				err = fmt.Errorf("%+v", res)
+			}
+			return err
+		}, testenv.Commands{"evalsha": 1, "incr": 1, "pttl": 1}},
+		{"a batch of 64 buyers who buy, the window on", batch(200, windowed), testenv.Commands{"evalsha": 1, "hmget": 2, "time": 1, "get": 1,
+			"decrby": 1, "incrby": 1, "hset": 1 + 64, "zadd": 1, "expire": 64, "incr": 64, "pexpire": 64}},
 		{"a claim of one ticket", func() error {
 			_, err := r.stock.Claim(ctx, &sale.Message{RequestNo: "rn-1", ActivityID: 1, SKUID: 11, UserID: 1, Quantity: 1})
 			return err

@@ -21,6 +21,10 @@ var (
 	ErrDuplicate = errors.New("duplicate purchase")
 	// ErrOverLimit: quantity above the per-user limit.
 	ErrOverLimit = errors.New("over per-user limit")
+	// ErrRateLimited: the buyer's attempts on the SKU are over the user ×
+	// SKU window (edge.rate.user_sku_limit per user_sku_window), counted by
+	// the occupy script; OccupyResult.RetryAfter says when it resets.
+	ErrRateLimited = errors.New("too many attempts on this sku")
 	// ErrUnknownSKU: no activity sells the SKU (or not the one named).
 	ErrUnknownSKU = errors.New("unknown sku")
 	// ErrBusy: a dependency (Redis, Kafka) failed or timed out. Any stock

@@ -44,7 +44,7 @@ func newRig(t testing.TB) *rig {
 		default:
 		}
 	}))
-	r.res = results.New(r.shards.Default, 0)
+	r.res = results.New(r.shards.Default, r.stock.Client, 0)
 	r.occupy = r.stock.Occupy
 	return r
 }
@@ -80,7 +80,7 @@ const bystanderQty = 1 << 40
 // amongBystanders is one buyer's occupy in a batch of three: a bystander
 // before it and one after it, users no test uses.
 func (r *rig) amongBystanders(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (OccupyResult, error) {
-	out, err := r.stock.OccupyBatch(ctx, a, sku, []Buyer{
+	out, err := r.stock.OccupyBatch(ctx, a, sku, Extras{}, []Buyer{
 		{UserID: -1, RequestNo: "bystander-before", Quantity: bystanderQty},
 		{UserID: user, RequestNo: requestNo, Quantity: q},
 		{UserID: -2, RequestNo: "bystander-after", Quantity: bystanderQty},

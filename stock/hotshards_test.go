@@ -125,9 +125,9 @@ func TestHotSKUsLandOnTheirShard(t *testing.T) {
 		k := &pa.SKUs[i]
 		var buyers []Buyer
 		for u := int64(1); u <= 5; u++ {
-			buyers = append(buyers, Buyer{UserID: u, RequestNo: fmt.Sprintf("rn-%d-%d", k.ID, u), Quantity: 1})
+			buyers = append(buyers, Buyer{UserID: u, RequestNo: fmt.Sprintf("%d-%d-%d", pa.ID, k.ID, u), Quantity: 1})
 		}
-		res, err := r.stock.OccupyBatch(ctx, pa, k, buyers, nil)
+		res, err := r.stock.OccupyBatch(ctx, pa, k, Extras{}, buyers, nil)
 		if err != nil {
 			t.Fatalf("sku %d: %v", k.ID, err)
 		}

@@ -17,6 +17,8 @@ const (
 	SoldOut
 	Duplicate
 	OverLimit
+	// RateLimited: over the user × SKU window; no other rule was judged.
+	RateLimited
 	// Missing: Redis lost the SKU's state (ErrStateLost, a kind of busy).
 	Missing
 	// UnknownSKU: no activity sells the SKU. The engine finds it in the
@@ -36,15 +38,16 @@ type outcomeRow struct {
 }
 
 var outcomes = [nOutcomes]outcomeRow{
-	OK:         {CodeOK, nil, "ok", "OK"},
-	NotOpen:    {CodeNotOpen, ErrNotOpen, "not_open", "NOT_OPEN"},
-	Ended:      {CodeEnded, ErrEnded, "ended", "ENDED"},
-	SoldOut:    {CodeSoldOut, ErrSoldOut, "sold_out", "SOLD_OUT"},
-	Duplicate:  {CodeDuplicate, ErrDuplicate, "duplicate", "DUPLICATE"},
-	OverLimit:  {CodeOverLimit, ErrOverLimit, "over_limit", "OVER_LIMIT"},
-	Missing:    {CodeMissing, ErrStateLost, "missing", "MISSING"},
-	UnknownSKU: {"", ErrUnknownSKU, "", "UNKNOWN_SKU"},
-	Busy:       {"", ErrBusy, "error", "BUSY"},
+	OK:          {CodeOK, nil, "ok", "OK"},
+	NotOpen:     {CodeNotOpen, ErrNotOpen, "not_open", "NOT_OPEN"},
+	Ended:       {CodeEnded, ErrEnded, "ended", "ENDED"},
+	SoldOut:     {CodeSoldOut, ErrSoldOut, "sold_out", "SOLD_OUT"},
+	Duplicate:   {CodeDuplicate, ErrDuplicate, "duplicate", "DUPLICATE"},
+	OverLimit:   {CodeOverLimit, ErrOverLimit, "over_limit", "OVER_LIMIT"},
+	RateLimited: {CodeRateLimited, ErrRateLimited, "rate_limited", "RATE_LIMITED"},
+	Missing:     {CodeMissing, ErrStateLost, "missing", "MISSING"},
+	UnknownSKU:  {"", ErrUnknownSKU, "", "UNKNOWN_SKU"},
+	Busy:        {"", ErrBusy, "error", "BUSY"},
 }
 
 // Err is the outcome's sentinel; nil for OK.

@@ -48,7 +48,7 @@ func TestOutcomeTableRoundTrips(t *testing.T) {
 	if _, ok := OutcomeOfWire("PERHAPS"); ok {
 		t.Error("an unknown wire code was found")
 	}
-	want := []string{"ok", "not_open", "ended", "sold_out", "duplicate", "over_limit", "missing", "error"}
+	want := []string{"ok", "not_open", "ended", "sold_out", "duplicate", "over_limit", "rate_limited", "missing", "error"}
 	if got := Labels(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("labels %v, want %v", got, want)
 	}

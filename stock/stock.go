@@ -73,6 +73,9 @@ const (
 	// without persistence, a FLUSHALL) and the watcher has not rebuilt it
 	// from the database yet: the engine answers busy, never not-open.
 	CodeMissing = "MISSING"
+	// CodeRateLimited: the buyer's attempts on the SKU are over the user ×
+	// SKU window (Extras.WindowLimit); counted before any other rule.
+	CodeRateLimited = "RATE_LIMITED"
 )
 
 // OccupyResult is the occupy script's answer.
@@ -80,6 +83,9 @@ type OccupyResult struct {
 	Code      string
 	Remaining int64  // -1 where the script did not read stock
 	Holder    string // the requestNo holding the user's record (OK, DUPLICATE)
+	// RetryAfter is how long until the user × SKU window lets the buyer try
+	// again (RATE_LIMITED only).
+	RetryAfter time.Duration
 }
 
 // Err maps the script's code to the package's sentinel (the outcome
@@ -91,8 +97,9 @@ func (r OccupyResult) Err() error {
 	return fmt.Errorf("%w: occupy script answered %q", ErrBusy, r.Code)
 }
 
-// Client is the client of the shard that holds SKU (activity, sku): the
-// one routing function. A hot SKU lives on hot shard sku.hotShard, else
+// Client is the client of the shard that holds SKU (activity, sku) — every
+// key of the SKU, its tickets' results included, lives there: the one
+// routing function. A hot SKU lives on hot shard sku.hotShard, else
 // on the placement rule's hot shard (shard.Set.Place); the others, and a
 // SKU the catalog does not know, on redis.default. A SKU that names a
 // hot shard this process lacks gets a client that refuses every command
@@ -135,14 +142,21 @@ func (s *Stock) skuClient(activity int64, k *sale.SKU) rueidis.Client {
 	return s.shards.Client(s.Place(activity, k))
 }
 
-// Occupy takes stock for one buyer: the occupy script (occupy_batch.lua)
-// with a batch of one, so one buyer is judged by exactly the rules a
-// group-commit batch applies. An error is a Redis failure; business
-// outcomes are in the result's Code. A remaining stock of 0 publishes the
-// sold-out event.
+// Occupy takes stock for one buyer with the zero Extras (results kept for
+// results.DefaultTTL, no window): OccupyWith.
 func (s *Stock) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, user int64, requestNo string, q int64) (OccupyResult, error) {
+	return s.OccupyWith(ctx, a, sku, Extras{}, user, requestNo, q)
+}
+
+// OccupyWith takes stock for one buyer: the occupy script (occupy_batch.lua)
+// with a batch of one, so one buyer is judged by exactly the rules a
+// group-commit batch applies, and x says what else the call does (the
+// QUEUING result, the user × SKU window). An error is a Redis failure;
+// business outcomes are in the result's Code. A remaining stock of 0
+// publishes the sold-out event.
+func (s *Stock) OccupyWith(ctx context.Context, a *sale.Activity, sku *sale.SKU, x Extras, user int64, requestNo string, q int64) (OccupyResult, error) {
 	var out [1]OccupyResult
-	res, err := s.OccupyBatch(ctx, a, sku, []Buyer{{UserID: user, RequestNo: requestNo, Quantity: q}}, out[:0])
+	res, err := s.OccupyBatch(ctx, a, sku, x, []Buyer{{UserID: user, RequestNo: requestNo, Quantity: q}}, out[:0])
 	if err != nil {
 		return OccupyResult{}, err
 	}

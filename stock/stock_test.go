@@ -468,7 +468,7 @@ func testClosedBuyerIsBarredWhereRebuyIsOff(t *testing.T, r *rig) {
 	if res, _ := r.occupy(ctx, a1, k1, 7, "again-7", 1); res.Code != CodeDuplicate || res.Holder != "closed-7" {
 		t.Fatalf("the closed buyer where re-buy is off: %+v, want DUPLICATE naming closed-7", res)
 	}
-	batch, err := r.stock.OccupyBatch(ctx, a1, k1, []Buyer{{7, "b-7", 1}, {8, "b-8", 1}}, nil)
+	batch, err := r.stock.OccupyBatch(ctx, a1, k1, Extras{}, []Buyer{{7, "b-7", 1}, {8, "b-8", 1}}, nil)
 	if err != nil || batch[0].Code != CodeDuplicate || batch[0].Holder != "closed-7" || batch[1].Code != CodeOK {
 		t.Fatalf("a batch with the closed buyer: %+v %v", batch, err)
 	}
@@ -511,7 +511,7 @@ func testMultiUnitTicketsRecordTheirUnits(t *testing.T, r *rig) {
 	if res, _ := r.occupy(ctx, a, k, 1, "rn-1", 3); res.Code != CodeOK || res.Remaining != 17 {
 		t.Fatalf("occupy 3: %+v", res)
 	}
-	got, err := r.stock.OccupyBatch(ctx, a, k, []Buyer{{2, "rn-2", 2}, {3, "rn-3", 1}, {2, "rn-2b", 1}}, nil)
+	got, err := r.stock.OccupyBatch(ctx, a, k, Extras{}, []Buyer{{2, "rn-2", 2}, {3, "rn-3", 1}, {2, "rn-2b", 1}}, nil)
 	if err != nil || got[0].Code != CodeOK || got[1].Code != CodeOK || got[2].Code != CodeDuplicate {
 		t.Fatalf("batch: %+v %v", got, err)
 	}

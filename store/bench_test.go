@@ -33,7 +33,7 @@ func benchBatches(b *testing.B, size int, save func(s Store, msgs []sale.Message
 	for b.Loop() {
 		for i := range msgs {
 			user++
-			msgs[i] = msg(rns.Next(), 1, 10, user)
+			msgs[i] = msg(rns.Next(1, 10), 1, 10, user)
 		}
 		if err := save(s, msgs); err != nil {
 			b.Fatal(err)

@@ -200,7 +200,7 @@ func TestRequestHistoryTellsTheStory(t *testing.T) {
 		ctx := context.Background()
 		s := r.open(t)
 		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 5}))
-		rn := sale.NewRequestNos(1).Next()
+		rn := sale.NewRequestNos(1).Next(1, 10)
 		m := msg(rn, 1, 10, 100)
 		save(t, s, m)
 		if err := s.LogRequests(ctx, []LogEntry{{RequestNo: rn, ActivityID: 1, SKUID: 10, UserID: 100, Quantity: 1,

@@ -29,8 +29,9 @@ type ResultHub struct {
 	subscribedOnce atomic.Bool
 }
 
-// NewResultHub returns a hub on rdb (the default Redis, where results
-// live); Run keeps its subscription.
+// NewResultHub returns a hub on rdb (the default Redis, where
+// results.Store publishes the final results; the results themselves live on
+// their SKU's shard); Run keeps its subscription.
 func NewResultHub(rdb rueidis.Client, log *zap.Logger) *ResultHub {
 	if log == nil {
 		log = zap.NewNop()

@@ -31,7 +31,7 @@ type streamRig struct {
 func newStreamRig(t *testing.T, cfg StreamConfig, writeTimeout time.Duration, hub bool) *streamRig {
 	t.Helper()
 	s := &streamRig{redis: testenv.StartRedis(t)}
-	s.res = results.New(s.redis.Client(t), time.Hour)
+	s.res = results.New(s.redis.Client(t), nil, time.Hour)
 	if hub {
 		s.hub = NewResultHub(s.redis.Client(t), nil)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -138,8 +138,8 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 // write timeout and the result never delivered.)
 func TestStreamOutlivesTheWriteTimeout(t *testing.T) {
 	s := newStreamRig(t, StreamConfig{Heartbeat: 100 * time.Millisecond, WriteTimeout: time.Second, MaxWait: 10 * time.Second}, 300*time.Millisecond, true)
-	q := s.queue(t, "42", 7)
-	st := s.open(t, "42", 7)
+	q := s.queue(t, "1-1001-42", 7)
+	st := s.open(t, "1-1001-42", 7)
 	if l := st.next(t, "data: ", time.Second); !strings.Contains(l, `"QUEUING"`) {
 		t.Fatalf("first event %q", l)
 	}
@@ -172,7 +172,7 @@ func TestStreamEndsWhenTheClientGoesAway(t *testing.T) {
 	const n = 20
 	var sts []*stream
 	for i := range n {
-		rn := "t" + strconv.Itoa(i)
+		rn := "1-1001-" + strconv.Itoa(100+i)
 		s.queue(t, rn, int64(100+i))
 		st := s.open(t, rn, int64(100+i))
 		st.next(t, "data: ", time.Second)
@@ -191,25 +191,25 @@ func TestStreamEndsWhenTheClientGoesAway(t *testing.T) {
 // that user only; a stream that ends frees its place.
 func TestStreamsPerUserAreCapped(t *testing.T) {
 	s := newStreamRig(t, StreamConfig{MaxPerUser: 2, Heartbeat: 50 * time.Millisecond, MaxWait: time.Minute}, 5*time.Second, true)
-	s.queue(t, "a", 7)
-	s.queue(t, "b", 8)
-	first := s.open(t, "a", 7)
+	s.queue(t, "1-1001-1", 7)
+	s.queue(t, "1-1001-2", 8)
+	first := s.open(t, "1-1001-1", 7)
 	first.next(t, "data: ", time.Second)
-	second := s.open(t, "a", 7)
+	second := s.open(t, "1-1001-1", 7)
 	second.next(t, "data: ", time.Second)
-	if st := s.open(t, "a", 7); st.resp.StatusCode != http.StatusTooManyRequests {
+	if st := s.open(t, "1-1001-1", 7); st.resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("third stream of one user: %d, want 429", st.resp.StatusCode)
 	}
-	if st := s.open(t, "b", 8); st.resp.StatusCode != 200 {
+	if st := s.open(t, "1-1001-2", 8); st.resp.StatusCode != 200 {
 		t.Fatalf("another user's stream: %d", st.resp.StatusCode)
 	}
 	// Refused or not found streams hold no place.
-	if st := s.open(t, "b", 7); st.resp.StatusCode != http.StatusTooManyRequests {
+	if st := s.open(t, "1-1001-2", 7); st.resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("capped user asking for a foreign ticket: %d", st.resp.StatusCode)
 	}
 	first.resp.Body.Close()
 	waitFor(t, "a place to free up", 3*time.Second, func() bool { return s.h.Open() == 2 })
-	if st := s.open(t, "a", 7); st.resp.StatusCode != 200 {
+	if st := s.open(t, "1-1001-1", 7); st.resp.StatusCode != 200 {
 		t.Fatalf("after one stream ended: %d", st.resp.StatusCode)
 	}
 }
@@ -225,7 +225,7 @@ func TestPushedResultsCostNoPolling(t *testing.T) {
 	var sts []*stream
 	var es []results.Entry
 	for i := range n {
-		rn := "p" + strconv.Itoa(i)
+		rn := "1-1001-" + strconv.Itoa(200+i)
 		es = append(es, s.queue(t, rn, int64(200+i)))
 		st := s.open(t, rn, int64(200+i))
 		st.next(t, "data: ", time.Second)

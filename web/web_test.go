@@ -60,14 +60,14 @@ func get(t *testing.T, url string, user string) *http.Response {
 
 func TestResultStreamFollowsTheTicketToItsEnd(t *testing.T) {
 	r := testenv.StartRedis(t)
-	res := results.New(r.Client(t), time.Hour)
+	res := results.New(r.Client(t), nil, time.Hour)
 	base := serve(t, res)
 	ctx := context.Background()
-	q := results.Entry{RequestNo: "42", Activity: 1, SKU: 1001, Owner: 7, State: sale.ResultQueuing}
+	q := results.Entry{RequestNo: "1-1001-42", Activity: 1, SKU: 1001, Owner: 7, State: sale.ResultQueuing}
 	if err := res.Write(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	resp := get(t, base+"/api/v1/flash-sale/result/42/events", "7")
+	resp := get(t, base+"/api/v1/flash-sale/result/1-1001-42/events", "7")
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("stream answered %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
@@ -91,21 +91,21 @@ func TestResultStreamFollowsTheTicketToItsEnd(t *testing.T) {
 
 func TestResultStreamIsOwnerOnly(t *testing.T) {
 	r := testenv.StartRedis(t)
-	res := results.New(r.Client(t), time.Hour)
+	res := results.New(r.Client(t), nil, time.Hour)
 	base := serve(t, res)
-	if err := res.Write(context.Background(), results.Entry{RequestNo: "42", Owner: 7, State: sale.ResultFail, Code: sale.FailBusy}); err != nil {
+	if err := res.Write(context.Background(), results.Entry{RequestNo: "1-1001-42", Activity: 1, SKU: 1001, Owner: 7, State: sale.ResultFail, Code: sale.FailBusy}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name, user, rn string
 		status         int
 	}{
-		{"another user gets not found", "8", "42", 404},
+		{"another user gets not found", "8", "1-1001-42", 404},
 		{"an unknown ticket is not found", "7", "43", 404},
-		{"no user is unauthorized", "", "42", 401},
-		{"a signed user id is malformed, as on the order route", "+7", "42", 400},
-		{"a user id with letters is malformed", "7a", "42", 400},
-		{"the owner gets the final answer", "7", "42", 200},
+		{"no user is unauthorized", "", "1-1001-42", 401},
+		{"a signed user id is malformed, as on the order route", "+7", "1-1001-42", 400},
+		{"a user id with letters is malformed", "7a", "1-1001-42", 400},
+		{"the owner gets the final answer", "7", "1-1001-42", 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := get(t, base+"/api/v1/flash-sale/result/"+tc.rn+"/events", tc.user)
@@ -139,9 +139,9 @@ func TestBuyerAssetsAreCacheable(t *testing.T) {
 // on from the fallback (the orders database in the app) and ends with it.
 func TestResultStreamFallsBackWhenRedisLosesTheResult(t *testing.T) {
 	r := testenv.StartRedis(t)
-	res := results.New(r.Client(t), time.Hour)
+	res := results.New(r.Client(t), nil, time.Hour)
 	ctx := context.Background()
-	q := results.Entry{RequestNo: "42", Activity: 1, SKU: 1001, Owner: 7, State: sale.ResultQueuing}
+	q := results.Entry{RequestNo: "1-1001-42", Activity: 1, SKU: 1001, Owner: 7, State: sale.ResultQueuing}
 	if err := res.Write(ctx, q); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestResultStreamFallsBackWhenRedisLosesTheResult(t *testing.T) {
 	h := NewResultEvents(res, nil, StreamConfig{Recheck: 20 * time.Millisecond, MaxWait: 3 * time.Second},
 		func(_ context.Context, rn string) (results.Entry, error) {
 			asked <- rn
-			if rn != "42" {
+			if rn != "1-1001-42" {
 				return results.Entry{}, results.ErrNotFound
 			}
 			s := q
@@ -161,7 +161,7 @@ func TestResultStreamFallsBackWhenRedisLosesTheResult(t *testing.T) {
 	rt.GET("/e/{requestNo}", h.Handle)
 	base := listen(t, rt)
 
-	resp := get(t, base+"/e/42", "7")
+	resp := get(t, base+"/e/1-1001-42", "7")
 	sc := bufio.NewScanner(resp.Body)
 	var data []string
 	for sc.Scan() {
@@ -172,7 +172,7 @@ func TestResultStreamFallsBackWhenRedisLosesTheResult(t *testing.T) {
 		data = append(data, l[6:])
 		if len(data) == 1 {
 			// QUEUING came from Redis; now Redis forgets the ticket.
-			if err := r.Do(t, "DEL", sale.ResultKey("42")).Error(); err != nil {
+			if err := r.Do(t, "DEL", sale.ResultKey(1, 1001, "1-1001-42")).Error(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -180,10 +180,10 @@ func TestResultStreamFallsBackWhenRedisLosesTheResult(t *testing.T) {
 	if len(data) != 2 || !strings.Contains(data[0], `"QUEUING"`) || !strings.Contains(data[1], `"SUCCESS"`) || !strings.Contains(data[1], `"O42"`) {
 		t.Fatalf("events %q, want QUEUING from Redis then SUCCESS from the fallback", data)
 	}
-	if resp := get(t, base+"/e/43", "7"); resp.StatusCode != 404 {
+	if resp := get(t, base+"/e/1-1001-43", "7"); resp.StatusCode != 404 {
 		t.Fatalf("a ticket neither knows: %d", resp.StatusCode)
 	}
-	if resp := get(t, base+"/e/42", "8"); resp.StatusCode != 404 {
+	if resp := get(t, base+"/e/1-1001-42", "8"); resp.StatusCode != 404 {
 		t.Fatalf("another user: %d", resp.StatusCode)
 	}
 	if len(asked) == 0 {

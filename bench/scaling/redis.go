@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +46,10 @@ func measureRedis(o options) ([]figure, error) {
 	if !ok {
 		return nil, fmt.Errorf("the catalog does not hold activity %d after preheat", act.ID)
 	}
+	// What the engine passes with the dev defaults: the QUEUING result
+	// written and the user × SKU window counted in the same call.
+	extras := stock.Extras{ResultTTL: 48 * time.Hour, WindowLimit: 10, WindowPeriod: 10 * time.Second}
+	ids := sale.NewRequestNos(1)
 	logf("redis: %d callers, %d buyers a script call, %v", o.workers, o.batch, o.dur)
 	w, err := startCPU(p.PID())
 	if err != nil {
@@ -67,10 +70,10 @@ func measureRedis(o options) ([]figure, error) {
 			for time.Now().Before(deadline) {
 				for i := range bs {
 					user++
-					bs[i] = stock.Buyer{UserID: user, RequestNo: strconv.FormatInt(user, 10), Quantity: 1}
+					bs[i] = stock.Buyer{UserID: user, RequestNo: ids.Next(a.ID, k.ID), Quantity: 1}
 				}
 				var err error
-				out, err = st.OccupyBatch(ctx, a, k, bs, out[:0])
+				out, err = st.OccupyBatch(ctx, a, k, extras, bs, out[:0])
 				if err == nil && out[len(out)-1].Code != stock.CodeOK {
 					err = fmt.Errorf("occupy answered %v, want OK (the SKU's stock outlasts any run)", out[len(out)-1].Code)
 				}

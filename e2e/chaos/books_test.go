@@ -49,7 +49,7 @@ type skuBooks struct {
 // books is the state of the whole sale.
 type books struct {
 	SKUs    map[int64]*skuBooks
-	Results map[string]map[string]string // every result hash on the default Redis, by requestNo
+	Results map[string]map[string]string // every result hash of the SKUs, each read on its shard, by requestNo
 	Log     map[string]logRow            // the activity's request log, by requestNo
 }
 
@@ -145,10 +145,10 @@ func frozenByLoss(run *Run, b *books, live map[string]order, l logRow) (string, 
 }
 
 // readBooks reads every SKU in skus (id -> initial stock) from its Redis
-// (the hot SKU from the hot shard), every result key, and the activity's
+// (the hot SKU from the hot shard) with its tickets' results, and the activity's
 // orders, request log and snapshots from MariaDB.
 func (s *System) readBooks(skus map[int64]int64) (*books, error) {
-	b := &books{SKUs: map[int64]*skuBooks{}}
+	b := &books{SKUs: map[int64]*skuBooks{}, Results: map[string]map[string]string{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	def, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Redis.Addr}, DisableCache: true})
@@ -200,14 +200,15 @@ func (s *System) readBooks(skus map[int64]int64) (*books, error) {
 			WHERE activity_id = ? AND sku_id = ?`, activityID, sku).Scan(&sb.SnapInitial, &sb.SnapAvail, &sb.SnapSold)
 		sb.SnapFound = err == nil
 		b.SKUs[sku] = sb
+		// The SKU's tickets' results, on its shard.
+		if err := readResults(ctx, c, k.Results, b.Results); err != nil {
+			return nil, fmt.Errorf("sku %d results: %w", sku, err)
+		}
 	}
 	if err := s.readOrders(ctx, b); err != nil {
 		return nil, err
 	}
 	if b.Log, err = s.readLog(ctx); err != nil {
-		return nil, err
-	}
-	if b.Results, err = readResults(ctx, def); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -259,14 +260,14 @@ func (s *System) readLog(ctx context.Context) (map[string]logRow, error) {
 	return out, rows.Err()
 }
 
-// readResults reads every result hash (sk:r:*) on the default Redis.
-func readResults(ctx context.Context, c rueidis.Client) (map[string]map[string]string, error) {
-	out := map[string]map[string]string{}
+// readResults reads every result hash under prefix (one SKU's, on its
+// shard c) into out, by requestNo.
+func readResults(ctx context.Context, c rueidis.Client, prefix string, out map[string]map[string]string) error {
 	var cursor uint64
 	for {
-		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(resultPrefix+"*").Count(1000).Build()).AsScanEntry()
+		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if len(e.Elements) > 0 {
 			cmds := make(rueidis.Commands, 0, len(e.Elements))
@@ -276,15 +277,15 @@ func readResults(ctx context.Context, c rueidis.Client) (map[string]map[string]s
 			for i, r := range c.DoMulti(ctx, cmds...) {
 				m, err := r.AsStrMap()
 				if err != nil {
-					return nil, fmt.Errorf("%s: %w", e.Elements[i], err)
+					return fmt.Errorf("%s: %w", e.Elements[i], err)
 				}
 				if len(m) > 0 {
-					out[strings.TrimPrefix(e.Elements[i], resultPrefix)] = m
+					out[strings.TrimPrefix(e.Elements[i], prefix)] = m
 				}
 			}
 		}
 		if cursor = e.Cursor; cursor == 0 {
-			return out, nil
+			return nil
 		}
 	}
 }

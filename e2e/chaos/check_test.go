@@ -223,10 +223,11 @@ func judgeTickets(rep *report, run *Run, b *books, liveByRN, liveByNo map[string
 		l, logged := b.Log[rn]
 		state, orderNo := res[fieldState], res[fieldOrderNo]
 		if res == nil {
-			// The result is gone. Only a declared loss of the default
-			// Redis may take it, for a ticket answered before it healed;
-			// the database then tells the fate.
-			if loss == nil || !loss.Results || tk.Answered.After(loss.Until) {
+			// The result is gone. Only a declared loss of the shard of
+			// the ticket's SKU, where its result lives, may take it, for
+			// a ticket answered before it healed; the database then
+			// tells the fate.
+			if !loss.covers(tk.SKU) || tk.Answered.After(loss.Until) {
 				lostResult = append(lostResult, fmt.Sprintf("%s(user %d sku %d)", rn, tk.User, tk.SKU))
 			}
 			switch o, live := liveByRN[rn]; {

@@ -150,7 +150,7 @@ func (h *handState) failTicket(remark, code string) {
 
 // lossBefore declares a Redis loss of SKU 101 that healed at until.
 func (h *handState) lossBefore(until time.Time) {
-	h.run.Fault.Loss = &redisLoss{SKUs: []int64{skuNormal}, Results: true, Until: until}
+	h.run.Fault.Loss = &redisLoss{SKUs: []int64{skuNormal}, Until: until}
 }
 
 const (
@@ -196,6 +196,10 @@ func TestCheckerFailsBrokenBooks(t *testing.T) {
 		}, vAckedOK},
 		{"an acknowledged ticket's result is gone without a declared loss", func(h *handState) {
 			delete(h.books.Results, "r2")
+		}, vResultKept},
+		{"an acknowledged ticket's result is gone, but the declared loss is of another SKU's shard", func(h *handState) {
+			delete(h.books.Results, "r2")
+			h.run.Fault.Loss = &redisLoss{SKUs: []int64{skuHot}, Until: at(10)}
 		}, vResultKept},
 		{"an acknowledged ticket is still QUEUING", func(h *handState) {
 			h.books.Results["r2"] = map[string]string{fieldState: stateQueuing}

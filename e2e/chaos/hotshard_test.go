@@ -7,7 +7,8 @@ import (
 
 // TestHotShardKilled: only the hot-SKU redis-server is SIGKILLed mid-sale
 // and comes back empty (no persistence): a declared loss of the hot SKU's
-// ledger only. The shards are meant to isolate each other: the normal SKU
+// ledger only, with its tickets' results (they live on its shard; the
+// database tells their fate). The shards are meant to isolate each other: the normal SKU
 // on the default Redis keeps selling through the outage with healthy
 // answers, the hot SKU answers 503 BUSY (never "unknown" or "not open": the
 // sale is on, its ledger is away) until the engine has rebuilt it from the

@@ -273,8 +273,9 @@ type faultPlan struct {
 
 // redisLoss is the Redis data a fault destroys.
 type redisLoss struct {
-	SKUs    []int64 // SKUs whose ledger (stock, records, claims) is lost
-	Results bool    // the default Redis, with the result keys, is lost
+	// SKUs whose ledger (stock, records, claims) is lost, and with it
+	// their tickets' results, which live on the SKU's shard (DESIGN §5).
+	SKUs []int64
 	// Until is when the emptied Redis came back (set by buyWithFault at
 	// the heal): tickets answered later met the rebuilt ledger.
 	Until time.Time

@@ -101,8 +101,8 @@ func TestRedisKilledWithPersistence(t *testing.T) {
 }
 
 // TestRedisKilledWithoutPersistence: both redis-servers are SIGKILLed
-// mid-sale and come back empty: a declared loss of both ledgers and of the
-// results. The system answers 503 BUSY until the watcher has rebuilt every
+// mid-sale and come back empty: a declared loss of both ledgers, with
+// their tickets' results. The system answers 503 BUSY until the watcher has rebuilt every
 // SKU from the database (README "Reconciliation"), then sells again on its
 // own. Once it settled, buyers who already hold orders try again: whatever
 // the system answers, no second order may come of it. Acknowledged tickets
@@ -131,7 +131,7 @@ func TestRedisKilledWithoutPersistence(t *testing.T) {
 			return err
 		},
 		During: busy, Settle: settle,
-		Loss: &redisLoss{SKUs: []int64{skuNormal, skuHot}, Results: true},
+		Loss: &redisLoss{SKUs: []int64{skuNormal, skuHot}},
 	})
 	run.add((<-probed).Attempts...)
 	sc.finish(run)

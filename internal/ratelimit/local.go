@@ -2,14 +2,13 @@
 //
 //   - Local: per-key (client IP, user) limits in process memory, GCRA with a
 //     burst, sharded so that no lock is global, bounded in memory;
-//   - Window: a per user × SKU window in Redis (one Lua call), shared by
-//     every edge;
 //   - Gate: the per-SKU admission gate, which lets at most K × remaining
 //     stock per second through to the engine;
 //   - Inflight: a bound on the attempts per SKU in flight at once.
 //
-// Gate and Inflight take new settings in place while in use; Local and
-// Window are rebuilt to change.
+// Gate and Inflight take new settings in place while in use; Local is
+// rebuilt to change. The per user × SKU window is not here: the engine's
+// occupy script counts it in Redis (package stock).
 //
 // Each answers with how long the caller should wait (Retry-After).
 package ratelimit

@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -108,39 +107,6 @@ func TestLocalDisabled(t *testing.T) {
 		if ok, _ := l.Allow(1); !ok {
 			t.Fatal("a disabled limiter refused")
 		}
-	}
-}
-
-func TestWindowTripsAndRecoversInRedis(t *testing.T) {
-	r := testenv.StartRedis(t)
-	w := NewWindow(r.Client(t), 2, 300*time.Millisecond)
-	ctx := context.Background()
-	for i := 0; i < 2; i++ {
-		if ok, _, err := w.Allow(ctx, 1, 1001, 42); !ok || err != nil {
-			t.Fatalf("attempt %d: %v %v", i, ok, err)
-		}
-	}
-	ok, wait, err := w.Allow(ctx, 1, 1001, 42)
-	if ok || err != nil || wait <= 0 || wait > 300*time.Millisecond {
-		t.Fatalf("3rd attempt: ok=%v wait=%v err=%v", ok, wait, err)
-	}
-	if ok, _, _ := w.Allow(ctx, 1, 1002, 42); !ok {
-		t.Fatal("another sku must have its own window")
-	}
-	time.Sleep(wait + 50*time.Millisecond)
-	if ok, _, err := w.Allow(ctx, 1, 1001, 42); !ok || err != nil {
-		t.Fatalf("after the window: %v %v", ok, err)
-	}
-}
-
-func TestWindowFailsClosedWhenRedisIsDown(t *testing.T) {
-	r := testenv.StartRedis(t)
-	w := NewWindow(r.Client(t), 2, time.Second)
-	r.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if ok, _, err := w.Allow(ctx, 1, 1, 1); ok || err == nil {
-		t.Fatalf("with Redis down: ok=%v err=%v, want an error", ok, err)
 	}
 }
 

@@ -1,6 +1,9 @@
-// Package results reads and writes ticket results (sk:r:{requestNo} on the
-// default Redis): QUEUING when the engine accepts, SUCCESS or FAIL when the
-// consumer is done. The buyer's polling reads them; they expire after a TTL.
+// Package results reads and writes ticket results: a hash per ticket,
+// sk:{a<activity>:s<sku>}:r:<requestNo> on the shard that holds the SKU
+// (the ticket number names its SKU, sale.ParseRequestNo). The occupy script
+// writes QUEUING when the engine accepts; the consumer writes SUCCESS or
+// FAIL when it is done, and a compensation FAIL. The buyer's polling reads
+// them by requestNo alone; they expire after a TTL.
 package results
 
 import (
@@ -8,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -18,7 +22,8 @@ import (
 // DefaultTTL is how long a result stays readable (DESIGN §5: 48 h).
 const DefaultTTL = 48 * time.Hour
 
-// ErrNotFound means no result exists under that requestNo.
+// ErrNotFound means no result exists under that requestNo (or it is not a
+// ticket number at all).
 var ErrNotFound = errors.New("result not found")
 
 // Entry is one result to write.
@@ -32,51 +37,115 @@ type Entry struct {
 	Code      string `json:"code"` // failure code for FAIL
 }
 
+// Router returns the client of the shard that holds SKU (activity, sku):
+// (*stock.Stock).Client.
+type Router func(activity, sku int64) rueidis.Client
+
 // Store writes and reads results. Safe for concurrent use.
 type Store struct {
-	rdb rueidis.Client
-	ttl time.Duration
+	def   rueidis.Client // Channel's PUBLISH
+	route Router
+	ttl   time.Duration
 }
 
-// New returns a Store on the default Redis; ttl <= 0 means DefaultTTL.
-func New(rdb rueidis.Client, ttl time.Duration) *Store {
+// New returns a Store that keeps each result on the shard route names for
+// its SKU and publishes on the default Redis def, where every
+// web.ResultHub subscribes. A nil route keeps every result on def. ttl <= 0
+// means DefaultTTL.
+func New(def rueidis.Client, route Router, ttl time.Duration) *Store {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Store{rdb: rdb, ttl: ttl}
+	if route == nil {
+		route = func(int64, int64) rueidis.Client { return def }
+	}
+	return &Store{def: def, route: route, ttl: ttl}
 }
 
-func (s *Store) cmds(e *Entry, dst rueidis.Commands) rueidis.Commands {
-	k := sale.ResultKey(e.RequestNo)
-	h := s.rdb.B().Hset().Key(k).FieldValue().
+// TTL is how long a written result stays readable.
+func (s *Store) TTL() time.Duration { return s.ttl }
+
+// where is the SKU an entry's result belongs to: the one its requestNo
+// names, else (a ticket number of another form) the entry's own.
+func where(e *Entry) (activity, sku int64) {
+	if a, k, _, ok := sale.ParseRequestNo(e.RequestNo); ok {
+		return a, k
+	}
+	return e.Activity, e.SKU
+}
+
+func (s *Store) cmds(c rueidis.Client, e *Entry, dst rueidis.Commands) rueidis.Commands {
+	a, k := where(e)
+	key := sale.ResultKey(a, k, e.RequestNo)
+	h := c.B().Hset().Key(key).FieldValue().
 		FieldValue(sale.FieldState, e.State).
 		FieldValue(sale.FieldOwner, strconv.FormatInt(e.Owner, 10)).
 		FieldValue(sale.FieldActivity, strconv.FormatInt(e.Activity, 10)).
 		FieldValue(sale.FieldSKU, strconv.FormatInt(e.SKU, 10)).
 		FieldValue(sale.FieldOrderNo, e.OrderNo).
 		FieldValue(sale.FieldCode, e.Code)
-	return append(dst, h.Build(), s.rdb.B().Expire().Key(k).Seconds(int64(s.ttl/time.Second)).Build())
+	return append(dst, h.Build(), c.B().Expire().Key(key).Seconds(int64(s.ttl/time.Second)).Build())
 }
 
 // Channel is the pub/sub channel a Write of final results (SUCCESS, FAIL)
-// publishes on: one message per Write, the requestNos separated by
-// spaces. The result streams of every edge (web.ResultHub, one
-// subscription per process) learn from it that a ticket is answered,
-// instead of each stream polling Redis.
+// publishes on, on the default Redis: one message per Write, the
+// requestNos separated by spaces. The result streams of every edge
+// (web.ResultHub, one subscription per process) learn from it that a
+// ticket is answered, instead of each stream polling Redis.
 const Channel = "sk:results"
 
-// Write stores the results in one pipelined round trip (DoMulti; on a
-// Redis Cluster one per node, in parallel): an HSET and an EXPIRE per
-// result, since every result is a key of its own, in its own slot, and
-// where any result is final one PUBLISH on Channel naming them all.
+// group is the commands of one shard.
+type group struct {
+	c    rueidis.Client
+	cmds rueidis.Commands
+	idx  []int // the requestNos' indexes (reads)
+}
+
+// groupOf finds or adds c's group; a sale has a handful of shards.
+func groupOf(gs []group, c rueidis.Client) ([]group, *group) {
+	for i := range gs {
+		if gs[i].c == c {
+			return gs, &gs[i]
+		}
+	}
+	gs = append(gs, group{c: c})
+	return gs, &gs[len(gs)-1]
+}
+
+// doGroups sends each shard's commands in one pipelined round trip (DoMulti;
+// on a Redis Cluster one per node), the shards in parallel; each call of
+// fn sees one shard's answers.
+func doGroups(ctx context.Context, gs []group, fn func(g *group, rs []rueidis.RedisResult) error) error {
+	if len(gs) == 1 {
+		return fn(&gs[0], gs[0].c.DoMulti(ctx, gs[0].cmds...))
+	}
+	errs := make([]error, len(gs))
+	var wg sync.WaitGroup
+	for i := range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(&gs[i], gs[i].c.DoMulti(ctx, gs[i].cmds...))
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Write stores the results: an HSET and an EXPIRE per result on the shard
+// of its SKU, every shard's in one pipelined round trip (the shards in
+// parallel), and where any result is final, once they are all written, one
+// PUBLISH on Channel on the default Redis naming them all.
 func (s *Store) Write(ctx context.Context, es ...Entry) error {
 	if len(es) == 0 {
 		return nil
 	}
-	cmds := make(rueidis.Commands, 0, 2*len(es)+1)
+	var gs []group
 	var final []byte
 	for i := range es {
-		cmds = s.cmds(&es[i], cmds)
+		var g *group
+		gs, g = groupOf(gs, s.route(where(&es[i])))
+		g.cmds = s.cmds(g.c, &es[i], g.cmds)
 		if es[i].State != sale.ResultQueuing && es[i].State != "" {
 			if len(final) > 0 {
 				final = append(final, ' ')
@@ -84,20 +153,41 @@ func (s *Store) Write(ctx context.Context, es ...Entry) error {
 			final = append(final, es[i].RequestNo...)
 		}
 	}
+	var pub rueidis.Completed
 	if len(final) > 0 {
-		cmds = append(cmds, s.rdb.B().Publish().Channel(Channel).Message(rueidis.BinaryString(final)).Build())
-	}
-	for _, r := range s.rdb.DoMulti(ctx, cmds...) {
-		if err := r.Error(); err != nil {
-			return fmt.Errorf("write results: %w", err)
+		pub = s.def.B().Publish().Channel(Channel).Message(rueidis.BinaryString(final)).Build()
+		if len(gs) == 1 && gs[0].c == s.def {
+			// Behind the writes on the same connection: one round trip.
+			gs[0].cmds = append(gs[0].cmds, pub)
+			final = nil
 		}
+	}
+	err := doGroups(ctx, gs, func(_ *group, rs []rueidis.RedisResult) error {
+		for _, r := range rs {
+			if err := r.Error(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil && len(final) > 0 {
+		err = s.def.Do(ctx, pub).Error()
+	}
+	if err != nil {
+		return fmt.Errorf("write results: %w", err)
 	}
 	return nil
 }
 
-// Read returns the result of requestNo, or ErrNotFound.
+// Read returns the result of requestNo, read from the shard its SKU names,
+// or ErrNotFound (also for a requestNo that is not a ticket number).
 func (s *Store) Read(ctx context.Context, requestNo string) (Entry, error) {
-	m, err := s.rdb.Do(ctx, s.rdb.B().Hgetall().Key(sale.ResultKey(requestNo)).Build()).AsStrMap()
+	a, k, _, ok := sale.ParseRequestNo(requestNo)
+	if !ok {
+		return Entry{}, ErrNotFound
+	}
+	c := s.route(a, k)
+	m, err := c.Do(ctx, c.B().Hgetall().Key(sale.ResultKey(a, k, requestNo)).Build()).AsStrMap()
 	if err != nil {
 		return Entry{}, fmt.Errorf("read result %s: %w", requestNo, err)
 	}
@@ -107,26 +197,44 @@ func (s *Store) Read(ctx context.Context, requestNo string) (Entry, error) {
 	return entry(requestNo, m), nil
 }
 
-// ReadMany reads the results of requestNos in one pipelined round trip:
-// out[i] is requestNos[i]'s, with an empty State where it has none.
+// ReadMany reads the results of requestNos, one pipelined round trip per
+// shard (in parallel): out[i] is requestNos[i]'s, with an empty State
+// where it has none (or requestNos[i] is not a ticket number).
 func (s *Store) ReadMany(ctx context.Context, requestNos []string) ([]Entry, error) {
 	if len(requestNos) == 0 {
 		return nil, nil
 	}
-	cmds := make(rueidis.Commands, len(requestNos))
-	for i, rn := range requestNos {
-		cmds[i] = s.rdb.B().Hgetall().Key(sale.ResultKey(rn)).Build()
-	}
 	out := make([]Entry, len(requestNos))
-	for i, r := range s.rdb.DoMulti(ctx, cmds...) {
-		m, err := r.AsStrMap()
-		if err != nil {
-			return nil, fmt.Errorf("read %d results: %s: %w", len(requestNos), requestNos[i], err)
+	var gs []group
+	for i, rn := range requestNos {
+		out[i] = Entry{RequestNo: rn}
+		a, k, _, ok := sale.ParseRequestNo(rn)
+		if !ok {
+			continue
 		}
-		out[i] = Entry{RequestNo: requestNos[i]}
-		if len(m) > 0 {
-			out[i] = entry(requestNos[i], m)
+		var g *group
+		gs, g = groupOf(gs, s.route(a, k))
+		g.cmds = append(g.cmds, g.c.B().Hgetall().Key(sale.ResultKey(a, k, rn)).Build())
+		g.idx = append(g.idx, i)
+	}
+	if len(gs) == 0 {
+		return out, nil
+	}
+	err := doGroups(ctx, gs, func(g *group, rs []rueidis.RedisResult) error {
+		for j, r := range rs {
+			i := g.idx[j]
+			m, err := r.AsStrMap()
+			if err != nil {
+				return fmt.Errorf("%s: %w", requestNos[i], err)
+			}
+			if len(m) > 0 {
+				out[i] = entry(requestNos[i], m)
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %d results: %w", len(requestNos), err)
 	}
 	return out, nil
 }

@@ -28,16 +28,36 @@ type SKUKeys struct {
 	// sweeper reads only the tickets older than its grace period instead
 	// of every holder of the SKU.
 	Pending string
+	// Result is the prefix of the SKU's tickets' result hashes: Result +
+	// requestNo (ResultKey). A result lives in the SKU's slot, on the
+	// shard that holds the SKU, so the occupy script writes it in the same
+	// call that takes the stock.
+	Result string
+	// Rate is the prefix of the user × SKU attempt counters: Rate +
+	// userId (edge.rate.user_sku_limit per user_sku_window), counted by the
+	// occupy script.
+	Rate string
 }
 
 // KeysFor builds the keys of (activity, sku).
 func KeysFor(activity, sku int64) SKUKeys {
 	p := "sk:{a" + strconv.FormatInt(activity, 10) + ":s" + strconv.FormatInt(sku, 10) + "}:"
-	return SKUKeys{Meta: p + "meta", Stock: p + "stock", Users: p + "users", Sold: p + "sold", Claim: p + "claimed", Closed: p + "closed", Qty: p + "qty", Pending: p + "pending"}
+	return SKUKeys{Meta: p + "meta", Stock: p + "stock", Users: p + "users", Sold: p + "sold", Claim: p + "claimed", Closed: p + "closed", Qty: p + "qty", Pending: p + "pending",
+		Result: p + "r:", Rate: p + "rl:"}
 }
 
-// ResultKey is the key of a ticket's result hash on the default Redis.
-func ResultKey(requestNo string) string { return "sk:r:" + requestNo }
+// ResultKey is the key of the result hash of ticket requestNo of (activity,
+// sku): sk:{a<activity>:s<sku>}:r:<requestNo>, on the shard that holds the
+// SKU. ParseRequestNo reads activity and sku back from the ticket number.
+func ResultKey(activity, sku int64, requestNo string) string {
+	return KeysFor(activity, sku).Result + requestNo
+}
+
+// RateKey is the key of user's attempt counter on (activity, sku):
+// sk:{a<activity>:s<sku>}:rl:<user>, in the SKU's slot.
+func RateKey(activity, sku, user int64) string {
+	return KeysFor(activity, sku).Rate + strconv.FormatInt(user, 10)
+}
 
 // ActivityKey holds an activity's JSON on the default Redis (the catalog the
 // edges read).

@@ -6,12 +6,14 @@ import (
 	"time"
 )
 
-// RequestNos hands out ticket numbers: positive decimals of at most 19
-// digits (18 until mid-2031), ms<<22 | node<<12 | seq with ms the
-// milliseconds since 2024-01-01 UTC, node the node id (0-1023) and seq a
-// per-millisecond sequence (README, "Numbers"): unique across nodes with
-// distinct ids and sortable by time. It is safe for
-// concurrent use and takes no lock.
+// RequestNos hands out ticket numbers "<activity>-<sku>-<id>": the SKU the
+// ticket is for, so a ticket number alone tells which shard holds its
+// result (ResultKey), then id, a positive decimal of at most 19 digits (18
+// until mid-2031), ms<<22 | node<<12 | seq with ms the milliseconds since
+// 2024-01-01 UTC, node the node id (0-1023) and seq a per-millisecond
+// sequence (README, "Numbers"): unique across nodes with distinct ids and,
+// within a SKU, sortable by time. It is safe for concurrent use and takes
+// no lock.
 type RequestNos struct {
 	node  int64
 	state atomic.Int64 // ms<<12 | seq
@@ -28,14 +30,27 @@ func NewRequestNos(node int64) *RequestNos {
 // epoch shortens the timestamp: 2024-01-01 UTC.
 const epoch = 1704067200000
 
-// Next returns the next ticket number.
-func (g *RequestNos) Next() string {
-	var buf [20]byte
-	return string(g.Append(buf[:0]))
+// MaxRequestNoLen is the longest ticket number: two ids of up to 19 digits,
+// the 19-digit id and two dashes.
+const MaxRequestNoLen = 3*19 + 2
+
+// Next returns the next ticket number of (activity, sku).
+func (g *RequestNos) Next(activity, sku int64) string {
+	var buf [MaxRequestNoLen]byte
+	return string(g.Append(buf[:0], activity, sku))
 }
 
-// Append appends the next ticket number to dst.
-func (g *RequestNos) Append(dst []byte) []byte {
+// Append appends the next ticket number of (activity, sku) to dst.
+func (g *RequestNos) Append(dst []byte, activity, sku int64) []byte {
+	dst = strconv.AppendInt(dst, activity, 10)
+	dst = append(dst, '-')
+	dst = strconv.AppendInt(dst, sku, 10)
+	dst = append(dst, '-')
+	return strconv.AppendInt(dst, g.nextID(), 10)
+}
+
+// nextID is the id part: ms<<22 | node<<12 | seq.
+func (g *RequestNos) nextID() int64 {
 	for {
 		old := g.state.Load()
 		ms := g.now().UnixMilli() - epoch
@@ -49,20 +64,84 @@ func (g *RequestNos) Append(dst []byte) []byte {
 			next = old + 1
 		}
 		if g.state.CompareAndSwap(old, next) {
-			id := (next>>seqBits)<<22 | g.node<<seqBits | next&(1<<seqBits-1)
-			return strconv.AppendInt(dst, id, 10)
+			return (next>>seqBits)<<22 | g.node<<seqBits | next&(1<<seqBits-1)
 		}
 	}
 }
 
+// ParseRequestNo reads a ticket number RequestNos made back into its
+// activity, SKU and id part. Each of the three must be a positive decimal
+// in its canonical form (no sign, no leading zero, at most 19 digits, within
+// int64), so one ticket has one spelling; anything else is not ok. It does
+// not allocate.
+func ParseRequestNo(rn string) (activity, sku int64, id string, ok bool) {
+	if len(rn) > MaxRequestNoLen {
+		return 0, 0, "", false
+	}
+	i := indexDash(rn)
+	if i < 0 {
+		return 0, 0, "", false
+	}
+	j := indexDash(rn[i+1:])
+	if j < 0 {
+		return 0, 0, "", false
+	}
+	j += i + 1
+	id = rn[j+1:]
+	if activity, ok = positive(rn[:i]); !ok {
+		return 0, 0, "", false
+	}
+	if sku, ok = positive(rn[i+1 : j]); !ok {
+		return 0, 0, "", false
+	}
+	if _, ok = positive(id); !ok {
+		return 0, 0, "", false
+	}
+	return activity, sku, id, true
+}
+
+func indexDash(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '-' {
+			return i
+		}
+	}
+	return -1
+}
+
+// positive reads a canonical positive decimal that fits int64.
+func positive(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 19 || s[0] == '0' {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	if n > 1<<63-1 {
+		return 0, false
+	}
+	return int64(n), true
+}
+
 // RequestNoTime returns the millisecond at which the ticket number rn was
-// handed out (its leading timestamp bits), or false when rn is not a number
-// RequestNos made. The orphan sweeper and the reconciler use it to age
-// occupancies without a lookup.
+// handed out (the leading timestamp bits of its id part), or false when rn
+// is not a number RequestNos made. A bare id — the form ticket numbers had
+// before they named their SKU — is read too, so tickets of a sale that ran
+// across the upgrade still age. The orphan sweeper and the reconciler use
+// it to age occupancies without a lookup.
 func RequestNoTime(rn string) (time.Time, bool) {
-	id, err := strconv.ParseInt(rn, 10, 64)
-	if err != nil || id <= 0 {
+	id := rn
+	if _, _, part, ok := ParseRequestNo(rn); ok {
+		id = part
+	}
+	n, ok := positive(id)
+	if !ok {
 		return time.Time{}, false
 	}
-	return time.UnixMilli(id>>22 + epoch), true
+	return time.UnixMilli(n>>22 + epoch), true
 }

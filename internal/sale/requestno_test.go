@@ -2,6 +2,8 @@ package sale
 
 import (
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -11,13 +13,19 @@ func TestRequestNoTimeReadsTheTimestampBack(t *testing.T) {
 	g := NewRequestNos(1023)
 	g.now = func() time.Time { return at }
 	for range 5000 { // past one millisecond's sequence space: the clock is frozen
-		rn := g.Next()
+		rn := g.Next(7, 7001)
 		got, ok := RequestNoTime(rn)
 		if !ok || got.Before(at) || got.After(at.Add(2*time.Millisecond)) {
 			t.Fatalf("RequestNoTime(%s) = %v, %v; want about %v", rn, got, ok, at)
 		}
+		// The bare id, the form numbers had before they named their SKU,
+		// is read too.
+		_, _, id, _ := ParseRequestNo(rn)
+		if old, ok := RequestNoTime(id); !ok || !old.Equal(got) {
+			t.Fatalf("RequestNoTime(%s) = %v, %v; want %v", id, old, ok, got)
+		}
 	}
-	for _, bad := range []string{"", "abc", "-5", "0", "poison-1"} {
+	for _, bad := range []string{"", "abc", "-5", "0", "poison-1", "7-7001-", "7-7001-0", "7-7001-x1", "7--1"} {
 		if _, ok := RequestNoTime(bad); ok {
 			t.Errorf("RequestNoTime(%q) claimed a time", bad)
 		}
@@ -28,12 +36,14 @@ func TestRequestNoTimeReadsTheTimestampBack(t *testing.T) {
 // against the README's rule ("Numbers"), computed by hand here: at
 // 2026-03-01 12:00:00.123 UTC, 790 days and 12 h after 2024-01-01, the
 // milliseconds are 68,299,200,123; node 5 puts 5<<12 beside them, and the
-// sequence counts within the millisecond.
+// sequence counts within the millisecond. The activity and the SKU lead,
+// joined by dashes.
 func TestRequestAndOrderNumbersFollowTheDocumentedLayout(t *testing.T) {
 	g := NewRequestNos(5)
 	g.now = func() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 123e6, time.UTC) }
-	for i, want := range []string{"286467608272719872", "286467608272719873", "286467608272719874"} {
-		rn := g.Next()
+	for i, id := range []string{"286467608272719872", "286467608272719873", "286467608272719874"} {
+		want := "7-7001-" + id
+		rn := g.Next(7, 7001)
 		if rn != want {
 			t.Errorf("ticket %d at a frozen clock: %s, want %s", i, rn, want)
 		}
@@ -42,8 +52,69 @@ func TestRequestAndOrderNumbersFollowTheDocumentedLayout(t *testing.T) {
 		}
 	}
 	// A number of today's clock has the documented form.
-	orderNo := regexp.MustCompile(`^O[1-9][0-9]{0,18}$`)
-	if rn := NewRequestNos(1023).Next(); !orderNo.MatchString(OrderNo(rn)) {
+	orderNo := regexp.MustCompile(`^O[1-9][0-9]{0,18}-[1-9][0-9]{0,18}-[1-9][0-9]{0,18}$`)
+	if rn := NewRequestNos(1023).Next(1<<62, 1<<62); !orderNo.MatchString(OrderNo(rn)) || len(rn) > MaxRequestNoLen {
 		t.Errorf("order of a ticket issued now: %q", OrderNo(rn))
 	}
+}
+
+func TestParseRequestNoReadsOnlyTheOneSpelling(t *testing.T) {
+	g := NewRequestNos(3)
+	rn := g.Next(12, 345)
+	a, k, id, ok := ParseRequestNo(rn)
+	if !ok || a != 12 || k != 345 || !strings.HasSuffix(rn, "-"+id) {
+		t.Fatalf("ParseRequestNo(%s) = %d %d %q %v", rn, a, k, id, ok)
+	}
+	if a, k, id, ok := ParseRequestNo("9223372036854775807-1-2"); !ok || a != 1<<63-1 || k != 1 || id != "2" {
+		t.Errorf("the largest activity: %d %d %q %v", a, k, id, ok)
+	}
+	for _, bad := range []string{
+		"", "385465232614494208", "7-7001", "7-7001-", "-7001-1", "7--1", "07-7001-1", "7-07001-1",
+		"7-7001-01", "7-7001-1-2", "+7-7001-1", "7-7001-1a", "7-7001- 1", "9223372036854775808-1-1",
+		"0-1-1", "1-0-1", "1-1-0", strings.Repeat("1", 20) + "-1-1",
+	} {
+		if _, _, _, ok := ParseRequestNo(bad); ok {
+			t.Errorf("ParseRequestNo(%q) read it", bad)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { ParseRequestNo(rn) }); n != 0 {
+		t.Errorf("ParseRequestNo allocates %v times", n)
+	}
+}
+
+func TestResultKeyIsInTheSKUsSlot(t *testing.T) {
+	if got, want := ResultKey(7, 7001, "7-7001-385465232614494208"), "sk:{a7:s7001}:r:7-7001-385465232614494208"; got != want {
+		t.Errorf("ResultKey: %s, want %s", got, want)
+	}
+	if got, want := RateKey(7, 7001, 42), "sk:{a7:s7001}:rl:42"; got != want {
+		t.Errorf("RateKey: %s, want %s", got, want)
+	}
+}
+
+// FuzzParseRequestNo: the result route hands ParseRequestNo whatever a
+// client puts in the path. It never panics, and what it reads is the one
+// spelling of a ticket: the three numbers written back give the input.
+func FuzzParseRequestNo(f *testing.F) {
+	for _, s := range []string{"7-7001-385465232614494208", "1-1-1", "9223372036854775807-9223372036854775807-9223372036854775807",
+		"385465232614494208", "07-1-1", "1--1", "-1-1", "1-1-", "1-1-1-1", "9223372036854775808-1-1", "a-b-c", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, rn string) {
+		a, k, id, ok := ParseRequestNo(rn)
+		if !ok {
+			if a != 0 || k != 0 || id != "" {
+				t.Fatalf("ParseRequestNo(%q) refused but gave %d %d %q", rn, a, k, id)
+			}
+			return
+		}
+		if a <= 0 || k <= 0 {
+			t.Fatalf("ParseRequestNo(%q) = %d %d", rn, a, k)
+		}
+		if back := strconv.FormatInt(a, 10) + "-" + strconv.FormatInt(k, 10) + "-" + id; back != rn {
+			t.Fatalf("ParseRequestNo(%q) reads back as %q", rn, back)
+		}
+		if _, ok := RequestNoTime(rn); !ok {
+			t.Fatalf("RequestNoTime(%q) refused a ticket number ParseRequestNo read", rn)
+		}
+	})
 }

@@ -16,7 +16,7 @@ const (
 	FailClosed   = "CLOSED"   // the order was closed unpaid
 )
 
-// Result fields in the sk:r:{requestNo} hash.
+// Result fields in a ticket's result hash (ResultKey).
 const (
 	FieldState    = "state"
 	FieldOwner    = "owner"

@@ -10,5 +10,6 @@ import "regexp"
 func OrderNo(requestNo string) string { return "O" + requestNo }
 
 // OrderNoPattern matches the number of an order made from a ticket an
-// engine issued: O and a positive decimal of at most 19 digits.
-var OrderNoPattern = regexp.MustCompile(`^O[1-9][0-9]{0,18}$`)
+// engine issued: O and the ticket number "<activity>-<sku>-<id>", three
+// positive decimals of at most 19 digits each.
+var OrderNoPattern = regexp.MustCompile(`^O[1-9][0-9]{0,18}-[1-9][0-9]{0,18}-[1-9][0-9]{0,18}$`)

@@ -51,7 +51,8 @@ func Stock(t testing.TB, r *testenv.Redis, adjust ...func(*shard.Config)) (*stoc
 		t.Fatal(err)
 	}
 	t.Cleanup(shards.Close)
-	return stock.New(shards, catalog.New(shards.Default)), results.New(shards.Default, 0)
+	st := stock.New(shards, catalog.New(shards.Default))
+	return st, results.New(shards.Default, st.Client, 0)
 }
 
 // Ledger is the rig the bookkeeping parts' tests share: a redis-server of

@@ -1,8 +1,10 @@
 // Command evalsha is the bench harness's Redis reference: fasthttp plus one
 // rueidis EVALSHA of the occupy script (lua/occupy_batch.lua with one buyer,
-// as the engine sends a buyer who finds its SKU idle) per request
-// (auto-pipelined), nothing else — no Kafka, no result write. The engine's
-// accept path, which does all of that, is compared with it.
+// as the engine sends a buyer who finds its SKU idle; with the user × SKU
+// window of configs/bench.yaml, 10 per 10s, and the QUEUING result the
+// script writes) per request (auto-pipelined), nothing else — no Kafka. The
+// engine's accept path, whose one Redis call per buyer is that script call
+// shared by a group-commit batch, is compared with it.
 //
 //	evalsha -listen 127.0.0.1:18081 -redis 127.0.0.1:6379 -stock 100000000
 //
@@ -25,12 +27,13 @@ import (
 
 	"seckill/internal/sale"
 	"seckill/lua"
+	"seckill/stock"
 )
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:18081", "listen address (loopback)")
 	addr := flag.String("redis", "127.0.0.1:6379", "redis-server")
-	stock := flag.Int64("stock", 100_000_000, "units to preheat")
+	units := flag.Int64("stock", 100_000_000, "units to preheat")
 	flag.Parse()
 
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{*addr}, DisableCache: true})
@@ -46,22 +49,23 @@ func main() {
 			FieldValue("start_ms", strconv.FormatInt(now-1000, 10)).
 			FieldValue("end_ms", strconv.FormatInt(now+86_400_000, 10)).
 			FieldValue("limit", "1").Build(),
-		rc.B().Set().Key(k.Stock).Value(strconv.FormatInt(*stock, 10)).Build(),
+		rc.B().Set().Key(k.Stock).Value(strconv.FormatInt(*units, 10)).Build(),
 	} {
 		if err := rc.Do(ctx, c).Error(); err != nil {
 			log.Fatal(err)
 		}
 	}
 	script := rueidis.NewLuaScript(lua.OccupyBatch)
-	keys := []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending}
+	x := stock.Extras{WindowLimit: 10, WindowPeriod: 10 * time.Second}
 	var seq atomic.Int64
 	ct := []byte("application/json")
 	srv := &fasthttp.Server{
 		Name: "evalsha",
 		Handler: func(ctx *fasthttp.RequestCtx) {
-			user := string(ctx.Request.Header.Peek("X-User-Id"))
-			rn := strconv.FormatInt(seq.Add(1), 10)
-			vals, err := script.Exec(ctx, rc, keys, []string{user, rn, "1"}).ToArray()
+			user, _ := strconv.ParseInt(string(ctx.Request.Header.Peek("X-User-Id")), 10, 64)
+			rn := "1-1-" + strconv.FormatInt(seq.Add(1), 10)
+			b := []stock.Buyer{{UserID: user, RequestNo: rn, Quantity: 1}}
+			vals, err := script.Exec(ctx, rc, stock.AppendBatchKeys(nil, &k, x, b), stock.AppendBatchArgs(nil, 1, 1, x, b)).ToArray()
 			ctx.SetContentTypeBytes(ct)
 			if err != nil || len(vals) != 3 {
 				ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)

@@ -127,6 +127,9 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		}
 	}
 	cfg.Engine.Signing, cfg.Consumer.Signing = cfg.OrderSigning, cfg.OrderSigning
+	// The user × SKU window is edge.rate's setting, counted by the engine's
+	// occupy script (in-process, or `seckill engine` reading the same file).
+	cfg.Engine.Window = engine.Window{Limit: cfg.Edge.Rate.UserSKULimit, Period: cfg.Edge.Rate.UserSKUWindow}
 	var o options
 	for _, f := range opts {
 		f(&o)
@@ -150,7 +153,6 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		return nil, err
 	}
 	s.Catalog = catalog.New(s.Shards.Default)
-	s.Results = results.New(s.Shards.Default, cfg.Engine.ResultTTL)
 	// The store serves the consumer, the admin API and Preheat's rebuild of
 	// stock from orders; a pure engine sidecar does without it.
 	if roles.Consumer || roles.Edge || roles.Engine && cfg.Edge.Engine == "" {
@@ -167,6 +169,9 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		}))
 	}
 	s.Stock = stock.New(s.Shards, s.Catalog, stockOpts...)
+	// A ticket's result lives on its SKU's shard (its requestNo names the
+	// SKU); the final results' PUBLISH goes to the default Redis.
+	s.Results = results.New(s.Shards.Default, s.Stock.Client, cfg.Engine.ResultTTL)
 	s.jobs = newJobs(s, roles, &o)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Redis.Timeout)
 	lerr := s.Catalog.Load(ctx)

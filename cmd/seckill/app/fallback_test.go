@@ -25,7 +25,7 @@ func TestResultSurvivesRedisLosingIt(t *testing.T) {
 		return c.result(t, a.RequestNo, 77).Code == sale.ResultSuccess
 	})
 	// Redis forgets the result.
-	if err := c.redis.Do(t, "DEL", sale.ResultKey(a.RequestNo)).Error(); err != nil {
+	if err := c.redis.Do(t, "DEL", sale.ResultKey(1, 1001, a.RequestNo)).Error(); err != nil {
 		t.Fatal(err)
 	}
 	if r := c.result(t, a.RequestNo, 77); r.Code != sale.ResultSuccess || r.OrderNo != testenv.OrderNo(a.RequestNo) ||
@@ -43,7 +43,7 @@ func TestResultSurvivesRedisLosingIt(t *testing.T) {
 	if status, _ := stream(t, c.base+"/api/v1/flash-sale/result/"+a.RequestNo+"/events", 78); status != 404 {
 		t.Fatalf("another user's stream of the fallback: %d", status)
 	}
-	if r := c.result(t, "385465232614494208", 77); r.Status != 404 {
+	if r := c.result(t, "1-1001-385465232614494208", 77); r.Status != 404 {
 		t.Fatalf("an unknown ticket: %+v", r)
 	}
 }

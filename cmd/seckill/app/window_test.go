@@ -1,0 +1,59 @@
+package app
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"seckill/cmd/seckill/config"
+	"seckill/internal/sale"
+)
+
+// TestUserSKUWindowIsCountedByTheOccupyScript: edge.rate.user_sku_limit and
+// user_sku_window reach the engine — in process, and in a `seckill engine`
+// sidecar built from the same configuration — whose occupy script counts
+// them on the SKU's shard: a buyer's third attempt on a hot SKU within the
+// window is 429 RATE_LIMITED with the window's time left as Retry-After.
+// The attempt counter and the ticket's result live on the hot shard, and
+// the result is read by the requestNo alone.
+func TestUserSKUWindowIsCountedByTheOccupyScript(t *testing.T) {
+	for _, m := range []mode{{driver: "sqlite"}, {driver: "sqlite", sidecar: true}} {
+		t.Run(m.String(), func(t *testing.T) {
+			c := startClusterWith(t, m, func(cfg *config.Config) {
+				cfg.Edge.Rate.UserSKULimit, cfg.Edge.Rate.UserSKUWindow = 2, time.Minute
+			})
+			c.preheat(t, openActivity(1, sale.SKU{ID: 1001, Stock: 10, Price: 100, LimitPerUser: 1, Hot: true}))
+			first := c.buy(t, 1001, 5)
+			if first.Status != 200 || first.Code != "QUEUING" {
+				t.Fatalf("first attempt: %+v", first)
+			}
+			if a, k, _, ok := sale.ParseRequestNo(first.RequestNo); !ok || a != 1 || k != 1001 {
+				t.Fatalf("requestNo %q does not name activity 1, SKU 1001", first.RequestNo)
+			}
+			if a := c.buy(t, 1001, 5); a.Status != 409 || a.RequestNo != first.RequestNo {
+				t.Fatalf("second attempt: %+v, want the duplicate of %s", a, first.RequestNo)
+			}
+			if a := c.buy(t, 1001, 5); a.Status != 429 || a.Code != "RATE_LIMITED" || a.RetryAfter < 55 || a.RetryAfter > 60 {
+				t.Fatalf("third attempt: %+v, want 429 RATE_LIMITED with about a minute to wait", a)
+			}
+			if a := c.buy(t, 1001, 6); a.Status != 200 {
+				t.Fatalf("another buyer: %+v", a)
+			}
+			if r := c.result(t, first.RequestNo, 5); r.Status != 200 || r.RequestNo != first.RequestNo {
+				t.Fatalf("the result by requestNo alone: %+v", r)
+			}
+			// DESIGN §5: the counter and the result on the SKU's shard.
+			counter := "sk:{a1:s1001}:rl:5"
+			if n, err := c.hot.Do(t, "GET", counter).AsInt64(); err != nil || n != 3 {
+				t.Fatalf("%s on the hot shard: %d %v, want 3", counter, n, err)
+			}
+			result := fmt.Sprintf("sk:{a1:s1001}:r:%s", first.RequestNo)
+			if n, _ := c.hot.Do(t, "EXISTS", result).AsInt64(); n != 1 {
+				t.Fatalf("%s is not on the hot shard", result)
+			}
+			if keys, _ := c.redis.Do(t, "KEYS", "sk:{a1:s1001}*").AsStrSlice(); len(keys) != 0 {
+				t.Fatalf("the default Redis holds the hot SKU's keys %v", keys)
+			}
+		})
+	}
+}

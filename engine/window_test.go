@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"seckill/internal/testenv"
+	"seckill/stock"
+)
+
+// TestWindowAnswersRateLimitedWithRetryAfter: the engine's occupy script
+// counts the user × SKU window (engine.Window, from edge.rate): past the
+// limit a buyer is stock.ErrRateLimited with the time until the window
+// resets in Ticket.RetryAfter, in process and over the sidecar protocol
+// alike; SetWindow changes it on the running engine, limit 0 turns it off,
+// and a bad window is refused naming its key.
+func TestWindowAnswersRateLimitedWithRetryAfter(t *testing.T) {
+	r := newRig(t)
+	k := testenv.StartKafka(t, 1)
+	loc := newLocal(t, r, k.Addrs)
+	if err := loc.SetWindow(Window{Limit: 2, Period: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	r.preheat(t, activity(1, 1001, 100, true))
+	ctx := context.Background()
+	for _, m := range []struct {
+		name string
+		user int64
+		e    Engine
+	}{
+		{"in-process", 5, loc},
+		{"sidecar", 6, startSidecar(t, loc, r.cat, ClientConfig{})},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			if _, err := m.e.Occupy(ctx, r.order(t, 1001, m.user)); err != nil {
+				t.Fatalf("first attempt: %v", err)
+			}
+			if _, err := m.e.Occupy(ctx, r.order(t, 1001, m.user)); !errors.Is(err, stock.ErrDuplicate) {
+				t.Fatalf("second attempt: %v, want duplicate", err)
+			}
+			tk, err := m.e.Occupy(ctx, r.order(t, 1001, m.user))
+			if !errors.Is(err, stock.ErrRateLimited) || tk.RetryAfter <= 55*time.Second || tk.RetryAfter > time.Minute || tk.RequestNo != "" {
+				t.Fatalf("third attempt: %+v %v, want rate limited for about a minute", tk, err)
+			}
+		})
+	}
+	if err := loc.SetWindow(Window{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loc.Occupy(ctx, r.order(t, 1001, 5)); !errors.Is(err, stock.ErrDuplicate) {
+		t.Fatalf("with the window off: %v, want duplicate", err)
+	}
+	if err := loc.SetWindow(Window{Limit: 1}); err == nil || err.Error() != "edge.rate.user_sku_window must be at least 1ms" {
+		t.Fatalf("a window without a period: %v", err)
+	}
+}

@@ -1,0 +1,50 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"seckill/internal/sale"
+)
+
+// TestWindowTripsAndRecovers: the user × SKU window the occupy script
+// counts lets Limit attempts through per Period, answers RATE_LIMITED with
+// the time left until it resets, counts each SKU apart (also one on the
+// hot shard), and lets the buyer in again once it has reset.
+func TestWindowTripsAndRecovers(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	a, k := r.preheat(t, activity(1, 11, 100, false))
+	ha, hk := r.preheat(t, activity(2, 22, 100, true))
+	x := Extras{WindowLimit: 2, WindowPeriod: 400 * time.Millisecond}
+	occupy := func(a *sale.Activity, k *sale.SKU, rn string) OccupyResult {
+		t.Helper()
+		res, err := r.stock.OccupyWith(ctx, a, k, x, 42, rn, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := occupy(a, k, "r1"); res.Code != CodeOK {
+		t.Fatalf("first attempt: %+v", res)
+	}
+	if res := occupy(a, k, "r2"); res.Code != CodeDuplicate {
+		t.Fatalf("second attempt: %+v", res)
+	}
+	res := occupy(a, k, "r3")
+	if res.Code != CodeRateLimited || res.RetryAfter <= 0 || res.RetryAfter > 400*time.Millisecond {
+		t.Fatalf("third attempt: %+v", res)
+	}
+	if err := res.Err(); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("RATE_LIMITED maps to %v", err)
+	}
+	if res := occupy(ha, hk, "s1"); res.Code != CodeOK {
+		t.Fatalf("another SKU has its own window: %+v", res)
+	}
+	time.Sleep(res.RetryAfter + 50*time.Millisecond)
+	if res := occupy(a, k, "r4"); res.Code != CodeDuplicate || res.Holder != "r1" {
+		t.Fatalf("after the window reset: %+v, want the duplicate of r1", res)
+	}
+}
