@@ -66,9 +66,10 @@ func (s *Store) cmds(e *Entry, dst rueidis.Commands) rueidis.Commands {
 const Channel = "sk:results"
 
 // Write stores the results in one pipelined round trip (DoMulti; on a
-// Redis Cluster one per node, in parallel): an HSET and an EXPIRE per
-// result, since every result is a key of its own, in its own slot, and
-// where any result is final one PUBLISH on Channel naming them all.
+// Redis Cluster one per node, in parallel, and the PUBLISH after them):
+// an HSET and an EXPIRE per result, since every result is a key of its
+// own, in its own slot, and where any result is final one PUBLISH on
+// Channel naming them all.
 func (s *Store) Write(ctx context.Context, es ...Entry) error {
 	if len(es) == 0 {
 		return nil
@@ -84,12 +85,26 @@ func (s *Store) Write(ctx context.Context, es ...Entry) error {
 			final = append(final, es[i].RequestNo...)
 		}
 	}
+	// On a Redis Cluster the PUBLISH goes on its own, after the writes:
+	// rueidis refuses (panics on) a DoMulti that mixes a command without
+	// a key with keys of several slots. Elsewhere it rides in the same
+	// pipeline, after the writes.
+	var publish rueidis.Completed
+	separate := false
 	if len(final) > 0 {
-		cmds = append(cmds, s.rdb.B().Publish().Channel(Channel).Message(rueidis.BinaryString(final)).Build())
+		publish = s.rdb.B().Publish().Channel(Channel).Message(rueidis.BinaryString(final)).Build()
+		if separate = s.rdb.Mode() == rueidis.ClientModeCluster; !separate {
+			cmds = append(cmds, publish)
+		}
 	}
 	for _, r := range s.rdb.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {
 			return fmt.Errorf("write results: %w", err)
+		}
+	}
+	if separate {
+		if err := s.rdb.Do(ctx, publish).Error(); err != nil {
+			return fmt.Errorf("write results: publish: %w", err)
 		}
 	}
 	return nil
