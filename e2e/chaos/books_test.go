@@ -151,20 +151,28 @@ func (s *System) readBooks(skus map[int64]int64) (*books, error) {
 	b := &books{SKUs: map[int64]*skuBooks{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	def, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Redis.Addr}, DisableCache: true})
+	// The default Redis as the processes address it: on a Redis Cluster
+	// the client routes each SKU's keys to the master of its slot.
+	def, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: s.defaultRedis(), DisableCache: true})
 	if err != nil {
 		return nil, err
 	}
 	defer def.Close()
-	hot, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Hot.Addr}, DisableCache: true})
-	if err != nil {
-		return nil, err
-	}
-	defer hot.Close()
+	shards := map[string]rueidis.Client{}
+	defer func() {
+		for _, c := range shards {
+			c.Close()
+		}
+	}()
 	for sku, initial := range skus {
 		c := def
-		if sku == skuHot {
-			c = hot
+		if addr := s.shardOf(sku); addr != "" {
+			if c = shards[addr]; c == nil {
+				if c, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true}); err != nil {
+					return nil, err
+				}
+				shards[addr] = c
+			}
 		}
 		k := keysOf(activityID, sku)
 		sb := &skuBooks{SKU: sku, Initial: initial}
@@ -259,14 +267,54 @@ func (s *System) readLog(ctx context.Context) (map[string]logRow, error) {
 	return out, rows.Err()
 }
 
-// readResults reads every result hash (sk:r:*) on the default Redis.
+// defaultRedis is the default Redis' addresses as the processes use them.
+func (s *System) defaultRedis() []string {
+	if len(s.defaultAddrs) > 0 {
+		return s.defaultAddrs
+	}
+	return []string{s.Redis.Addr}
+}
+
+// shardOf is the address of the redis-server that holds sku when that is
+// not the default Redis ("" for the default).
+func (s *System) shardOf(sku int64) string {
+	if addr, ok := s.skuShard[sku]; ok {
+		return addr
+	}
+	if sku == skuHot && s.Hot != nil {
+		return s.Hot.Addr
+	}
+	return ""
+}
+
+// readResults reads every result hash (sk:r:*) on the default Redis: on a
+// Redis Cluster, on each of its masters (clusterMasters).
 func readResults(ctx context.Context, c rueidis.Client) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
+	if c.Mode() != rueidis.ClientModeCluster {
+		return out, scanResults(ctx, c, out)
+	}
+	masters, err := clusterMasters(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range masters {
+		err := scanResults(ctx, m, out)
+		m.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// scanResults adds every result hash on one Redis server to out.
+func scanResults(ctx context.Context, c rueidis.Client, out map[string]map[string]string) error {
 	var cursor uint64
 	for {
 		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(resultPrefix+"*").Count(1000).Build()).AsScanEntry()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if len(e.Elements) > 0 {
 			cmds := make(rueidis.Commands, 0, len(e.Elements))
@@ -276,7 +324,7 @@ func readResults(ctx context.Context, c rueidis.Client) (map[string]map[string]s
 			for i, r := range c.DoMulti(ctx, cmds...) {
 				m, err := r.AsStrMap()
 				if err != nil {
-					return nil, fmt.Errorf("%s: %w", e.Elements[i], err)
+					return fmt.Errorf("%s: %w", e.Elements[i], err)
 				}
 				if len(m) > 0 {
 					out[strings.TrimPrefix(e.Elements[i], resultPrefix)] = m
@@ -284,7 +332,7 @@ func readResults(ctx context.Context, c rueidis.Client) (map[string]map[string]s
 			}
 		}
 		if cursor = e.Cursor; cursor == 0 {
-			return out, nil
+			return nil
 		}
 	}
 }
