@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"sort"
 	"strconv"
@@ -24,6 +25,16 @@ func (s *Server) createActivity(ctx *fasthttp.RequestCtx) {
 	if err := a.Validate(); err != nil {
 		writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", err.Error())
 		return
+	}
+	// A SKU naming a hot shard this fleet lacks would be refused by every
+	// process (stock.Client fails closed): refuse it here, where the
+	// operator still can fix it.
+	for _, k := range a.SKUs {
+		if n := s.d.Stock.Shards().HotCount(); k.HotShard != nil && *k.HotShard >= n {
+			writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", fmt.Sprintf(
+				"activity %d sku %d: hotShard %d, but redis.hot configures %d hot shard(s)", a.ID, k.ID, *k.HotShard, n))
+			return
+		}
 	}
 	c, cancel := opCtx(ctx)
 	defer cancel()
@@ -163,13 +174,17 @@ func (s *Server) restock(ctx *fasthttp.RequestCtx) {
 
 // SKUStock is one SKU's line of the stock report.
 type SKUStock struct {
-	SKUID     int64 `json:"skuId"`
-	Hot       bool  `json:"hot"`
-	Initial   int64 `json:"initial"`   // Redis meta (raised by restocks)
-	Remaining int64 `json:"remaining"` // Redis stock
-	Occupied  int64 `json:"occupied"`  // units held by tickets not (yet) ordered
-	Ordered   int64 `json:"ordered"`   // units in live orders (DB)
-	Orders    int64 `json:"orders"`    // live orders (DB)
+	SKUID int64 `json:"skuId"`
+	Hot   bool  `json:"hot"`
+	// Shard names the Redis deployment that holds the SKU's keys:
+	// "default", "hot0", "hot1", … ("missing": the SKU names a hot shard
+	// this process lacks, and is refused).
+	Shard     string `json:"shard"`
+	Initial   int64  `json:"initial"`   // Redis meta (raised by restocks)
+	Remaining int64  `json:"remaining"` // Redis stock
+	Occupied  int64  `json:"occupied"`  // units held by tickets not (yet) ordered
+	Ordered   int64  `json:"ordered"`   // units in live orders (DB)
+	Orders    int64  `json:"orders"`    // live orders (DB)
 	Snapshot  struct {
 		Initial   int64 `json:"initial"`
 		Available int64 `json:"available"`
@@ -219,7 +234,7 @@ func (s *Server) stock(ctx *fasthttp.RequestCtx) {
 			s.fail(ctx, err)
 			return
 		}
-		line := SKUStock{SKUID: k.ID, Hot: k.Hot, Initial: n.Initial, Remaining: n.Remaining, Ordered: units, Orders: orders, Marked: marked}
+		line := SKUStock{SKUID: k.ID, Hot: k.Hot, Shard: s.d.Stock.ShardName(id, k.ID), Initial: n.Initial, Remaining: n.Remaining, Ordered: units, Orders: orders, Marked: marked}
 		line.Occupied = max(n.Sold-units, 0)
 		line.Drift = line.Ordered + line.Occupied + line.Remaining - line.Initial
 		line.SoldOut = marked || n.Remaining <= 0

@@ -21,7 +21,7 @@ func TestBatchClaimsRouteHotSKUsToTheirShard(t *testing.T) {
 	runTest(t, func(t *testing.T, r *rig) {
 		ctx := context.Background()
 		hot := testenv.StartRedis(t)
-		r.stock, r.res = stocktest.Stock(t, r.redis, func(c *shard.Config) { c.Hot.Addrs = []string{hot.Addr} })
+		r.stock, r.res = stocktest.Stock(t, r.redis, func(c *shard.Config) { c.Hot = shard.HotShards{{Addrs: []string{hot.Addr}}} })
 		// SKU skuID becomes hot. newRig preheated it on the default
 		// shard, with no holders there: a claim sent there is NOT_HELD.
 		r.act.SKUs[0].Hot = true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/rueidis"
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/catalog"
@@ -44,14 +45,22 @@ func TestBatchRedisWorkDoesNotGrowWithTheBatch(t *testing.T) {
 
 	hot := testenv.StartRedis(t)
 	cfg := shard.DefaultConfig()
-	cfg.Default.Addrs, cfg.Hot.Addrs = []string{r.redis.Addr}, []string{hot.Addr}
+	cfg.Default.Addrs, cfg.Hot = []string{r.redis.Addr}, shard.HotShards{{Addrs: []string{hot.Addr}}}
 	set, err := shard.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
-	defTrips, hotTrips := testenv.CountTrips(set.Default), testenv.CountTrips(set.Hot)
-	set.Default, set.Hot = defTrips, hotTrips
+	var defTrips, hotTrips *testenv.Trips
+	set.Wrap(func(idx int, c rueidis.Client) rueidis.Client {
+		t := testenv.CountTrips(c)
+		if idx < 0 {
+			defTrips = t
+		} else {
+			hotTrips = t
+		}
+		return t
+	})
 	r.stock, r.res = stock.New(set, catalog.New(set.Default)), results.New(set.Default, 0)
 
 	const (

@@ -33,7 +33,7 @@ func newRig(t testing.TB) *rig {
 	r := &rig{def: testenv.StartRedis(t), hot: testenv.StartRedis(t), events: make(chan sale.Event, 1024)}
 	cfg := shard.DefaultConfig()
 	cfg.Default.Addrs = []string{r.def.Addr}
-	cfg.Hot.Addrs = []string{r.hot.Addr}
+	cfg.Hot = shard.HotShards{{Addrs: []string{r.hot.Addr}}}
 	var err error
 	if r.shards, err = shard.Open(cfg); err != nil {
 		t.Fatal(err)

@@ -34,10 +34,14 @@ type Local struct {
 	reqlog RequestLog // nil: no request log (see reqlog.go)
 	closed atomic.Bool
 	bufs   sync.Pool
-	hotLbl [2]struct {
-		lua    prometheus.Observer
-		errors prometheus.Counter
-	}
+	// shardLbl[i] labels the occupy script of a SKU on shard i-1 (see New).
+	shardLbl []shardLabels
+}
+
+// shardLabels are one shard's children of the occupy script metrics.
+type shardLabels struct {
+	lua    prometheus.Observer
+	errors prometheus.Counter
 }
 
 // Option is a test seam.
@@ -67,9 +71,14 @@ func New(cfg Config, st *stock.Stock, res *results.Store, log *zap.Logger, reg p
 	e := &Local{cfg: cfg, stock: st, prod: prod, sign: sign, res: res, ids: sale.NewRequestNos(cfg.Node), log: log, m: newMetrics(reg), now: time.Now}
 	e.bufs.New = func() any { b := make([]byte, 0, 384); return &b } // a signed message is ~300 bytes
 	e.occupy = newOccupy(cfg, st, e.m)
-	for i, s := range []string{"default", "hot"} {
-		e.hotLbl[i].lua = e.m.lua.WithLabelValues(s)
-		e.hotLbl[i].errors = e.m.luaErrors.WithLabelValues(s)
+	// One pair of children per shard index (-1 = default … the last hot
+	// shard, then one for a SKU naming a shard not configured), so the
+	// hot path picks its labels by index.
+	shards := st.Shards()
+	e.shardLbl = make([]shardLabels, shards.HotCount()+2)
+	for i := range e.shardLbl {
+		name := shards.Name(i - 1)
+		e.shardLbl[i] = shardLabels{lua: e.m.lua.WithLabelValues(name), errors: e.m.luaErrors.WithLabelValues(name)}
 	}
 	for _, o := range opts {
 		o(e)
@@ -100,10 +109,7 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	start := time.Now()
 	res, err := e.occupy(octx, a, sku, r.UserID, rn, r.Quantity)
 	cancel()
-	lbl := &e.hotLbl[0]
-	if sku.Hot {
-		lbl = &e.hotLbl[1]
-	}
+	lbl := &e.shardLbl[min(e.stock.Place(a.ID, sku)+1, len(e.shardLbl)-1)]
 	lbl.lua.Observe(time.Since(start).Seconds())
 	if err != nil {
 		lbl.errors.Inc()

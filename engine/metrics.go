@@ -10,7 +10,7 @@ import (
 // scrape):
 //
 //	seckill_engine_occupy_total{code}          occupy outcomes: ok, not_open, ended, sold_out, duplicate, over_limit, missing (Redis lost the SKU: busy), error
-//	seckill_engine_lua_seconds{shard}          occupy script latency per shard (default, hot)
+//	seckill_engine_lua_seconds{shard}          occupy script latency per shard (default, hot0, hot1, …)
 //	seckill_engine_lua_errors_total{shard}     occupy script failures per shard
 //	seckill_engine_produce_seconds             wait for the broker's ack
 //	seckill_engine_produce_errors_total        sends that failed or timed out
@@ -48,10 +48,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	for _, c := range stock.Labels() {
 		m.occupy.WithLabelValues(c)
-	}
-	for _, s := range []string{"default", "hot"} {
-		m.lua.WithLabelValues(s)
-		m.luaErrors.WithLabelValues(s)
 	}
 	for _, o := range []string{"released", "not_held", "claimed", "error"} {
 		m.releases.WithLabelValues(o)

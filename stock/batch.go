@@ -56,7 +56,7 @@ func (s *Stock) OccupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale
 	if len(buyers) == 0 {
 		return out, nil
 	}
-	vals, err := occupyBatchScript.Exec(ctx, s.shards.For(sku.Hot), keys, args).ToArray()
+	vals, err := occupyBatchScript.Exec(ctx, s.skuClient(a.ID, sku), keys, args).ToArray()
 	if err != nil {
 		return out, fmt.Errorf("occupy sku %d (batch of %d): %w", sku.ID, len(buyers), err)
 	}

@@ -34,7 +34,7 @@ type Ledger struct {
 // be what Redis lost.
 func (s *Stock) Ledger(ctx context.Context, activity int64, sku *sale.SKU) (Ledger, error) {
 	k := sale.KeysFor(activity, sku.ID)
-	v, err := ledgerScript.Exec(ctx, s.shards.For(sku.Hot),
+	v, err := ledgerScript.Exec(ctx, s.skuClient(activity, sku),
 		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Pending}, nil).AsIntSlice()
 	if err != nil {
 		return Ledger{}, fmt.Errorf("ledger activity %d sku %d: %w", activity, sku.ID, err)
@@ -79,7 +79,7 @@ func (r Records) UnitsOf(requestNo string, limit int64) (int64, bool) {
 // be missed.
 func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Records, error) {
 	k := sale.KeysFor(activity, sku.ID)
-	c := s.shards.For(sku.Hot)
+	c := s.skuClient(activity, sku)
 	out := Records{Users: map[int64]string{}, Claimed: map[string]bool{}, Units: map[string]int64{},
 		Pending: map[string]PendingTicket{}}
 	var cursor uint64
@@ -153,7 +153,7 @@ func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Rec
 // ("" when none) and whether it is claimed for an order.
 func (s *Stock) Holder(ctx context.Context, activity, sku, user int64) (requestNo string, claimed bool, err error) {
 	k := sale.KeysFor(activity, sku)
-	c := s.client(activity, sku)
+	c := s.Client(activity, sku)
 	rn, err := c.Do(ctx, c.B().Hget().Key(k.Users).Field(strconv.FormatInt(user, 10)).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return "", false, nil
@@ -206,7 +206,7 @@ func (s *Stock) RestoreRecords(ctx context.Context, activity int64, sku *sale.SK
 	for len(hs) > 0 {
 		part := hs[:min(len(hs), 1000)]
 		hs = hs[len(part):]
-		v, err := restoreScript.Exec(ctx, s.shards.For(sku.Hot), []string{k.Users, k.Claim, k.Qty, k.Pending},
+		v, err := restoreScript.Exec(ctx, s.skuClient(activity, sku), []string{k.Users, k.Claim, k.Qty, k.Pending},
 			recordArgs(make([]string, 0, 3*len(part)), sku, part)).AsInt64()
 		if err != nil {
 			return n, fmt.Errorf("restore records activity %d sku %d: %w", activity, sku.ID, err)
@@ -230,7 +230,7 @@ const (
 // from it). Units moved back on sale publish "available".
 func (s *Stock) Settle(ctx context.Context, activity int64, sku *sale.SKU, seenSold int64) (string, int64, error) {
 	k := sale.KeysFor(activity, sku.ID)
-	vals, err := settleScript.Exec(ctx, s.shards.For(sku.Hot), []string{k.Meta, k.Stock, k.Users, k.Sold},
+	vals, err := settleScript.Exec(ctx, s.skuClient(activity, sku), []string{k.Meta, k.Stock, k.Users, k.Sold},
 		[]string{strconv.FormatInt(seenSold, 10)}).ToArray()
 	if err != nil || len(vals) != 2 {
 		return "", 0, fmt.Errorf("settle activity %d sku %d: %v", activity, sku.ID, err)
@@ -269,7 +269,7 @@ func (s *Stock) Rebuild(ctx context.Context, a *sale.Activity, sku *sale.SKU, in
 	args = append(args, meta...)
 	args = recordArgs(args, sku, holds)
 	args = holdArgs(args, closed)
-	code, err := rebuildScript.Exec(ctx, s.shards.For(sku.Hot),
+	code, err := rebuildScript.Exec(ctx, s.skuClient(a.ID, sku),
 		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty, k.Pending}, args).ToString()
 	if err != nil {
 		return false, fmt.Errorf("rebuild activity %d sku %d: %w", a.ID, sku.ID, err)

@@ -17,7 +17,7 @@ var restockScript = rueidis.NewLuaScript(lua.Restock)
 // the occupy script answers SOLD_OUT whatever the stock; clearing it lets
 // the remaining stock sell again. Every edge is told either way.
 func (s *Stock) SetSoldOut(ctx context.Context, activity, sku int64, soldOut bool) error {
-	c := s.client(activity, sku)
+	c := s.Client(activity, sku)
 	k := sale.KeysFor(activity, sku)
 	var cmd rueidis.Completed
 	if soldOut {
@@ -47,7 +47,7 @@ func (s *Stock) SetSoldOut(ctx context.Context, activity, sku int64, soldOut boo
 
 // SoldOutMarked reports whether on-call marked the SKU sold out.
 func (s *Stock) SoldOutMarked(ctx context.Context, activity, sku int64) (bool, error) {
-	c := s.client(activity, sku)
+	c := s.Client(activity, sku)
 	v, err := c.Do(ctx, c.B().Hget().Key(sale.KeysFor(activity, sku).Meta).Field("soldout").Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return false, nil
@@ -67,7 +67,7 @@ func (s *Stock) Restock(ctx context.Context, activity, sku, n int64) (remaining,
 		return 0, 0, fmt.Errorf("restock activity %d sku %d: %w", activity, sku, ErrUnknownSKU)
 	}
 	k := sale.KeysFor(activity, sku)
-	v, err := restockScript.Exec(ctx, s.client(activity, sku), []string{k.Meta, k.Stock}, []string{strconv.FormatInt(n, 10)}).AsIntSlice()
+	v, err := restockScript.Exec(ctx, s.Client(activity, sku), []string{k.Meta, k.Stock}, []string{strconv.FormatInt(n, 10)}).AsIntSlice()
 	if err != nil || len(v) != 2 {
 		return 0, 0, fmt.Errorf("restock activity %d sku %d: %v", activity, sku, err)
 	}

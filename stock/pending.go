@@ -56,7 +56,7 @@ func parsePending(member string, ms float64) (PendingTicket, error) {
 // reads it routes by sku.Hot.
 func (s *Stock) Pending(ctx context.Context, activity int64, sku *sale.SKU, before time.Time, offset, count int) (ts []PendingTicket, read int, err error) {
 	k := sale.KeysFor(activity, sku.ID)
-	c := s.shards.For(sku.Hot)
+	c := s.skuClient(activity, sku)
 	hi := "(" + strconv.FormatInt(before.UnixMilli(), 10)
 	vals, err := c.Do(ctx, c.B().Zrangebyscore().Key(k.Pending).Min("-inf").Max(hi).
 		Withscores().Limit(int64(offset), int64(count)).Build()).AsZScores()
@@ -105,7 +105,7 @@ func (s *Stock) Reindex(ctx context.Context, activity int64, sku *sale.SKU, ts [
 		for _, t := range part {
 			args = append(args, strconv.FormatInt(t.UserID, 10), t.RequestNo, strconv.FormatInt(t.At.UnixMilli(), 10))
 		}
-		v, err := reindexScript.Exec(ctx, s.shards.For(sku.Hot), []string{k.Users, k.Claim, k.Pending}, args).AsIntSlice()
+		v, err := reindexScript.Exec(ctx, s.skuClient(activity, sku), []string{k.Users, k.Claim, k.Pending}, args).AsIntSlice()
 		if err != nil || len(v) != 2 {
 			return added, removed, fmt.Errorf("reindex activity %d sku %d: %v (%d values)", activity, sku.ID, err, len(v))
 		}

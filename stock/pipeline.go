@@ -64,7 +64,7 @@ type skuCall struct {
 
 // shardCalls are the calls that go to one shard in one pipeline.
 type shardCalls struct {
-	hot   bool
+	shard int // as Stock.place answers it
 	c     rueidis.Client
 	calls []skuCall
 	execs []rueidis.LuaExec
@@ -76,8 +76,8 @@ type shardCalls struct {
 func (s *Stock) ticketCalls(msgs []*sale.Message, keys func(sale.SKUKeys) []string, head []string,
 	per func(args []string, m *sale.Message) []string) []*shardCalls {
 	type group struct {
-		hot bool // on the hot shard, and that is a deployment of its own
-		idx []int
+		shard int // as Stock.place answers it
+		idx   []int
 	}
 	groups := map[skuKey]*group{}
 	var order []skuKey
@@ -85,8 +85,7 @@ func (s *Stock) ticketCalls(msgs []*sale.Message, keys func(sale.SKUKeys) []stri
 		k := skuKey{m.ActivityID, m.SKUID}
 		g := groups[k]
 		if g == nil {
-			_, sku, ok := s.cat.Lookup(k.activity, k.sku)
-			g = &group{hot: ok && sku.Hot && s.shards.HotApart()}
+			g = &group{shard: s.Shard(k.activity, k.sku)}
 			groups[k] = g
 			order = append(order, k)
 		}
@@ -97,12 +96,12 @@ func (s *Stock) ticketCalls(msgs []*sale.Message, keys func(sale.SKUKeys) []stri
 		g := groups[k]
 		var sc *shardCalls
 		for _, o := range out {
-			if o.hot == g.hot {
+			if o.shard == g.shard {
 				sc = o
 			}
 		}
 		if sc == nil {
-			sc = &shardCalls{hot: g.hot, c: s.shards.For(g.hot)}
+			sc = &shardCalls{shard: g.shard, c: s.shards.Client(g.shard)}
 			out = append(out, sc)
 		}
 		ks := keys(sale.KeysFor(k.activity, k.sku))

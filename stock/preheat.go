@@ -31,7 +31,7 @@ func (s *Stock) Preheat(ctx context.Context, a sale.Activity) error {
 	}
 	for i := range a.SKUs {
 		sku := &a.SKUs[i]
-		c := s.shards.For(sku.Hot)
+		c := s.skuClient(a.ID, sku)
 		k := sale.KeysFor(a.ID, sku.ID)
 		stock := sku.Stock
 		exists, err := c.Do(ctx, c.B().Exists().Key(k.Stock).Build()).AsInt64()
@@ -97,7 +97,7 @@ func (s *Stock) SetState(ctx context.Context, id int64, state string) error {
 	a.SKUs = append([]sale.SKU(nil), cur.SKUs...)
 	a.State = state
 	for _, sku := range a.SKUs {
-		c := s.shards.For(sku.Hot)
+		c := s.skuClient(a.ID, &sku)
 		k := sale.KeysFor(a.ID, sku.ID)
 		if err := c.Do(ctx, c.B().Hset().Key(k.Meta).FieldValue().FieldValue("status", state).Build()).Error(); err != nil {
 			return fmt.Errorf("set state activity %d sku %d: %w", id, sku.ID, err)

@@ -91,9 +91,48 @@ func (r OccupyResult) Err() error {
 	return fmt.Errorf("%w: occupy script answered %q", ErrBusy, r.Code)
 }
 
-func (s *Stock) client(activity, sku int64) rueidis.Client {
+// Client is the client of the shard that holds SKU (activity, sku): the
+// one routing function. A hot SKU lives on hot shard sku.hotShard, else
+// on the placement rule's hot shard (shard.Set.Place); the others, and a
+// SKU the catalog does not know, on redis.default. A SKU that names a
+// hot shard this process lacks gets a client that refuses every command
+// (shard.ErrNoShard): it fails closed, it is never served elsewhere.
+func (s *Stock) Client(activity, sku int64) rueidis.Client {
+	return s.shards.Client(s.Shard(activity, sku))
+}
+
+// Shard is the index (shard.Set.Place) of the shard that holds SKU
+// (activity, sku): -1 for redis.default. ShardName names it.
+func (s *Stock) Shard(activity, sku int64) int {
 	_, k, ok := s.cat.Lookup(activity, sku)
-	return s.shards.For(ok && k.Hot)
+	if !ok {
+		return -1
+	}
+	return s.Place(activity, k)
+}
+
+// ShardName names the shard that holds SKU (activity, sku): "default",
+// "hot0", "hot1", … ("missing" for a hot shard not configured).
+func (s *Stock) ShardName(activity, sku int64) string {
+	return s.shards.Name(s.Shard(activity, sku))
+}
+
+// Place is the index of the shard that holds k's keys, for a caller that
+// holds the SKU already (no catalog lookup): -1 for redis.default — a hot
+// shard that is the default deployment too, so callers grouping by shard
+// send one pipeline to it.
+func (s *Stock) Place(activity int64, k *sale.SKU) int {
+	idx, _ := s.shards.Place(activity, k.ID, k.Hot, k.Shard())
+	if idx >= 0 && idx < s.shards.HotCount() && !s.shards.Apart(idx) {
+		return -1
+	}
+	return idx
+}
+
+// skuClient is the client of k's shard, for callers that hold the SKU
+// (the catalog's or one being preheated or rebuilt).
+func (s *Stock) skuClient(activity int64, k *sale.SKU) rueidis.Client {
+	return s.shards.Client(s.Place(activity, k))
 }
 
 // Occupy takes stock for one buyer: the occupy script (occupy_batch.lua)
@@ -134,7 +173,7 @@ type Counts struct {
 // Counts reads one SKU's counters.
 func (s *Stock) Counts(ctx context.Context, activity, sku int64) (Counts, error) {
 	k := sale.KeysFor(activity, sku)
-	c := s.client(activity, sku)
+	c := s.Client(activity, sku)
 	rs := c.DoMulti(ctx,
 		c.B().Hget().Key(k.Meta).Field("initial").Build(),
 		c.B().Get().Key(k.Stock).Build(),

@@ -41,7 +41,8 @@ var mysqlDialect = dialect{
 		state = VALUES(state), require_token = VALUES(require_token),
 		rebuy_after_close = VALUES(rebuy_after_close), updated_ms = VALUES(updated_ms)`,
 	itemUpsert: ` ON DUPLICATE KEY UPDATE price_cents = VALUES(price_cents), stock = VALUES(stock),
-		limit_per_user = VALUES(limit_per_user), hot = VALUES(hot)`,
+		limit_per_user = VALUES(limit_per_user), hot = VALUES(hot),
+		hot_shard = VALUES(hot_shard)`,
 	txOptions: &sql.TxOptions{Isolation: sql.LevelReadCommitted},
 	readTx:    &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 }
@@ -56,5 +57,6 @@ var sqliteDialect = dialect{
 		state = excluded.state, require_token = excluded.require_token,
 		rebuy_after_close = excluded.rebuy_after_close, updated_ms = excluded.updated_ms`,
 	itemUpsert: ` ON CONFLICT (activity_id, sku_id) DO UPDATE SET price_cents = excluded.price_cents,
-		stock = excluded.stock, limit_per_user = excluded.limit_per_user, hot = excluded.hot`,
+		stock = excluded.stock, limit_per_user = excluded.limit_per_user, hot = excluded.hot,
+		hot_shard = excluded.hot_shard`,
 }

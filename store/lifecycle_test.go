@@ -383,6 +383,27 @@ func TestActivitiesComeBackFromTheDatabase(t *testing.T) {
 	})
 }
 
+// TestHotShardComesBackFromTheDatabase: a SKU's explicit hot shard is
+// where its keys live, so a rebuild from the database must find it (and
+// a SKU without one must not come back with one: the rule places it).
+func TestHotShardComesBackFromTheDatabase(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		one := 1
+		s := r.open(t)
+		put(t, s, activity(3, sale.SKU{ID: 30, Stock: 5, LimitPerUser: 1, Hot: true, HotShard: &one}, sale.SKU{ID: 31, Stock: 5, LimitPerUser: 1, Hot: true}))
+		got, err := s.Activities(context.Background())
+		if err != nil || len(got) != 1 || len(got[0].SKUs) != 2 {
+			t.Fatalf("activities %+v, %v", got, err)
+		}
+		if k := got[0].SKUs[0]; k.HotShard == nil || *k.HotShard != 1 {
+			t.Errorf("sku 30: hotShard %v, want 1", k.HotShard)
+		}
+		if k := got[0].SKUs[1]; k.HotShard != nil {
+			t.Errorf("sku 31: hotShard %v, want none", *k.HotShard)
+		}
+	})
+}
+
 func TestLedgerAndRecountSnapshot(t *testing.T) {
 	runTest(t, func(t *testing.T, r runner) {
 		ctx := context.Background()
@@ -527,6 +548,38 @@ func wantRebuy(t *testing.T, s Store, want map[int64]string) {
 // predates rebuy_after_close: the column is added with its default (1) on
 // the existing row, the activity reads as allowing re-buy, the switch can
 // then be turned off and is kept, and migrating again is a no-op.
+// TestOldItemTableIsMigrated: a flash_sale_item made before hot_shard
+// gains the column, its rows reading as "no explicit shard".
+func TestOldItemTableIsMigrated(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		db, err := sql.Open(map[string]string{"sqlite": "sqlite", "mysql": "mysql"}[r.cfg.Driver], r.cfg.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Exec(`CREATE TABLE flash_sale_item (activity_id BIGINT NOT NULL, sku_id BIGINT NOT NULL,
+			price_cents BIGINT NOT NULL, stock BIGINT NOT NULL, limit_per_user BIGINT NOT NULL,
+			hot TINYINT NOT NULL DEFAULT 0, PRIMARY KEY (activity_id, sku_id))`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`INSERT INTO flash_sale_item VALUES (1, 10, 0, 5, 1, 1)`); err != nil {
+			t.Fatal(err)
+		}
+		s := r.open(t)
+		var n int
+		if err := db.QueryRow(`SELECT COUNT(*) FROM flash_sale_item WHERE hot_shard IS NULL`).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("migrated rows without a shard: %d, %v", n, err)
+		}
+		two := 2
+		put(t, s, activity(2, sale.SKU{ID: 20, Stock: 1, LimitPerUser: 1, Hot: true, HotShard: &two}))
+		s.Close()
+		r.open(t) // no-op the second time
+		if err := db.QueryRow(`SELECT hot_shard FROM flash_sale_item WHERE sku_id = 20`).Scan(&n); err != nil || n != 2 {
+			t.Fatalf("hot_shard of sku 20: %d, %v", n, err)
+		}
+	})
+}
+
 func TestOldActivityTableIsMigrated(t *testing.T) {
 	runTest(t, func(t *testing.T, r runner) {
 		db, err := sql.Open(map[string]string{"sqlite": "sqlite", "mysql": "mysql"}[r.cfg.Driver], r.cfg.DSN)

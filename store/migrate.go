@@ -83,6 +83,28 @@ func (s *sqlStore) migrateRebuy(ctx context.Context) error {
 	return nil
 }
 
+// migrateHotShard adds flash_sale_item.hot_shard (NULL: the placement
+// rule decides) to a table made before several hot shards. A table that
+// has the column already is left alone, so this runs at every start.
+func (s *sqlStore) migrateHotShard(ctx context.Context) error {
+	has, err := s.hasColumn(ctx, "flash_sale_item", "hot_shard")
+	if err != nil || has {
+		return err
+	}
+	typ := "INTEGER"
+	if s.d.name == "mysql" {
+		typ = "INT"
+	}
+	if _, err := s.w.ExecContext(ctx, `ALTER TABLE flash_sale_item ADD COLUMN hot_shard `+typ+` NULL`); err != nil {
+		// Another process may have migrated meanwhile.
+		if has, herr := s.hasColumn(ctx, "flash_sale_item", "hot_shard"); herr == nil && has {
+			return nil
+		}
+		return fmt.Errorf("add flash_sale_item.hot_shard: %w", err)
+	}
+	return nil
+}
+
 // migrateUserIndex adds the index a buyer's orders are read by, (user_id,
 // created_ms, id), to a seckill_order made before it. It runs after
 // migrateLive, whose SQLite table copy drops the old table's indexes.

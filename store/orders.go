@@ -307,7 +307,7 @@ func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 		return nil, fmt.Errorf("activities: %w", err)
 	}
 	rows, err = s.r.QueryContext(ctx, `SELECT i.activity_id, i.sku_id, i.price_cents, COALESCE(n.initial, i.stock),
-		i.limit_per_user, i.hot FROM flash_sale_item i LEFT JOIN seckill_stock_snapshot n
+		i.limit_per_user, i.hot, i.hot_shard FROM flash_sale_item i LEFT JOIN seckill_stock_snapshot n
 		ON n.activity_id = i.activity_id AND n.sku_id = i.sku_id ORDER BY i.activity_id, i.sku_id`)
 	if err != nil {
 		return nil, fmt.Errorf("activity items: %w", err)
@@ -318,12 +318,17 @@ func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 			k     sale.SKU
 			price int64
 			hot   int
+			shard sql.NullInt32
 		)
-		if err := rows.Scan(&act, &k.ID, &price, &k.Stock, &k.LimitPerUser, &hot); err != nil {
+		if err := rows.Scan(&act, &k.ID, &price, &k.Stock, &k.LimitPerUser, &hot, &shard); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("activity items: %w", err)
 		}
 		k.Price, k.Hot = sale.Cents(price), hot != 0
+		if shard.Valid {
+			n := int(shard.Int32)
+			k.HotShard = &n
+		}
 		if a := byID[act]; a != nil {
 			a.SKUs = append(a.SKUs, k)
 		}

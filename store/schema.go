@@ -25,6 +25,7 @@ var mysqlSchema = []string{
 		stock          BIGINT  NOT NULL,
 		limit_per_user BIGINT  NOT NULL,
 		hot            TINYINT NOT NULL DEFAULT 0,
+		hot_shard      INT     NULL,
 		PRIMARY KEY (activity_id, sku_id)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 	`CREATE TABLE IF NOT EXISTS seckill_order (
@@ -124,6 +125,7 @@ var sqliteSchema = []string{
 		stock          INTEGER NOT NULL,
 		limit_per_user INTEGER NOT NULL,
 		hot            INTEGER NOT NULL DEFAULT 0,
+		hot_shard      INTEGER NULL,
 		PRIMARY KEY (activity_id, sku_id)
 	)`,
 	fmt.Sprintf(sqliteOrderTable, "seckill_order"),

@@ -30,6 +30,9 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 	if err := s.migrateLive(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
+	if err := s.migrateHotShard(ctx); err != nil {
+		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
+	}
 	if err := s.migrateRebuy(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
@@ -80,8 +83,8 @@ func (s *sqlStore) PutActivity(ctx context.Context, a sale.Activity) error {
 		}
 		for _, k := range a.SKUs {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO flash_sale_item
-				(activity_id, sku_id, price_cents, stock, limit_per_user, hot) VALUES (?, ?, ?, ?, ?, ?)`+s.d.itemUpsert,
-				a.ID, k.ID, int64(k.Price), k.Stock, k.LimitPerUser, boolInt(k.Hot)); err != nil {
+				(activity_id, sku_id, price_cents, stock, limit_per_user, hot, hot_shard) VALUES (?, ?, ?, ?, ?, ?, ?)`+s.d.itemUpsert,
+				a.ID, k.ID, int64(k.Price), k.Stock, k.LimitPerUser, boolInt(k.Hot), k.HotShard); err != nil {
 				return err
 			}
 			// The snapshot counts orders made; a replace must not

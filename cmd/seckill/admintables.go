@@ -36,13 +36,13 @@ func renderStock(b []byte, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "activity %d  %s\n", rep.ActivityID, rep.State)
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "SKU\tHOT\tINITIAL\tREMAINING\tOCCUPIED\tORDERED\tORDERS\tSOLD OUT\tDRIFT\t")
+	fmt.Fprintln(w, "SKU\tHOT\tSHARD\tINITIAL\tREMAINING\tOCCUPIED\tORDERED\tORDERS\tSOLD OUT\tDRIFT\t")
 	for _, s := range rep.SKUs {
 		so := fmt.Sprint(s.SoldOut)
 		if s.Marked {
 			so += " (marked)"
 		}
-		fmt.Fprintf(w, "%d\t%v\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", s.SKUID, s.Hot, s.Initial, s.Remaining, s.Occupied, s.Ordered, s.Orders, so, s.Drift)
+		fmt.Fprintf(w, "%d\t%v\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t\n", s.SKUID, s.Hot, s.Shard, s.Initial, s.Remaining, s.Occupied, s.Ordered, s.Orders, so, s.Drift)
 	}
 	return w.Flush()
 }
@@ -72,6 +72,9 @@ func renderActivities(b []byte, out io.Writer) error {
 			h := ""
 			if s.Hot {
 				h = " hot"
+			}
+			if s.HotShard != nil {
+				h += fmt.Sprintf("@hot%d", *s.HotShard)
 			}
 			skus = append(skus, fmt.Sprintf("%d×%d@%s%s", s.ID, s.Stock, s.Price, h))
 		}

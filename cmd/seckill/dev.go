@@ -11,6 +11,7 @@ import (
 	"seckill/cmd/seckill/config"
 	"seckill/internal/devserver"
 	"seckill/internal/sale"
+	"seckill/internal/shard"
 )
 
 // runDev is `seckill dev`: the whole system in one process.
@@ -92,7 +93,7 @@ func runDev(args []string) (err error) {
 	kafka.TrimConsumed(cfg.Consumer.Topic, []string{cfg.Consumer.Group}, devserver.DefaultTrimInterval, log)
 
 	cfg.Redis.Default.Addrs = []string{redisDef.Addr}
-	cfg.Redis.Hot.Addrs = []string{redisHot.Addr}
+	cfg.Redis.Hot = shard.HotShards{{Addrs: []string{redisHot.Addr}}}
 	cfg.Engine.Kafka.Brokers = kafka.Addrs
 	cfg.Consumer.Brokers = kafka.Addrs
 	if cfg.Store.Driver == "sqlite" && !filepath.IsAbs(cfg.Store.DSN) {

@@ -51,14 +51,19 @@ func partsLine(role string, cfg config.Config, roles app.Roles, listeners map[st
 	return l
 }
 
-// redisAddrs are the addresses of each Redis deployment; the hot shard
-// is the default one when it has none of its own.
+// redisAddrs are the addresses of each Redis deployment: "default", and
+// "hot0", "hot1", … for each hot shard ("hot" is default's when there is
+// none).
 func redisAddrs(c shard.Config) map[string][]string {
-	hot := c.Hot.Addrs
+	out := map[string][]string{"default": hostPorts(c.Default.Addrs)}
+	hot := c.Hot.Shards()
 	if len(hot) == 0 {
-		hot = c.Default.Addrs
+		out["hot"] = hostPorts(c.Default.Addrs)
 	}
-	return map[string][]string{"default": hostPorts(c.Default.Addrs), "hot": hostPorts(hot)}
+	for i, h := range hot {
+		out[shard.HotName(i)] = hostPorts(h.Addrs)
+	}
+	return out
 }
 
 // hostPorts drops any user information from addresses (a password never

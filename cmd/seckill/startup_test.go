@@ -113,7 +113,7 @@ metrics: {listen: %s}
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	redis := map[string]any{"default": []string{redisDef}, "hot": []string{redisHot}}
+	redis := map[string]any{"default": []string{redisDef}, "hot0": []string{redisHot}}
 	shown := "seckill:xxxxx@tcp(" + db + ")/seckill?parseTime=true"
 	for _, tc := range []struct {
 		role string
@@ -201,7 +201,7 @@ metrics: {listen: %s}
 func TestStartLineFields(t *testing.T) {
 	cfg := config.Default()
 	cfg.Redis.Default.Addrs, cfg.Redis.Default.Password = []string{"10.0.0.1:6379"}, redisPassword
-	cfg.Redis.Hot.Addrs = nil // the hot SKUs share the default Redis
+	cfg.Redis.Hot = nil // the hot SKUs share the default Redis
 	cfg.Engine.Kafka.Brokers = []string{"k2:9092", "k1:9092"}
 	cfg.Consumer.Brokers = []string{"k1:9092", "k3:9092"}
 	cfg.Store.Driver, cfg.Store.DSN = "mysql", "u:"+dsnPassword+"@tcp(db:3306)/seckill"

@@ -216,13 +216,13 @@ func (f watchFrame) table(out io.Writer, every time.Duration) {
 	}
 	fmt.Fprintf(out, "accepted/s %s  rejected/s %s  lag %s\n", perSec(f.AcceptedPerSec), perSec(f.RejectedPerSec), lag)
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "SKU\tHOT\tINITIAL\tREMAINING\tOCCUPIED\tORDERED\tDRIFT\tSOLD/S\tSOLD OUT\tMARK\t")
+	fmt.Fprintln(w, "SKU\tHOT\tSHARD\tINITIAL\tREMAINING\tOCCUPIED\tORDERED\tDRIFT\tSOLD/S\tSOLD OUT\tMARK\t")
 	for _, s := range f.SKUs {
 		mark := "off"
 		if s.Marked {
 			mark = "on"
 		}
-		fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", s.SKUID, yesNo(s.Hot), s.Initial, s.Remaining,
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", s.SKUID, yesNo(s.Hot), s.Shard, s.Initial, s.Remaining,
 			s.Occupied, s.Ordered, s.Drift, perSec(s.SoldPerSec), yesNo(s.SoldOut), mark)
 	}
 	w.Flush()

@@ -60,6 +60,19 @@ type SKU struct {
 	Price        Cents `json:"price" yaml:"price"`
 	LimitPerUser int64 `json:"limitPerUser" yaml:"limit_per_user"`
 	Hot          bool  `json:"hot" yaml:"hot"`
+	// HotShard places a hot SKU on hot shard HotShard (0-based, of
+	// redis.hot) instead of the placement rule's shard. Only with Hot.
+	// Fixed for the life of the sale: the SKU's keys live there.
+	HotShard *int `json:"hotShard,omitempty" yaml:"hot_shard"`
+}
+
+// Shard is HotShard, or -1 when the SKU names none (the placement rule
+// decides).
+func (k *SKU) Shard() int {
+	if k.HotShard == nil {
+		return -1
+	}
+	return *k.HotShard
 }
 
 // Validate reports the first problem of a, naming the field.
@@ -94,6 +107,9 @@ func (a *Activity) Validate() error {
 		}
 		if s.Price < 0 {
 			return fmt.Errorf("activity %d sku %d: price must not be negative", a.ID, s.ID)
+		}
+		if s.HotShard != nil && (*s.HotShard < 0 || !s.Hot) {
+			return fmt.Errorf("activity %d sku %d: hotShard must be 0 or more, and only on a hot SKU", a.ID, s.ID)
 		}
 		if s.LimitPerUser <= 0 {
 			s.LimitPerUser = 1

@@ -11,13 +11,16 @@ import (
 )
 
 // Dependencies are the deployments of cfg as start-up dependencies:
-// "redis.default", and "redis.hot" when the hot shard is a deployment of
-// its own. Each is ready once it answers PING through a client built as
-// Open builds it.
+// "redis.default", and "redis.hot0", "redis.hot1", … for each hot shard
+// that is a deployment of its own. Each is ready once it answers PING
+// through a client built as Open builds it.
 func Dependencies(cfg Config) []ready.Dependency {
 	deps := []ready.Dependency{{Name: "redis.default", Check: func(ctx context.Context) error { return Check(ctx, cfg, cfg.Default) }}}
-	if len(cfg.Hot.Addrs) > 0 && !sameAddrs(cfg.Hot.Addrs, cfg.Default.Addrs) {
-		deps = append(deps, ready.Dependency{Name: "redis.hot", Check: func(ctx context.Context) error { return Check(ctx, cfg, cfg.Hot) }})
+	for i, h := range cfg.Hot.Shards() {
+		if sameAddrs(h.Addrs, cfg.Default.Addrs) {
+			continue
+		}
+		deps = append(deps, ready.Dependency{Name: "redis." + HotName(i), Check: func(ctx context.Context) error { return Check(ctx, cfg, h) }})
 	}
 	return deps
 }

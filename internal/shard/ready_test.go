@@ -80,12 +80,16 @@ func TestDependenciesNameEachDeployment(t *testing.T) {
 	if d := Dependencies(cfg); len(d) != 1 || d[0].Name != "redis.default" {
 		t.Fatalf("one deployment: %v", d)
 	}
-	cfg.Hot.Addrs = cfg.Default.Addrs
+	cfg.Hot = HotShards{{Addrs: cfg.Default.Addrs}}
 	if d := Dependencies(cfg); len(d) != 1 {
 		t.Fatalf("hot = default: %d dependencies", len(d))
 	}
-	cfg.Hot.Addrs = []string{"127.0.0.1:6380"}
-	if d := Dependencies(cfg); len(d) != 2 || d[1].Name != "redis.hot" {
+	cfg.Hot = HotShards{{Addrs: []string{"127.0.0.1:6380"}}}
+	if d := Dependencies(cfg); len(d) != 2 || d[1].Name != "redis.hot0" {
 		t.Fatalf("a hot shard of its own: %v", d)
+	}
+	cfg.Hot = HotShards{{Addrs: []string{"127.0.0.1:6380"}}, {Addrs: []string{"127.0.0.1:6381"}}}
+	if d := Dependencies(cfg); len(d) != 3 || d[1].Name != "redis.hot0" || d[2].Name != "redis.hot1" {
+		t.Fatalf("two hot shards: %v", d)
 	}
 }

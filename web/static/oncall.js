@@ -151,7 +151,7 @@
           `Set activity ${a.id} ${online ? "OFFLINE" : "ONLINE"}?`,
           () => call("PUT", `/admin/v1/activities/${a.id}/state`, { state: online ? "OFFLINE" : "ONLINE" })));
       const rows = rep.skus.map((s) => el("tr", { id: `row-${a.id}-${s.skuId}` },
-        el("td", {}, `${s.skuId}${s.hot ? " (hot)" : ""}`),
+        el("td", {}, `${s.skuId}${s.hot ? " (hot)" : ""}${s.shard ? " · " + s.shard : ""}`),
         el("td", {}, String(s.initial)), el("td", { class: "remaining" }, String(s.remaining)),
         el("td", {}, String(s.occupied)), el("td", {}, String(s.ordered)),
         el("td", { class: s.drift !== 0 ? "drift-bad" : "" }, String(s.drift)),

@@ -321,8 +321,10 @@ func (s *System) dependencies() []monitor.Dependency {
 		return func(ctx context.Context) error { return c.Do(ctx, c.B().Ping().Build()).Error() }
 	}
 	deps := []monitor.Dependency{{Name: "redis.default", Ping: ping(s.Shards.Default)}}
-	if s.Shards.HotApart() {
-		deps = append(deps, monitor.Dependency{Name: "redis.hot", Ping: ping(s.Shards.Hot)})
+	for i := range s.Shards.HotCount() {
+		if s.Shards.Apart(i) {
+			deps = append(deps, monitor.Dependency{Name: "redis." + shard.HotName(i), Ping: ping(s.Shards.Client(i))})
+		}
 	}
 	if s.Store != nil {
 		deps = append(deps, monitor.Dependency{Name: "store", Ping: s.Store.Ping})

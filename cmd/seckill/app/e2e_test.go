@@ -21,6 +21,7 @@ import (
 	"seckill/cmd/seckill/config"
 	"seckill/engine"
 	"seckill/internal/sale"
+	"seckill/internal/shard"
 	"seckill/internal/testenv"
 )
 
@@ -71,7 +72,7 @@ func startClusterWith(t *testing.T, m mode, tweak func(*config.Config), opts ...
 	cfg.Edge.Identity = "any" // buyers send X-User-Id straight to the edge
 	cfg.Log.Format = "console"
 	cfg.Redis.Default.Addrs = []string{c.redis.Addr}
-	cfg.Redis.Hot.Addrs = []string{c.hot.Addr}
+	cfg.Redis.Hot = shard.HotShards{{Addrs: []string{c.hot.Addr}}}
 	cfg.Engine.Kafka.Brokers = c.kafka.Addrs
 	cfg.Consumer.Brokers = c.kafka.Addrs
 	cfg.Consumer.MaxWait = 10 * time.Millisecond

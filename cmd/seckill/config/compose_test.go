@@ -73,7 +73,6 @@ func TestComposeRunsWhatProdYAMLNames(t *testing.T) {
 	}
 	named := map[string][]string{
 		"redis.default.addrs":  c.Redis.Default.Addrs,
-		"redis.hot.addrs":      c.Redis.Hot.Addrs,
 		"engine.kafka.brokers": c.Engine.Kafka.Brokers,
 		"consumer.brokers":     c.Consumer.Brokers,
 		"store.dsn":            {dsn.Addr},
@@ -81,7 +80,10 @@ func TestComposeRunsWhatProdYAMLNames(t *testing.T) {
 	if c.Store.Driver != "mysql" {
 		t.Errorf("prod.yaml store.driver = %q, want mysql", c.Store.Driver)
 	}
-	if len(c.Redis.Hot.Addrs) == 0 {
+	for i, h := range c.Redis.Hot.Shards() {
+		named[fmt.Sprintf("redis.hot[%d].addrs", i)] = h.Addrs
+	}
+	if len(c.Redis.Hot.Shards()) == 0 {
 		t.Error("prod.yaml redis.hot.addrs is empty: production runs a separate hot-SKU shard")
 	}
 
@@ -125,7 +127,7 @@ func TestComposeRunsWhatProdYAMLNames(t *testing.T) {
 	})
 
 	t.Run("redis services keep an append-only file for restart safety", func(t *testing.T) {
-		for _, a := range append(append([]string{}, c.Redis.Default.Addrs...), c.Redis.Hot.Addrs...) {
+		for _, a := range append(append([]string{}, c.Redis.Default.Addrs...), hotAddrs(c)...) {
 			host, _, _ := net.SplitHostPort(a)
 			s, ok := f.Services[host]
 			if !ok {
@@ -395,4 +397,12 @@ func TestComposePublishesOnlyTheEdgeToTheWorld(t *testing.T) {
 			t.Errorf("published(%v) = %q, %q; want %q, %q", tc.in, h, p, tc.host, tc.port)
 		}
 	}
+}
+
+func hotAddrs(c Config) []string {
+	var out []string
+	for _, h := range c.Redis.Hot.Shards() {
+		out = append(out, h.Addrs...)
+	}
+	return out
 }

@@ -31,6 +31,26 @@ func TestEnvOverridesEveryKindOfKey(t *testing.T) {
 	}
 }
 
+// redis.hot is one shard or a list, so its addresses come from one
+// variable: shards separated by ';', a shard's addresses by ','.
+func TestHotShardsFromTheEnvironment(t *testing.T) {
+	c := Default()
+	env := map[string]string{"SECKILL_REDIS_HOT_ADDRS": "h0:6379;h1:6379", "SECKILL_REDIS_HOT_PASSWORD": "pw"}
+	if err := ApplyEnv(&c, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	h := c.Redis.Hot.Shards()
+	if len(h) != 2 || h[0].Addrs[0] != "h0:6379" || h[1].Addrs[0] != "h1:6379" || h[1].Password != "pw" {
+		t.Fatalf("hot shards %+v", h)
+	}
+	names := strings.Join(EnvNames(&c), " ")
+	for _, n := range []string{"SECKILL_REDIS_HOT_ADDRS", "SECKILL_REDIS_HOT_PASSWORD", "SECKILL_REDIS_HOT_DB"} {
+		if !strings.Contains(names, n) {
+			t.Errorf("EnvNames lacks %s", n)
+		}
+	}
+}
+
 func TestBadEnvValueNamesTheVariable(t *testing.T) {
 	c := Default()
 	err := ApplyEnv(&c, func(k string) (string, bool) { return "soon", k == "SECKILL_ORDER_PAY_TIMEOUT" })

@@ -69,6 +69,12 @@ func EnvNames(dst any) []string {
 	return out
 }
 
+// envApplier is a config value that applies its own overrides, given its
+// variable prefix (e.g. shard.HotShards under SECKILL_REDIS_HOT).
+type envApplier interface {
+	ApplyEnv(prefix string, lookup func(string) (string, bool)) error
+}
+
 var durationType = reflect.TypeOf(time.Duration(0))
 
 func walk(v reflect.Value, prefix string, lookup func(string) (string, bool)) error {
@@ -93,6 +99,16 @@ func walk(v reflect.Value, prefix string, lookup func(string) (string, bool)) er
 			tag = strings.ToLower(f.Name)
 		}
 		name := prefix + "_" + strings.ToUpper(tag)
+		// A value the walk cannot name key by key (redis.hot, one shard
+		// or a list of them) reads its own variables.
+		if fv.CanAddr() {
+			if a, ok := fv.Addr().Interface().(envApplier); ok {
+				if err := a.ApplyEnv(name, lookup); err != nil {
+					return fmt.Errorf("config: %w", err)
+				}
+				continue
+			}
+		}
 		if fv.Kind() == reflect.Struct && fv.Type() != reflect.TypeOf(time.Time{}) {
 			if err := walk(fv, name, lookup); err != nil {
 				return err
