@@ -27,8 +27,11 @@ import (
 // over the cluster's masters and hot SKUs while members of the fleet come
 // and go, and a cluster master dies.
 
-// fleetEdges and fleetConsumers are the fleet's size at the start.
+// fleetEdges and fleetConsumers are the fleet's size at the start; each
+// of the fleetHotShards hot shards holds one hot SKU of its own
+// (sku.hotShard).
 const (
+	fleetHotShards = 2
 	fleetEdges     = 3
 	fleetConsumers = 3
 	fleetSidecar   = 2 // the edge whose engine is a sidecar process
@@ -223,8 +226,9 @@ func (f *fleet) pickNormalSKUs() error {
 	return nil
 }
 
-// open creates the sale — the normal SKUs and the hot ones, perUnit units
-// each, one per buyer — and waits until every edge sells it.
+// open creates the sale — the normal SKUs and the hot ones (hot SKU i on
+// hot shard i), perSKU units each, one per buyer — and waits until every
+// edge sells it.
 func (f *fleet) open(perSKU int64) {
 	f.t.Helper()
 	now := time.Now()
@@ -235,8 +239,8 @@ func (f *fleet) open(perSKU int64) {
 		a.SKUs = append(a.SKUs, skuSpec{ID: sku, Stock: perSKU, Price: "9.90", LimitPerUser: 1})
 		f.stock[sku] = perSKU
 	}
-	for _, sku := range f.hot {
-		a.SKUs = append(a.SKUs, skuSpec{ID: sku, Stock: perSKU, Price: "19.90", LimitPerUser: 1, Hot: true})
+	for i, sku := range f.hot {
+		a.SKUs = append(a.SKUs, skuSpec{ID: sku, Stock: perSKU, Price: "19.90", LimitPerUser: 1, Hot: true, HotShard: &i})
 		f.stock[sku] = perSKU
 	}
 	f.preheat(a)
@@ -278,7 +282,7 @@ func (f *fleet) skus() []int64 {
 func TestFleet(t *testing.T) {
 	sc := beginScenario(t)
 	start := time.Now()
-	f := startFleet(t, 1)
+	f := startFleet(t, fleetHotShards)
 	sc.s = f.System
 	t.Logf("fleet up in %v: cluster %v, hot shards %d, normal SKUs %v, hot SKUs %v",
 		time.Since(start).Round(time.Millisecond), f.cluster.Addrs(), len(f.hots), f.normal, f.hot)

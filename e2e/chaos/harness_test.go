@@ -49,6 +49,10 @@ type Options struct {
 	// NoConsumer leaves the consumer out (security tests that need no
 	// orders).
 	NoConsumer bool
+	// RedisAddr, when set, is the default Redis as the processes address
+	// it, run by the test (the failover test's master and replica behind
+	// an address that moves); otherwise the system starts its own.
+	RedisAddr string
 }
 
 // System is one seckill deployment as separate processes on real servers.
@@ -108,7 +112,11 @@ func startSystem(t *testing.T, o Options) *System {
 	if o.RedisPersist {
 		redisOpts = append(redisOpts, testenv.WithRedisArgs("--appendonly", "yes", "--appendfsync", "everysec"))
 	}
-	s.Redis = testenv.StartRedis(t, redisOpts...)
+	if o.RedisAddr != "" {
+		s.defaultAddrs = []string{o.RedisAddr}
+	} else {
+		s.Redis = testenv.StartRedis(t, redisOpts...)
+	}
 	s.Hot = testenv.StartRedis(t, redisOpts...)
 
 	s.directDSN = testenv.MySQL(t)
@@ -310,7 +318,7 @@ func dsnHost(t testing.TB, dsn string) string {
 // reconcile.orphan_grace has passed; it must exceed engine.occupy_timeout
 // + engine.kafka.send_timeout (3.5s): 5s keeps the tests short.
 func (s *System) writeConfig() {
-	s.writeConfigRedis(fmt.Sprintf("  default:\n    addrs: [%q]\n  hot:\n    addrs: [%q]\n", s.Redis.Addr, s.Hot.Addr))
+	s.writeConfigRedis(fmt.Sprintf("  default:\n    addrs: [%q]\n  hot:\n    addrs: [%q]\n", s.defaultRedis()[0], s.Hot.Addr))
 }
 
 // writeConfigRedis writes the configuration with redis, the body of its
@@ -447,6 +455,9 @@ type skuSpec struct {
 	Price        string `json:"price"`
 	LimitPerUser int64  `json:"limitPerUser"`
 	Hot          bool   `json:"hot"`
+	// HotShard places a hot SKU on that hot shard (0-based; nil: the
+	// placement rule decides).
+	HotShard *int `json:"hotShard,omitempty"`
 }
 
 // stateOnline is an activity that sells (README: ONLINE / OFFLINE).
