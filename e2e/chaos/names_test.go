@@ -13,7 +13,8 @@ import "strconv"
 //     of occupancy), …:sold the units occupied or ordered, …:meta a hash
 //     with "initial", …:claimed the set of requestNos the consumer claimed.
 //     A ticket's result is the hash sk:r:{requestNo} on the default Redis
-//     with state, owner, orderNo or failure code.
+//     with state, owner, orderNo or failure code (on a Redis Cluster, in
+//     the slot of its own key: the checker scans every master).
 //   - Database (README "The life of a ticket", docs/operations-ledger.md):
 //     seckill_order, seckill_request_log, seckill_stock_snapshot.
 //   - Kafka (DESIGN §6): the orders topic seckill.orders.
