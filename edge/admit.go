@@ -50,6 +50,7 @@ type admission struct {
 	block    *blocklists            // edge.blocklist ∪ Redis
 	lim      atomic.Pointer[limits] // edge.rate, swapped by setRate
 	gate     *ratelimit.Gate        // edge.rate.gate_*
+	live     atomic.Int64           // the live edge count last seen (fleet.go), at least 1
 	inflight *ratelimit.Inflight    // edge.rate.sku_inflight
 	rateMu   sync.Mutex             // serialises setRate; never taken by a request
 }
@@ -60,7 +61,8 @@ func newAdmission(bg context.Context, cfg *Config, rdb rueidis.Client, block *bl
 	a.trusted, _ = parsePrefixes("edge.trusted_proxies", cfg.TrustedProxies)
 	a.ident, _ = cfg.NewIdentity()
 	a.lim.Store(newLimits(cfg.Rate, rdb, nil))
-	gk, gf := cfg.Rate.gateShare()
+	a.live.Store(1)
+	gk, gf := cfg.Rate.gateShare(1)
 	a.gate = ratelimit.NewGate(gk, gf, nil)
 	a.inflight = ratelimit.NewInflight(cfg.Rate.SKUInflight)
 	a.inflight.SetWait(cfg.Rate.SKUInflightWait)
@@ -110,11 +112,35 @@ func newLimits(c RateConfig, rdb rueidis.Client, old *limits) *limits {
 }
 
 // gateShare is this edge's share of the admission gate: gate_k and
-// gate_floor divided among gate_edges edges.
-func (c *RateConfig) gateShare() (k, floor float64) {
-	n := float64(max(c.GateEdges, 1))
+// gate_floor divided among gate_edges edges, or among the live ones
+// (live ≥ 1) when gate_edges is 0.
+func (c *RateConfig) gateShare(live int64) (k, floor float64) {
+	n := float64(max(live, 1))
+	if c.GateEdges > 0 {
+		n = float64(c.GateEdges)
+	}
 	return c.GateK / n, c.GateFloor / n
 }
+
+// setLive re-splits the gate for n live edges (the heartbeat's count).
+// rateMu orders it with a reload, so the share always comes from the
+// edge.rate in force; requests never take it.
+func (a *admission) setLive(n int64) {
+	if a.live.Swap(n) == n {
+		return
+	}
+	a.rateMu.Lock()
+	a.gate.Set(a.lim.Load().cfg.gateShare(n))
+	a.rateMu.Unlock()
+}
+
+// LiveEdges is the live edge count this edge last saw (1 until its first
+// heartbeat succeeds).
+func (s *Server) LiveEdges() int64 { return s.admit.live.Load() }
+
+// GateShare returns the k and floor of the admission gate this edge admits
+// with now: edge.rate.gate_k and gate_floor over the edges sharing them.
+func (s *Server) GateShare() (k, floor float64) { return s.admit.gate.Rate() }
 
 // opsPath reports the routes that are never refused by address: health
 // checks and scrapes come from the platform, not from buyers. /readyz and

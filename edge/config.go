@@ -101,6 +101,16 @@ type Config struct {
 	// ClockSyncInterval re-samples the offset between the local clock and
 	// Redis TIME, the clock the occupy script judges windows by. Default 5s.
 	ClockSyncInterval time.Duration `yaml:"clock_sync_interval"`
+	// FleetHeartbeat is how often the edge refreshes its member of the
+	// live edges (sk:edges on the default Redis) and reads their count,
+	// which splits the admission gate (edge.rate.gate_edges 0). Default
+	// 1s. Read at start; a reload does not change it.
+	FleetHeartbeat time.Duration `yaml:"fleet_heartbeat"`
+	// FleetTTL is how long an edge stays counted after its last
+	// heartbeat: a killed edge's share goes to the others after it.
+	// Must exceed fleet_heartbeat (a heartbeat late by less than the
+	// difference does not drop the edge). Default 3s.
+	FleetTTL time.Duration `yaml:"fleet_ttl"`
 	// RedisTimeout bounds the edge's own Redis calls: result reads,
 	// readiness pings, TIME samples, catalog loads. Default 500ms.
 	RedisTimeout time.Duration `yaml:"redis_timeout"`
@@ -145,10 +155,14 @@ type RateConfig struct {
 	GateK     float64 `yaml:"gate_k"`
 	GateFloor float64 `yaml:"gate_floor"`
 	// GateEdges is the number of edges sharing the gate: each admits its
-	// 1/GateEdges share (GateK / GateEdges × remaining, at least
-	// GateFloor / GateEdges per second, always at least one attempt once
-	// its time has come). Set it to the number of edges behind the
-	// balancer, which must spread buyers evenly. Default 1 (0 means 1).
+	// 1/n share (GateK / n × remaining, at least GateFloor / n per
+	// second, always at least one attempt once its time has come). 0 (the
+	// default): n is the live edge count, which the edges keep in Redis
+	// by heartbeat (edge.fleet_heartbeat, edge.fleet_ttl) — an edge that
+	// joins or stops changes every edge's share within a heartbeat, one
+	// that is killed after the TTL. More than 0: a fixed n, an override
+	// for an operator who wants the split pinned. Either way the balancer
+	// must spread buyers evenly.
 	GateEdges int `yaml:"gate_edges"`
 	// SKUInflight bounds, per SKU and edge, the purchase attempts in
 	// flight at once past the local checks (the user × SKU window's Redis
@@ -227,6 +241,8 @@ func DefaultConfig() Config {
 		ViewTTL:            time.Second,
 		ClockSyncInterval:  5 * time.Second,
 		RedisTimeout:       500 * time.Millisecond,
+		FleetHeartbeat:     time.Second,
+		FleetTTL:           3 * time.Second,
 		TokenVerifyTimeout: 500 * time.Millisecond,
 		TokenRefundTimeout: 500 * time.Millisecond,
 		Rate: RateConfig{
@@ -234,7 +250,7 @@ func DefaultConfig() Config {
 			UserPerSecond: 5, UserBurst: 10,
 			MaxKeys:      1 << 18,
 			UserSKULimit: 10, UserSKUWindow: 10 * time.Second,
-			GateK: 10, GateFloor: 100, GateEdges: 1,
+			GateK: 10, GateFloor: 100, GateEdges: 0,
 			SKUInflight: 1024, SKUInflightWait: time.Second,
 		},
 		Blocklist:    BlocklistConfig{RefreshInterval: 10 * time.Second},
@@ -273,6 +289,10 @@ func (c *Config) Validate() error {
 		return errors.New("edge.clock_sync_interval must be positive")
 	case c.RedisTimeout <= 0:
 		return errors.New("edge.redis_timeout must be positive")
+	case c.FleetHeartbeat < 10*time.Millisecond:
+		return errors.New("edge.fleet_heartbeat must be at least 10ms")
+	case c.FleetTTL <= c.FleetHeartbeat || c.FleetTTL%time.Millisecond != 0:
+		return errors.New("edge.fleet_ttl must exceed edge.fleet_heartbeat, in whole milliseconds")
 	case c.TokenVerifyTimeout <= 0:
 		return errors.New("edge.token_verify_timeout must be positive")
 	case c.TokenRefundTimeout <= 0:
@@ -336,7 +356,7 @@ func (r *RateConfig) validate() error {
 	case r.GateK > 0 && r.GateFloor < 1:
 		return errors.New("edge.rate.gate_floor must be at least 1")
 	case r.GateEdges < 0:
-		return errors.New("edge.rate.gate_edges must be at least 1 (the number of edges sharing the gate)")
+		return errors.New("edge.rate.gate_edges must not be negative (0: the live edge count)")
 	case r.SKUInflight < 0:
 		return errors.New("edge.rate.sku_inflight must not be negative (0 disables)")
 	case r.SKUInflightWait < 0:

@@ -47,6 +47,8 @@
 //	seckill_edge_request_seconds{route}              time to answer (histogram)
 //	seckill_edge_soldout_propagation_seconds         event sender to local flag (histogram)
 //	seckill_edge_blocklist_entries{kind}             blocklist in force: ip, user
+//	seckill_edge_live_edges                          live edges counted at the last heartbeat (the gate's divisor)
+//	seckill_edge_heartbeat_errors_total              heartbeats that failed (the last count is kept)
 //	seckill_edge_risk_verdicts_total{verdict,source} risk verdicts applied: allow, deny × service, cache
 //	seckill_edge_risk_failures_total{kind}           risk calls without a verdict: timeout, error
 //	seckill_edge_risk_degraded_total{policy}         purchases the policy decided: allow (passed), deny (503)

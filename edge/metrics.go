@@ -56,6 +56,8 @@ type metrics struct {
 	seconds     [nRoutes]prometheus.Observer
 	propagation prometheus.Histogram
 	blockIPs    prometheus.Gauge
+	liveEdges   prometheus.Gauge   // fleet.go
+	heartbeats  prometheus.Counter // failed heartbeats (fleet.go)
 	blockUsers  prometheus.Gauge
 
 	// The risk check (risk.go): every series exists with risk off too.
@@ -116,8 +118,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Buckets: []float64{.0005, .001, .002, .004, .008, .012, .016, .02, .025, .032, .05, .1},
 	})
 	m.riskSeconds = riskSeconds
+	m.liveEdges = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_edge_live_edges",
+		Help: "Live edges this edge counted at its last successful heartbeat; the admission gate is split among them (edge.rate.gate_edges 0).",
+	})
+	m.heartbeats = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_edge_heartbeat_errors_total",
+		Help: "Heartbeats to the live edge set that failed; the edge kept its last live edge count.",
+	})
 	for _, c := range []prometheus.Collector{m.requestsVec, rejections, engineCalls, seconds, m.propagation, blocklist,
-		riskVerdicts, riskFailures, riskDegraded, riskSeconds} {
+		riskVerdicts, riskFailures, riskDegraded, riskSeconds, m.liveEdges, m.heartbeats} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge metrics: %w", err)
 		}

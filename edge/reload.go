@@ -37,7 +37,7 @@ func (a *admission) setRate(c RateConfig) ([]string, error) {
 		return nil, nil
 	}
 	next := newLimits(c, a.rdb, old)
-	a.gate.Set(c.gateShare())
+	a.gate.Set(c.gateShare(a.live.Load()))
 	a.inflight.SetLimit(c.SKUInflight)
 	a.inflight.SetWait(c.SKUInflightWait)
 	a.lim.Store(next)

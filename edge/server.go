@@ -66,6 +66,7 @@ type Server struct {
 	lns      []net.Listener
 	bgCtx    context.Context // lives until Shutdown; engine calls run under it
 	bgCancel context.CancelFunc
+	fleet    *fleet // this edge's heartbeat in the live edge set
 	wg       sync.WaitGroup
 
 	evMu   sync.RWMutex // guards closed against HandleEvent
@@ -208,6 +209,11 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		log.Warn("edge blocklist load failed at start; the configured entries apply, Redis' follow", zap.Error(err))
 	}
 	cancel()
+	// Announce this edge before its first request, so it admits its share
+	// of the gate from the start.
+	s.fleet = &fleet{id: newEdgeID(), rdb: rdb, every: cfg.FleetHeartbeat, ttl: cfg.FleetTTL, timeout: cfg.RedisTimeout,
+		onCount: s.admit.setLive, live: s.m.liveEdges, errs: s.m.heartbeats, log: log}
+	s.fleet.start(s.bgCtx)
 	s.wg.Add(4)
 	go s.subscribe(s.bgCtx)
 	go s.poll(s.bgCtx, cfg.RefreshInterval, s.views.kick, true,
@@ -261,6 +267,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.lnMu.Lock()
 		s.draining.Store(true)
 		s.lnMu.Unlock()
+		// Leave the live edges first: the others take this edge's share
+		// of the gate at their next heartbeat, while it drains.
+		s.fleet.leave(ctx)
 		err := s.srv.ShutdownWithContext(ctx)
 		// fasthttp closes only the listeners its Serve has registered; one
 		// handed to our Serve a moment ago may not be yet, and must not

@@ -1,4 +1,5 @@
-// Package lua embeds the Redis scripts of the stock ledger (package stock).
+// Package lua embeds the Redis scripts of the stock ledger (package stock)
+// and the edges' heartbeat (package edge).
 // Each script's header lists its KEYS, ARGV and return codes; callers load
 // them once and run them by SHA (rueidis.NewLuaScript falls back to EVAL on NOSCRIPT).
 package lua
@@ -29,3 +30,9 @@ var ClaimBatch string
 //
 //go:embed restock.lua
 var Restock string
+
+// EdgeHeartbeat announces an edge and counts the live ones (the admission
+// gate's share): see edge_heartbeat.lua.
+//
+//go:embed edge_heartbeat.lua
+var EdgeHeartbeat string

@@ -13,7 +13,7 @@
 //	seckill_sku_sold_out_timestamp_seconds{activity,sku}  when remaining first reached 0 (0: not sold out)
 //	seckill_consumer_lag_messages{partition}     newest offset − committed offset of the consumer group
 //	seckill_monitor_errors_total{source}         failed samples (redis, store, kafka)
-//	seckill_dependency_up{dep}                   1 while the dependency answers a ping, 0 otherwise (redis.default, redis.hot, store)
+//	seckill_dependency_up{dep}                   1 while the dependency answers a ping, 0 otherwise (redis.default, redis.hot0, redis.hot1, …, store)
 package monitor
 
 import (
@@ -34,7 +34,7 @@ import (
 // Dependency is something the process needs, pinged at every sample:
 // seckill_dependency_up{dep=Name} is 1 while Ping succeeds, 0 otherwise.
 type Dependency struct {
-	Name string // e.g. "redis.default", "redis.hot", "store"
+	Name string // e.g. "redis.default", "redis.hot0", "store"
 	Ping func(context.Context) error
 }
 

@@ -86,6 +86,12 @@ func (r *Reconciler) Watch(ctx context.Context) (n int, err error) {
 		for j := range a.SKUs {
 			k := &a.SKUs[j]
 			led, err := r.stock.Ledger(ctx, a.ID, k)
+			if errors.Is(err, shard.ErrNoShard) {
+				// The SKU names a hot shard this process's redis.hot
+				// lacks: a process configured with it watches the SKU;
+				// this one must not fail the other SKUs' watch for it.
+				continue
+			}
 			if err != nil {
 				return n, fmt.Errorf("watch: %w", err)
 			}

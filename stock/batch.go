@@ -56,8 +56,11 @@ func (s *Stock) OccupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale
 	if len(buyers) == 0 {
 		return out, nil
 	}
-	vals, err := occupyBatchScript.Exec(ctx, s.skuClient(a.ID, sku), keys, args).ToArray()
+	vals, acked, err := s.occupyExec(ctx, s.skuClient(a.ID, sku), keys, args)
 	if err != nil {
+		// With wait_replicas, the script may have run and its WAIT failed:
+		// the buyers are busy either way, and what it took the sweeper
+		// gives back (as after a timeout).
 		return out, fmt.Errorf("occupy sku %d (batch of %d): %w", sku.ID, len(buyers), err)
 	}
 	if len(vals) != 3*len(buyers) {
@@ -82,6 +85,15 @@ func (s *Stock) OccupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale
 			soldOut = true
 		}
 		out = append(out, r)
+	}
+	if w := s.shards.Wait(); acked >= 0 && acked < int64(w.Replicas) {
+		res := out[len(out)-len(buyers):]
+		err := fmt.Errorf("%w: occupy sku %d (batch of %d): %d of %d replicas within %v",
+			ErrNotReplicated, sku.ID, len(buyers), acked, w.Replicas, w.Timeout)
+		if gerr := s.giveBack(ctx, a, sku, buyers, res); gerr != nil {
+			err = fmt.Errorf("%w; %w", err, gerr)
+		}
+		return out[:len(out)-len(buyers)], err
 	}
 	if soldOut {
 		s.publish(ctx, sale.Event{Kind: sale.EventSoldOut, Activity: a.ID, SKU: sku.ID})

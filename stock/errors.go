@@ -32,4 +32,9 @@ var (
 	// rebuilt the SKU from the database yet. It wraps ErrBusy — the buyer is
 	// told busy (fail closed), never "not open" or "unknown".
 	ErrStateLost = fmt.Errorf("%w: sku state missing in redis until rebuilt", ErrBusy)
+	// ErrNotReplicated: redis.wait_replicas is set and fewer replicas
+	// acknowledged an occupy batch within redis.wait_timeout. The batch's
+	// occupancies were given back (or are left to the orphan sweeper if
+	// that failed too); it wraps ErrBusy — the buyers are told busy.
+	ErrNotReplicated = fmt.Errorf("%w: occupy not acknowledged by redis.wait_replicas replicas", ErrBusy)
 )

@@ -53,6 +53,12 @@ func (g *Gate) Set(k, floor float64) {
 	g.rate.Store(&gateRate{k: k, floor: floor})
 }
 
+// Rate returns k and floor in force (floor as Set stored it: at least 1).
+func (g *Gate) Rate() (k, floor float64) {
+	r := g.rate.Load()
+	return r.k, r.floor
+}
+
 // Observe records the SKU's remaining stock (-1: unknown, which lifts the
 // gate until the next observation). It records also while the gate is
 // off, so a gate switched on by Set knows the stock at once.

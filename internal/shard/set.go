@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -15,7 +16,18 @@ type Set struct {
 	hot     []rueidis.Client // the hot shards, in configuration order
 	apart   []bool           // hot[i] is a client of its own (not Default)
 	missing rueidis.Client   // answers every command with ErrNoShard
+	wait    Wait
 }
+
+// Wait is redis.wait_replicas and redis.wait_timeout: the replicas that
+// must acknowledge an occupy batch, 0 for none.
+type Wait struct {
+	Replicas int
+	Timeout  time.Duration
+}
+
+// Wait returns the occupy batch's replication requirement.
+func (s *Set) Wait() Wait { return s.wait }
 
 // Open connects to every configured deployment.
 func Open(cfg Config) (*Set, error) {
@@ -23,7 +35,7 @@ func Open(cfg Config) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis.default: %w", err)
 	}
-	s := &Set{Default: def, missing: refused{b: def}}
+	s := &Set{Default: def, missing: refused{b: def}, wait: Wait{Replicas: cfg.WaitReplicas, Timeout: cfg.WaitTimeout}}
 	for i, h := range cfg.Hot.Shards() {
 		if sameAddrs(h.Addrs, cfg.Default.Addrs) {
 			s.hot, s.apart = append(s.hot, def), append(s.apart, false)

@@ -34,11 +34,23 @@ type Config struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// PipelineMultiplex is rueidis' 2^n connections per node. Default 2.
 	PipelineMultiplex int `yaml:"pipeline_multiplex"`
+	// WaitReplicas, when above 0, makes every occupy batch durable across
+	// a failover: after the script, WAIT WaitReplicas WaitTimeout on the
+	// same connection; a batch fewer replicas acknowledge in time is
+	// given back and its buyers answered busy (stock.ErrNotReplicated).
+	// Each batch then holds a connection of rueidis' blocking pool for
+	// the round trip and the wait (no auto-pipelining with other
+	// batches). Default 0: off.
+	WaitReplicas int `yaml:"wait_replicas"`
+	// WaitTimeout bounds the WAIT (whole milliseconds, at least 1ms; keep
+	// it well under engine.occupy_timeout). Default 50ms.
+	WaitTimeout time.Duration `yaml:"wait_timeout"`
 }
 
 // DefaultConfig is one local Redis for everything.
 func DefaultConfig() Config {
-	return Config{Default: Redis{Addrs: []string{"127.0.0.1:6379"}}, Timeout: 2 * time.Second, PipelineMultiplex: 2}
+	return Config{Default: Redis{Addrs: []string{"127.0.0.1:6379"}}, Timeout: 2 * time.Second, PipelineMultiplex: 2,
+		WaitTimeout: 50 * time.Millisecond}
 }
 
 // Validate names the first bad key.
@@ -59,6 +71,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Timeout <= 0 {
 		return errors.New("redis.timeout must be positive")
+	}
+	if c.WaitReplicas < 0 {
+		return errors.New("redis.wait_replicas must not be negative (0: off)")
+	}
+	if c.WaitReplicas > 0 && (c.WaitTimeout < time.Millisecond || c.WaitTimeout%time.Millisecond != 0) {
+		return errors.New("redis.wait_timeout must be at least 1ms, in whole milliseconds")
 	}
 	if c.PipelineMultiplex < 0 || c.PipelineMultiplex > rueidis.MaxPipelineMultiplex {
 		return fmt.Errorf("redis.pipeline_multiplex must be 0..%d", rueidis.MaxPipelineMultiplex)

@@ -174,6 +174,12 @@ func (c *Config) Validate() error {
 	if c.Dev.Partitions <= 0 {
 		return errors.New("dev.partitions must be positive")
 	}
+	// A WAIT as long as the occupy's own bound would turn every slow
+	// acknowledgement into a timeout (the occupancy left to the sweeper)
+	// instead of a batch given back at once.
+	if c.Redis.WaitReplicas > 0 && c.Redis.WaitTimeout >= c.Engine.OccupyTimeout {
+		return errors.New("redis.wait_timeout must be shorter than engine.occupy_timeout")
+	}
 	// An occupancy younger than this may still have its message in flight.
 	if c.Reconcile.OrphanGrace <= c.Engine.OccupyTimeout+c.Engine.Kafka.SendTimeout {
 		return errors.New("reconcile.orphan_grace must exceed engine.occupy_timeout + engine.kafka.send_timeout")

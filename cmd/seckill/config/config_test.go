@@ -203,3 +203,16 @@ func mustLoad(t *testing.T, path string) Config {
 	}
 	return c
 }
+
+func TestWaitTimeoutIsShorterThanTheOccupyBound(t *testing.T) {
+	c := Default()
+	c.Admin.Token = "t"
+	c.Redis.WaitReplicas = 1
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults with wait_replicas 1: %v", err)
+	}
+	c.Redis.WaitTimeout = c.Engine.OccupyTimeout
+	if err := c.Validate(); err == nil || !contains(err.Error(), "redis.wait_timeout") {
+		t.Fatalf("wait_timeout = occupy_timeout: %v", err)
+	}
+}

@@ -1,0 +1,78 @@
+package admin
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap/zaptest"
+
+	"seckill/internal/shard"
+	"seckill/internal/testenv"
+	"seckill/stock/stocktest"
+	"seckill/store"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func send(s *Server, method, path, body string) *fasthttp.RequestCtx {
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.Header.SetMethod(method)
+	req.SetRequestURI(path)
+	req.Header.Set("Authorization", "Bearer tok")
+	req.SetBodyString(body)
+	ctx.Init(&req, nil, nil)
+	s.Handler()(&ctx)
+	return &ctx
+}
+
+// TestHotShardIsCheckedAndShown: with two hot shards, creating a SKU that
+// names hot shard 2 is refused (it would be refused by every process);
+// hotShard 1 is kept, and the stock view names the shard of each SKU.
+func TestHotShardIsCheckedAndShown(t *testing.T) {
+	def, h0, h1 := testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)
+	st, _ := stocktest.Stock(t, def, func(c *shard.Config) {
+		c.Hot = shard.HotShards{{Addrs: []string{h0.Addr}}, {Addrs: []string{h1.Addr}}}
+	})
+	scfg := store.DefaultConfig()
+	scfg.DSN = filepath.Join(t.TempDir(), "admin.db")
+	db, err := store.Open(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := New("tok", Deps{Stock: st, Store: db}, zaptest.NewLogger(t))
+
+	now := time.Now()
+	act := func(hotShard int) string {
+		return fmt.Sprintf(`{"id":1,"start":%q,"end":%q,"skus":[{"id":10,"stock":5,"price":"1.00","limitPerUser":1},`+
+			`{"id":11,"stock":5,"price":"1.00","limitPerUser":1,"hot":true,"hotShard":%d}]}`,
+			now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339), hotShard)
+	}
+	if ctx := send(s, "POST", "/admin/v1/activities", act(2)); ctx.Response.StatusCode() != 400 ||
+		!strings.Contains(string(ctx.Response.Body()), "hotShard 2") {
+		t.Fatalf("hotShard 2 of 2 shards: %d %s, want 400 naming it", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	if ctx := send(s, "POST", "/admin/v1/activities", act(1)); ctx.Response.StatusCode() != 200 {
+		t.Fatalf("hotShard 1: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	ctx := send(s, "GET", "/admin/v1/activities/1/stock", "")
+	var rep StockReport
+	if err := json.Unmarshal(ctx.Response.Body(), &rep); err != nil || len(rep.SKUs) != 2 {
+		t.Fatalf("stock view %d %s: %v", ctx.Response.StatusCode(), ctx.Response.Body(), err)
+	}
+	for _, l := range rep.SKUs {
+		want := map[int64]string{10: "default", 11: "hot1"}[l.SKUID]
+		if l.Shard != want || l.Remaining != 5 {
+			t.Errorf("sku %d: shard %q remaining %d, want %q and 5", l.SKUID, l.Shard, l.Remaining, want)
+		}
+	}
+	if n, err := h1.Do(t, "EXISTS", "sk:{a1:s11}:stock").AsInt64(); err != nil || n != 1 {
+		t.Fatalf("sku 11's stock on hot1: %d, %v", n, err)
+	}
+}

@@ -1,0 +1,113 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"seckill/internal/testenv"
+)
+
+// fleetConfig is a gate of k 9, floor 90 shared by the live edges, with a
+// fast heartbeat so the test sees changes in a fraction of a second.
+func fleetConfig(c *Config) {
+	c.Rate.GateK, c.Rate.GateFloor, c.Rate.GateEdges = 9, 90, 0
+	c.FleetHeartbeat, c.FleetTTL = 100*time.Millisecond, 800*time.Millisecond
+}
+
+// waitShare waits until e counts n live edges and its gate admits k/n and
+// floor/n.
+func waitShare(t *testing.T, e *edgeEnv, n int64) {
+	t.Helper()
+	testenv.Eventually(t, fmt.Sprintf("the edge's share of the gate for %d live edges", n), 5*time.Second, func() bool {
+		k, floor := e.srv.GateShare()
+		return e.srv.LiveEdges() == n && math.Abs(k-9/float64(n)) < 1e-9 && math.Abs(floor-90/float64(n)) < 1e-9
+	})
+	if got := testenv.Metric(t, e.reg, "seckill_edge_live_edges", nil); got != float64(n) {
+		t.Fatalf("seckill_edge_live_edges %v, want %d", got, n)
+	}
+}
+
+// TestGateIsSplitByTheLiveEdges: three edges on one Redis each admit a
+// third of the gate; one that stops leaves at once and the other two
+// admit half each; one that is killed (no goodbye) drops out after the
+// TTL, not before, and the last admits the whole gate.
+func TestGateIsSplitByTheLiveEdges(t *testing.T) {
+	e1 := newEdge(t, withConfig(fleetConfig))
+	e2 := newEdge(t, withConfig(fleetConfig), withRedis(e1.redis))
+	e3 := newEdge(t, withConfig(fleetConfig), withRedis(e1.redis))
+	for _, e := range []*edgeEnv{e1, e2, e3} {
+		waitShare(t, e, 3)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e3.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []*edgeEnv{e1, e2} {
+		waitShare(t, e, 2)
+	}
+
+	// Killed: the heartbeat stops and nothing removes the member.
+	killed := time.Now()
+	e2.srv.fleet.cancel()
+	<-e2.srv.fleet.done
+	waitShare(t, e1, 1)
+	// The member outlives its last heartbeat by the TTL, and that
+	// heartbeat was at most one interval before the kill.
+	if d, min := time.Since(killed), e1.srv.fleet.ttl-e1.srv.fleet.every; d < min {
+		t.Fatalf("the killed edge dropped out %v after the kill, before its TTL could end (%v)", d, min)
+	}
+}
+
+// TestHeartbeatFailureKeepsTheLastCount: with Redis gone the edges keep
+// their last split (never 1/0, never the whole gate each), count the
+// failures, and follow the live count again once Redis is back.
+func TestHeartbeatFailureKeepsTheLastCount(t *testing.T) {
+	e1 := newEdge(t, withConfig(fleetConfig))
+	e2 := newEdge(t, withConfig(fleetConfig), withRedis(e1.redis))
+	waitShare(t, e1, 2)
+	waitShare(t, e2, 2)
+
+	e1.redis.Stop()
+	testenv.Eventually(t, "failed heartbeats counted", 5*time.Second, func() bool {
+		return testenv.Metric(t, e1.reg, "seckill_edge_heartbeat_errors_total", nil) >= 3
+	})
+	if n := e1.srv.LiveEdges(); n != 2 {
+		t.Fatalf("live edges after failed heartbeats: %d, want the last count 2", n)
+	}
+	if k, _ := e1.srv.GateShare(); math.Abs(k-4.5) > 1e-9 {
+		t.Fatalf("gate k %v with Redis down, want the last share 4.5", k)
+	}
+
+	if err := e1.redis.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The restarted Redis is empty (no persistence): each edge counts
+	// itself, then both once both have beaten.
+	waitShare(t, e1, 2)
+}
+
+// TestFixedGateEdgesOverridesTheLiveCount: edge.rate.gate_edges > 0 pins
+// the split whatever the live count.
+func TestFixedGateEdgesOverridesTheLiveCount(t *testing.T) {
+	fixed := func(c *Config) { fleetConfig(c); c.Rate.GateEdges = 3 }
+	e1 := newEdge(t, withConfig(fixed))
+	e2 := newEdge(t, withConfig(fixed), withRedis(e1.redis))
+	testenv.Eventually(t, "both edges counted", 5*time.Second, func() bool { return e1.srv.LiveEdges() == 2 && e2.srv.LiveEdges() == 2 })
+	if k, floor := e1.srv.GateShare(); math.Abs(k-3) > 1e-9 || math.Abs(floor-30) > 1e-9 {
+		t.Fatalf("gate (%v, %v), want the fixed third (3, 30)", k, floor)
+	}
+	// A reload to 0 follows the live count at once.
+	r := e1.srv.Rate()
+	r.GateEdges = 0
+	if _, err := e1.srv.SetRate(r); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := e1.srv.GateShare(); math.Abs(k-4.5) > 1e-9 {
+		t.Fatalf("gate k %v after a reload to the live count, want 4.5", k)
+	}
+}
