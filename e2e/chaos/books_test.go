@@ -215,7 +215,8 @@ func (s *System) readBooks(skus map[int64]int64) (*books, error) {
 	if b.Log, err = s.readLog(ctx); err != nil {
 		return nil, err
 	}
-	if b.Results, err = readResults(ctx, def); err != nil {
+	b.Results = map[string]map[string]string{}
+	if err := readResults(ctx, def, resultPrefix, b.Results); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -287,32 +288,36 @@ func (s *System) shardOf(sku int64) string {
 	return ""
 }
 
-// readResults reads every result hash (sk:r:*) on the default Redis: on a
-// Redis Cluster, on each of its masters (clusterMasters).
-func readResults(ctx context.Context, c rueidis.Client) (map[string]map[string]string, error) {
-	out := map[string]map[string]string{}
+// readResults reads every result hash under prefix on c into out, by
+// requestNo: on a Redis Cluster on each of its live masters
+// (clusterMasters), since a SCAN sent to the cluster reaches one node.
+func readResults(ctx context.Context, c rueidis.Client, prefix string, out map[string]map[string]string) error {
 	if c.Mode() != rueidis.ClientModeCluster {
-		return out, scanResults(ctx, c, out)
+		return scanResults(ctx, c, prefix, out)
 	}
 	masters, err := clusterMasters(ctx, c)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	defer func() {
+		for _, m := range masters {
+			m.Close()
+		}
+	}()
 	for _, m := range masters {
-		err := scanResults(ctx, m, out)
-		m.Close()
-		if err != nil {
-			return nil, err
+		if err := scanResults(ctx, m, prefix, out); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
-// scanResults adds every result hash on one Redis server to out.
-func scanResults(ctx context.Context, c rueidis.Client, out map[string]map[string]string) error {
+// scanResults adds every result hash under prefix on one Redis server to
+// out.
+func scanResults(ctx context.Context, c rueidis.Client, prefix string, out map[string]map[string]string) error {
 	var cursor uint64
 	for {
-		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(resultPrefix+"*").Count(1000).Build()).AsScanEntry()
+		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
 		if err != nil {
 			return err
 		}
@@ -327,7 +332,7 @@ func scanResults(ctx context.Context, c rueidis.Client, out map[string]map[strin
 					return fmt.Errorf("%s: %w", e.Elements[i], err)
 				}
 				if len(m) > 0 {
-					out[strings.TrimPrefix(e.Elements[i], resultPrefix)] = m
+					out[strings.TrimPrefix(e.Elements[i], prefix)] = m
 				}
 			}
 		}

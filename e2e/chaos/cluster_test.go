@@ -179,9 +179,27 @@ func (c *redisCluster) slotMaster(ctx context.Context, addr string, slot int) (c
 	return clusterNode{}, nodes, fmt.Errorf("no live master serves slot %d", slot)
 }
 
-// masterOf returns the live master that serves slot, and its replica.
+// masterOf returns the live master that serves slot, and its replica, as
+// the master itself sees them. Right after the cluster is created a node
+// may not have heard yet (gossip) which node replicates which: it asks
+// again for up to 15s.
 func (c *redisCluster) masterOf(ctx context.Context, slot int) (master, replica clusterNode, err error) {
-	master, nodes, err := c.slotMaster(ctx, c.Nodes[0].Addr, slot)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		master, replica, err = c.masterOnce(ctx, slot)
+		if err == nil || time.Now().After(deadline) {
+			return master, replica, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (c *redisCluster) masterOnce(ctx context.Context, slot int) (master, replica clusterNode, err error) {
+	master, _, err = c.slotMaster(ctx, c.Nodes[0].Addr, slot)
+	if err != nil {
+		return master, replica, err
+	}
+	master, nodes, err := c.slotMaster(ctx, master.Addr, slot)
 	if err != nil {
 		return master, replica, err
 	}
