@@ -208,7 +208,7 @@ func (c *redisCluster) masterOnce(ctx context.Context, slot int) (master, replic
 			return master, n, nil
 		}
 	}
-	return master, replica, fmt.Errorf("master %s has no replica", master.Addr)
+	return master, replica, fmt.Errorf("master %s has no replica in its view %+v", master.Addr, nodes)
 }
 
 // parseClusterNodes reads CLUSTER NODES: "<id> <ip:port@bus> <flags>
@@ -308,7 +308,10 @@ func nodeDo(ctx context.Context, addr string, args ...string) (string, error) {
 	if v, err := r.ToInt64(); err == nil {
 		return strconv.FormatInt(v, 10), nil
 	}
-	return r.ToString()
+	v, err := r.ToString()
+	// RESP3 answers CLUSTER NODES and INFO as verbatim strings, which
+	// rueidis hands over with their format ("txt:") in front.
+	return strings.TrimPrefix(v, "txt:"), err
 }
 
 // keySlot is the cluster slot of key: CRC16 (XMODEM) of its hash tag (the
