@@ -3,9 +3,13 @@
 #   make run    installs what is missing, builds, starts `seckill dev`
 #   make test   make lint (go vet, gofmt, staticcheck), the alert rule tests, race
 #               tests against one shared MariaDB, every fault scenario of
-#               e2e/chaos, short fuzz runs (what CI runs)
+#               e2e/chaos (the fleet and the failover tests among them:
+#               about 1.5 of its 8 minutes here), short fuzz runs (what CI runs)
 #   make bench  Go micro-benchmarks (benchstat against the last run), then the
 #               wrk load harness in bench/harness (see bench/README.md)
+#   make fleet  the production shape on loopback (e2e/chaos TestFleet: a Redis
+#               Cluster, hot shards, three edges, three consumers, a master
+#               failover), verbose; make chaos and make test run it too
 #   make mutate the mutation check: plants each bug of scripts/mutations/ and
 #               shows the tests catch it (docs/testing.md); not in make test
 
@@ -30,7 +34,7 @@ CHAOSFLAGS ?= -race -count=1 -timeout 25m
 CHAOSPKG   := ./e2e/chaos/
 CHAOSHEAD  := | scenario | sent | accepted | accepted after | orders | stock left | held | took | invariants |\n|---|---:|---:|---:|---:|---|---:|---:|---|
 
-.PHONY: all deps build run test bench lint clean chaos mutate
+.PHONY: all deps build run test bench lint clean chaos chaos-run fleet mutate
 
 all: build
 
@@ -88,6 +92,11 @@ test:
 CHAOS_RUN ?= .
 chaos:
 	@scripts/deps.sh
+	@$(MAKE) --no-print-directory chaos-run
+
+# chaos-run: make chaos without the install step (make fleet installs with
+# --test first).
+chaos-run:
 	@set -u -o pipefail; \
 	state=$$(mktemp "$${TMPDIR:-/tmp}/seckill-make-chaos.XXXXXX"); \
 	table=$$(mktemp "$${TMPDIR:-/tmp}/seckill-chaos-table.XXXXXX"); \
@@ -98,9 +107,21 @@ chaos:
 	export SECKILL_TEST_MYSQL_DSN=$$dsn SECKILL_CHAOS_TABLE=$$table SECKILL_RESTART_TICKETS=$${SECKILL_RESTART_TICKETS:-250000}; \
 	echo "== go test $(CHAOSFLAGS) -v -run '$(CHAOS_RUN)' $(CHAOSPKG)"; \
 	$(GO) test $(CHAOSFLAGS) -v -run '$(CHAOS_RUN)' $(CHAOSPKG); status=$$?; \
-	echo; echo "== make chaos, $$(date -u '+%Y-%m-%d %H:%M UTC'): one line per scenario"; \
+	echo; echo "== fault suite (-run '$(CHAOS_RUN)'), $$(date -u '+%Y-%m-%d %H:%M UTC'): one line per scenario"; \
 	printf '$(CHAOSHEAD)\n'; cat "$$table"; \
 	exit $$status
+
+# The fleet (issue 14): e2e/chaos TestFleet alone, verbose — a Redis Cluster
+# of 3 masters + 3 replicas, hot-SKU shards, the broker, MariaDB, three
+# edges (one with a sidecar engine), three consumers of one group; members
+# join, leave, die and restart and a cluster master fails over during a
+# sale; then the chaos checker's invariants. About 55 s here plus the
+# -race build (~20 s cold); make chaos and make test run it with the other
+# scenarios (it fits: the whole fault suite took 8 min with it; make test stays
+# well inside its 30-minute budget).
+fleet:
+	@scripts/deps.sh --test
+	@$(MAKE) --no-print-directory chaos-run CHAOS_RUN='^TestFleet$$'
 
 # The mutation check (issue 10, docs/testing.md): plants each bug of
 # scripts/mutations/*.patch, one at a time, in a scratch copy of HEAD (never

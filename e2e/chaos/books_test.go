@@ -151,20 +151,28 @@ func (s *System) readBooks(skus map[int64]int64) (*books, error) {
 	b := &books{SKUs: map[int64]*skuBooks{}, Results: map[string]map[string]string{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	def, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Redis.Addr}, DisableCache: true})
+	// The default Redis as the processes address it: on a Redis Cluster
+	// the client routes each SKU's keys to the master of its slot.
+	def, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: s.defaultRedis(), DisableCache: true})
 	if err != nil {
 		return nil, err
 	}
 	defer def.Close()
-	hot, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Hot.Addr}, DisableCache: true})
-	if err != nil {
-		return nil, err
-	}
-	defer hot.Close()
+	shards := map[string]rueidis.Client{}
+	defer func() {
+		for _, c := range shards {
+			c.Close()
+		}
+	}()
 	for sku, initial := range skus {
 		c := def
-		if sku == skuHot {
-			c = hot
+		if addr := s.shardOf(sku); addr != "" {
+			if c = shards[addr]; c == nil {
+				if c, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true}); err != nil {
+					return nil, err
+				}
+				shards[addr] = c
+			}
 		}
 		k := keysOf(activityID, sku)
 		sb := &skuBooks{SKU: sku, Initial: initial}
@@ -260,9 +268,53 @@ func (s *System) readLog(ctx context.Context) (map[string]logRow, error) {
 	return out, rows.Err()
 }
 
+// defaultRedis is the default Redis' addresses as the processes use them.
+func (s *System) defaultRedis() []string {
+	if len(s.defaultAddrs) > 0 {
+		return s.defaultAddrs
+	}
+	return []string{s.Redis.Addr}
+}
+
+// shardOf is the address of the redis-server that holds sku when that is
+// not the default Redis ("" for the default).
+func (s *System) shardOf(sku int64) string {
+	if addr, ok := s.skuShard[sku]; ok {
+		return addr
+	}
+	if sku == skuHot && s.Hot != nil {
+		return s.Hot.Addr
+	}
+	return ""
+}
+
 // readResults reads every result hash under prefix (one SKU's, on its
-// shard c) into out, by requestNo.
+// shard c) into out, by requestNo: on a Redis Cluster on each of its live masters
+// (clusterMasters), since a SCAN sent to the cluster reaches one node.
 func readResults(ctx context.Context, c rueidis.Client, prefix string, out map[string]map[string]string) error {
+	if c.Mode() != rueidis.ClientModeCluster {
+		return scanResults(ctx, c, prefix, out)
+	}
+	masters, err := clusterMasters(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, m := range masters {
+			m.Close()
+		}
+	}()
+	for _, m := range masters {
+		if err := scanResults(ctx, m, prefix, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanResults adds every result hash under prefix on one Redis server to
+// out.
+func scanResults(ctx context.Context, c rueidis.Client, prefix string, out map[string]map[string]string) error {
 	var cursor uint64
 	for {
 		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()

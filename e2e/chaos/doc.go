@@ -8,6 +8,14 @@
 // The security tests (admin authentication, qualification tokens, hostile
 // HTTP clients) run against the same processes.
 //
+// The fleet (fleet_test.go, `make fleet`) is the production shape: a Redis
+// Cluster of 3 masters + 3 replicas (cluster_test.go) for the default
+// Redis, two hot shards, three edges (one with a sidecar engine) and three
+// consumers of one group, while members come and go and a cluster master
+// fails over. The failover tests (failover_test.go) make a master die with
+// writes its replica never got, on a real master and replica, and check
+// what DESIGN "What a Redis failover can lose" says becomes of them.
+//
 // It is a black box: it imports only internal/testenv from the project. It
 // reads Redis keys and SQL rows by their documented names (names_test.go),
 // writes the configuration file, the activity and the tokens it needs from

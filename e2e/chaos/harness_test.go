@@ -49,6 +49,10 @@ type Options struct {
 	// NoConsumer leaves the consumer out (security tests that need no
 	// orders).
 	NoConsumer bool
+	// RedisAddr, when set, is the default Redis as the processes address
+	// it, run by the test (the failover test's master and replica behind
+	// an address that moves); otherwise the system starts its own.
+	RedisAddr string
 }
 
 // System is one seckill deployment as separate processes on real servers.
@@ -81,6 +85,19 @@ type System struct {
 	// sweeper: the code has an orphan sweeper (reconcile.orphan_grace), so
 	// no occupancy may hold stock without an order at quiescence.
 	sweeper bool
+
+	// Where the checker reads Redis (books_test.go). defaultAddrs, when
+	// set, is the default Redis as the processes address it (a Redis
+	// Cluster's nodes, or a failover address); otherwise Redis.Addr.
+	// skuShard names the single redis-server of a SKU that does not live
+	// on the default Redis (the fleet's hot SKUs); otherwise skuHot lives
+	// on Hot.
+	defaultAddrs []string
+	skuShard     map[int64]string
+	// edgeAddrs, when set, are several edges: each buyer buys at one of
+	// them (user id mod count), as a load balancer with sticky sessions
+	// would send it.
+	edgeAddrs []string
 }
 
 // startSystem starts redis-servers, the broker, the engine sidecar (in
@@ -95,7 +112,11 @@ func startSystem(t *testing.T, o Options) *System {
 	if o.RedisPersist {
 		redisOpts = append(redisOpts, testenv.WithRedisArgs("--appendonly", "yes", "--appendfsync", "everysec"))
 	}
-	s.Redis = testenv.StartRedis(t, redisOpts...)
+	if o.RedisAddr != "" {
+		s.defaultAddrs = []string{o.RedisAddr}
+	} else {
+		s.Redis = testenv.StartRedis(t, redisOpts...)
+	}
 	s.Hot = testenv.StartRedis(t, redisOpts...)
 
 	s.directDSN = testenv.MySQL(t)
@@ -141,6 +162,14 @@ func startSystem(t *testing.T, o Options) *System {
 		s.Consumer = s.newConsumer("consumer", "")
 		s.mustStart(s.Consumer, nil)
 	}
+	s.cleanupAtEnd()
+	return s
+}
+
+// cleanupAtEnd stops every process at the end of the test, fails it on a
+// data race any of them reported, and keeps the logs of a failed test.
+func (s *System) cleanupAtEnd() {
+	t := s.t
 	t.Cleanup(func() {
 		s.stopAll()
 		// A process built with -race writes what it found to its log
@@ -154,7 +183,6 @@ func startSystem(t *testing.T, o Options) *System {
 			s.dumpLogs()
 		}
 	})
-	return s
 }
 
 // newConsumer makes a consumer process, in its own group when group is set.
@@ -290,15 +318,17 @@ func dsnHost(t testing.TB, dsn string) string {
 // reconcile.orphan_grace has passed; it must exceed engine.occupy_timeout
 // + engine.kafka.send_timeout (3.5s): 5s keeps the tests short.
 func (s *System) writeConfig() {
+	s.writeConfigRedis(fmt.Sprintf("  default:\n    addrs: [%q]\n  hot:\n    addrs: [%q]\n", s.defaultRedis()[0], s.Hot.Addr))
+}
+
+// writeConfigRedis writes the configuration with redis, the body of its
+// redis section (the fleet's: a cluster and several hot shards).
+func (s *System) writeConfigRedis(redis string) {
 	cfg := fmt.Sprintf(`log:
   format: console
   level: info
 redis:
-  default:
-    addrs: [%q]
-  hot:
-    addrs: [%q]
-engine:
+%sengine:
   kafka:
     brokers: [%q]
 consumer:
@@ -332,7 +362,7 @@ reconcile:
   orphan_grace: 5s
   sweep_interval: 1s
   watch_interval: 1s
-`, s.Redis.Addr, s.Hot.Addr, s.brokerAddr, s.brokerAddr, s.dsn, s.edgeAddr, s.adminAddr, adminToken, tokenKeyID, tokenSecret)
+`, redis, s.brokerAddr, s.brokerAddr, s.dsn, s.edgeAddr, s.adminAddr, adminToken, tokenKeyID, tokenSecret)
 	s.sweeper = true
 	s.cfgPath = filepath.Join(s.dir, "seckill.yaml")
 	if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o600); err != nil {
@@ -343,6 +373,15 @@ reconcile:
 // ---- HTTP helpers ----
 
 func (s *System) url(path string) string { return "http://" + s.edgeAddr + path }
+
+// buyURL is the purchase URL user buys at: the one edge, or one of several.
+func (s *System) buyURL(user int64) string {
+	const path = "/api/v1/flash-sale/order"
+	if n := int64(len(s.edgeAddrs)); n > 0 {
+		return "http://" + s.edgeAddrs[user%n] + path
+	}
+	return s.url(path)
+}
 
 // get sends GET path as user (0: no X-User-Id).
 func (s *System) get(path string, user int64) (int, []byte, error) {
@@ -416,6 +455,9 @@ type skuSpec struct {
 	Price        string `json:"price"`
 	LimitPerUser int64  `json:"limitPerUser"`
 	Hot          bool   `json:"hot"`
+	// HotShard places a hot SKU on that hot shard (0-based; nil: the
+	// placement rule decides).
+	HotShard *int `json:"hotShard,omitempty"`
 }
 
 // stateOnline is an activity that sells (README: ONLINE / OFFLINE).

@@ -21,6 +21,9 @@ type LoadSpec struct {
 	// FirstUser is the first user id. Default 1.
 	FirstUser int64
 	Seed      uint64
+	// Pick, if set, chooses each buyer's SKU instead of HotFrac (the fleet
+	// spreads its crowd over several SKUs).
+	Pick func(rng *rand.Rand) int64
 }
 
 // attempt is one purchase attempt and its answer.
@@ -117,7 +120,10 @@ func (l LoadSpec) plan() []attempt {
 	for i := 0; i < l.Users; i++ {
 		u := l.FirstUser + int64(i)
 		sku := int64(skuNormal)
-		if rng.Float64() < l.HotFrac {
+		switch {
+		case l.Pick != nil:
+			sku = l.Pick(rng)
+		case rng.Float64() < l.HotFrac:
 			sku = skuHot
 		}
 		out = append(out, attempt{User: u, SKU: sku})
@@ -184,7 +190,7 @@ dispatch:
 func (s *System) attempt(a *attempt) {
 	a.Sent = time.Now()
 	body := []byte(fmt.Sprintf(`{"activityId":%d,"skuId":%d,"quantity":1}`, activityID, a.SKU))
-	st, b, err := s.do("POST", s.url("/api/v1/flash-sale/order"), a.User, body, nil)
+	st, b, err := s.do("POST", s.buyURL(a.User), a.User, body, nil)
 	a.Took = time.Since(a.Sent)
 	s.answers.Add(1)
 	if err != nil {

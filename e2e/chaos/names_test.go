@@ -14,7 +14,8 @@ import "strconv"
 //     with "initial", …:claimed the set of requestNos the consumer claimed.
 //     A ticket's result is the hash sk:{a<activity>:s<sku>}:r:<requestNo>
 //     on the shard of its SKU (the requestNo "<activity>-<sku>-<id>" names
-//     it; README "Numbers") with state, owner, orderNo or failure code.
+//     it; README "Numbers") with state, owner, orderNo or failure code (on a Redis Cluster the
+//     checker scans every master).
 //   - Database (README "The life of a ticket", docs/operations-ledger.md):
 //     seckill_order, seckill_request_log, seckill_stock_snapshot.
 //   - Kafka (DESIGN §6): the orders topic seckill.orders.

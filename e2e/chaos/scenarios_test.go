@@ -22,6 +22,14 @@ type scenario struct {
 }
 
 func newScenario(t *testing.T, o Options) *scenario {
+	sc := beginScenario(t)
+	sc.s = startSystem(t, o)
+	return sc
+}
+
+// beginScenario registers the scenario's line in the table, written
+// whatever happens; the caller starts its system.
+func beginScenario(t *testing.T) *scenario {
 	sc := &scenario{t: t}
 	start := time.Now()
 	// Registered first, so it runs last: after the test body, whatever
@@ -37,7 +45,6 @@ func newScenario(t *testing.T, o Options) *scenario {
 		}
 		record(t, run, rep, time.Since(start))
 	})
-	sc.s = startSystem(t, o)
 	return sc
 }
 

@@ -156,8 +156,11 @@ func (s *Store) Write(ctx context.Context, es ...Entry) error {
 	var pub rueidis.Completed
 	if len(final) > 0 {
 		pub = s.def.B().Publish().Channel(Channel).Message(rueidis.BinaryString(final)).Build()
-		if len(gs) == 1 && gs[0].c == s.def {
-			// Behind the writes on the same connection: one round trip.
+		// Behind the writes on the same connection: one round trip —
+		// except on a Redis Cluster, where rueidis refuses (panics on) a
+		// DoMulti that mixes a command without a key with keys of several
+		// slots: there it goes on its own, after the writes.
+		if len(gs) == 1 && gs[0].c == s.def && s.def.Mode() != rueidis.ClientModeCluster {
 			gs[0].cmds = append(gs[0].cmds, pub)
 			final = nil
 		}
