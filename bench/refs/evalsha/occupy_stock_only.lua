@@ -1,0 +1,135 @@
+-- A copy of lua/occupy_batch.lua at d9a4ed0, before issue #12 moved the user × SKU
+-- window and the QUEUING result into it: the EVALSHA reference of bench/harness
+-- (bench/refs/evalsha, -script stock) keeps measuring the yardstick issue #12
+-- set its targets against. Not run by seckill.
+-- occupy_batch: take stock for n buyers of one SKU in one call, n >= 1 (DESIGN
+-- §5). This is the one definition of the occupy rules: a single buyer is a
+-- batch of one, and the engine's group commit sends the buyers that queued
+-- for a SKU together. Buyers are judged one after another in ARGV order, so
+-- each gets the answer it would get alone in that order: a buyer repeated in
+-- the batch is DUPLICATE naming the requestNo the earlier one took, a buyer
+-- whose quantity no longer fits is SOLD_OUT while a smaller one after it may
+-- still be OK.
+-- KEYS[1] meta    hash: status, start_ms, end_ms, limit, soldout ("1": on-call
+--                 marked the SKU sold out whatever its stock), rebuy ("0": a
+--                 buyer whose order was closed unpaid may not buy again)
+-- KEYS[2] stock   integer: remaining units
+-- KEYS[3] users   hash: userId -> requestNo
+-- KEYS[4] sold    integer: units occupied or ordered
+-- KEYS[5] closed  hash: userId -> requestNo of the buyer's order closed unpaid
+-- KEYS[6] qty     hash: requestNo -> units, for every record of a SKU that
+--                 sells more than one unit per ticket (meta limit > 1)
+-- KEYS[7] pending sorted set: "userId:requestNo" -> accept time (server ms)
+--                 of every record not claimed yet (the orphan sweeper's index)
+-- ARGV    n triples, buyer i = 1..n:
+--   ARGV[3i-2] userId
+--   ARGV[3i-1] requestNo
+--   ARGV[3i]   quantity (positive integer; anything else is OVER_LIMIT —
+--              outside 1..limit — and takes nothing)
+-- Returns a flat array of 3n values, {code, remaining, holder} of buyer i at
+-- 3i-2, 3i-1, 3i (one buyer: {code, remaining, holder}):
+--   "OK"         stock taken; remaining after this buyer's decrement;
+--                holder = its requestNo
+--   "MISSING"    no meta hash: Redis lost the SKU (restart without
+--                persistence, FLUSHALL) and the watcher has not rebuilt it
+--                from the database yet, or it is not preheated yet. Not a
+--                business answer: the engine answers busy (fail closed)
+--   "NOT_OPEN"   status not ONLINE, or server time before start_ms
+--   "ENDED"      server time at or after end_ms
+--   "DUPLICATE"  the user holds a ticket (before or earlier in the batch);
+--                holder = that requestNo. Also where meta rebuy is "0" and
+--                the user's order was closed unpaid: holder = its requestNo
+--   "OVER_LIMIT" quantity above the per-user limit, or not an integer >= 1
+--   "SOLD_OUT"   remaining below quantity (remaining may be above 0), or the
+--                on-call sold-out mark is set (remaining 0: nothing sellable)
+-- remaining is -1 where stock was not read. Redis work per call, whatever n
+-- is: one HMGET of meta, one TIME, one HMGET of users (and one of closed
+-- where rebuy is "0"); where anyone may buy, one GET; where anyone bought,
+-- one DECRBY, one INCRBY, one HSET of the new records, one ZADD of their
+-- pending entries (and one HSET of their units where limit > 1). One buyer
+-- who buys: 8 commands.
+local n = #ARGV / 3
+local out = {}
+local function all(code)
+  for i = 1, n do
+    out[3 * i - 2], out[3 * i - 1], out[3 * i] = code, -1, ''
+  end
+  return out
+end
+local meta = redis.call('HMGET', KEYS[1], 'status', 'start_ms', 'end_ms', 'limit', 'soldout', 'rebuy')
+if not meta[1] then
+  return all('MISSING')
+end
+if meta[1] ~= 'ONLINE' then
+  return all('NOT_OPEN')
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(meta[2]) then
+  return all('NOT_OPEN')
+end
+if now >= tonumber(meta[3]) then
+  return all('ENDED')
+end
+local uids = {}
+for i = 1, n do
+  uids[i] = ARGV[3 * i - 2]
+end
+local held = redis.call('HMGET', KEYS[3], unpack(uids))
+if meta[6] == '0' then
+  -- A buyer whose order was closed unpaid holds that ticket for good.
+  local closed = redis.call('HMGET', KEYS[5], unpack(uids))
+  for i = 1, n do
+    held[i] = held[i] or closed[i]
+  end
+end
+local limit = tonumber(meta[4] or '1')
+local marked = meta[5] == '1'
+local stock -- read on first need
+local taken = 0
+local seen = {}  -- userId -> requestNo taken earlier in this batch
+local set = {}   -- field, value pairs for one HSET of users
+local pend = {}  -- score, member pairs for one ZADD of pending
+local units = {} -- requestNo, quantity pairs for the qty HSET (limit > 1)
+for i = 1, n do
+  local uid, rn, q = uids[i], ARGV[3 * i - 1], tonumber(ARGV[3 * i])
+  local h = seen[uid] or held[i]
+  local j = 3 * i - 2
+  if h then
+    out[j], out[j + 1], out[j + 2] = 'DUPLICATE', -1, h
+  elseif not q or q < 1 or q ~= math.floor(q) or q > limit then
+    out[j], out[j + 1], out[j + 2] = 'OVER_LIMIT', -1, ''
+  elseif marked then
+    out[j], out[j + 1], out[j + 2] = 'SOLD_OUT', 0, ''
+  else
+    if not stock then
+      stock = tonumber(redis.call('GET', KEYS[2]) or '0')
+    end
+    if stock < q then
+      out[j], out[j + 1], out[j + 2] = 'SOLD_OUT', stock, ''
+    else
+      stock = stock - q
+      taken = taken + q
+      seen[uid] = rn
+      set[#set + 1] = uid
+      set[#set + 1] = rn
+      pend[#pend + 1] = now
+      pend[#pend + 1] = uid .. ':' .. rn
+      if limit > 1 then
+        units[#units + 1] = rn
+        units[#units + 1] = q
+      end
+      out[j], out[j + 1], out[j + 2] = 'OK', stock, rn
+    end
+  end
+end
+if #set > 0 then
+  redis.call('DECRBY', KEYS[2], taken)
+  redis.call('INCRBY', KEYS[4], taken)
+  redis.call('HSET', KEYS[3], unpack(set))
+  redis.call('ZADD', KEYS[7], unpack(pend))
+  if #units > 0 then
+    redis.call('HSET', KEYS[6], unpack(units))
+  end
+end
+return out
