@@ -22,7 +22,7 @@
 -- KEYS[7+i]       buyer i's result hash (sk:{a<A>:s<S>}:r:<requestNo>), i = 1..n
 -- KEYS[7+n+i]     buyer i's attempt counter (sk:{a<A>:s<S>}:rl:<userId>), only
 --                 where the window is on (ARGV[4] > 0)
--- ARGV[1] activity id, ARGV[2] sku id: the result hash's activity and sku
+-- ARGV[1] activity id, ARGV[2] sku id (named by every requestNo too)
 -- ARGV[3] the result's TTL in seconds (engine.result_ttl)
 -- ARGV[4] attempts allowed per user x SKU and window (edge.rate.user_sku_limit;
 --         0: no window, no counter touched)
@@ -178,10 +178,11 @@ if #set > 0 then
   end
   -- The QUEUING results, before the engine produces any message: the
   -- consumer's SUCCESS or FAIL always comes after, so QUEUING never
-  -- overwrites it. The fields are those results.Store writes.
+  -- overwrites it. Two fields: the activity and SKU are in the requestNo,
+  -- an empty orderNo or code is an absent one (results.Store reads both so).
   for _, i in ipairs(ok) do
     local key = KEYS[7 + i]
-    redis.call('HSET', key, 'state', 'QUEUING', 'owner', uids[i], 'activity', ARGV[1], 'sku', ARGV[2], 'orderNo', '', 'code', '')
+    redis.call('HSET', key, 'state', 'QUEUING', 'owner', uids[i])
     redis.call('EXPIRE', key, ARGV[3])
   end
 end

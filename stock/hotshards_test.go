@@ -154,8 +154,8 @@ func TestHotSKUsLandOnTheirShard(t *testing.T) {
 	var msgs []*sale.Message
 	for i := range pa.SKUs {
 		k := pa.SKUs[i].ID
-		msgs = append(msgs, &sale.Message{RequestNo: fmt.Sprintf("rn-%d-1", k), ActivityID: 7, SKUID: k, UserID: 1, Quantity: 1},
-			&sale.Message{RequestNo: fmt.Sprintf("rn-%d-2", k), ActivityID: 7, SKUID: k, UserID: 2, Quantity: 1})
+		msgs = append(msgs, &sale.Message{RequestNo: fmt.Sprintf("7-%d-1", k), ActivityID: 7, SKUID: k, UserID: 1, Quantity: 1},
+			&sale.Message{RequestNo: fmt.Sprintf("7-%d-2", k), ActivityID: 7, SKUID: k, UserID: 2, Quantity: 1})
 	}
 	held, err := r.stock.ClaimBatch(ctx, msgs)
 	if err != nil {

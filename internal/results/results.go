@@ -80,8 +80,6 @@ func (s *Store) cmds(c rueidis.Client, e *Entry, dst rueidis.Commands) rueidis.C
 	h := c.B().Hset().Key(key).FieldValue().
 		FieldValue(sale.FieldState, e.State).
 		FieldValue(sale.FieldOwner, strconv.FormatInt(e.Owner, 10)).
-		FieldValue(sale.FieldActivity, strconv.FormatInt(e.Activity, 10)).
-		FieldValue(sale.FieldSKU, strconv.FormatInt(e.SKU, 10)).
 		FieldValue(sale.FieldOrderNo, e.OrderNo).
 		FieldValue(sale.FieldCode, e.Code)
 	return append(dst, h.Build(), c.B().Expire().Key(key).Seconds(int64(s.ttl/time.Second)).Build())
@@ -245,7 +243,8 @@ func (s *Store) ReadMany(ctx context.Context, requestNos []string) ([]Entry, err
 func entry(requestNo string, m map[string]string) Entry {
 	e := Entry{RequestNo: requestNo, State: m[sale.FieldState], OrderNo: m[sale.FieldOrderNo], Code: m[sale.FieldCode]}
 	e.Owner, _ = strconv.ParseInt(m[sale.FieldOwner], 10, 64)
-	e.Activity, _ = strconv.ParseInt(m[sale.FieldActivity], 10, 64)
-	e.SKU, _ = strconv.ParseInt(m[sale.FieldSKU], 10, 64)
+	// The activity and SKU are the requestNo's (a result hash does not
+	// repeat them).
+	e.Activity, e.SKU, _, _ = sale.ParseRequestNo(requestNo)
 	return e
 }

@@ -27,3 +27,12 @@ func TestSignAndVerifyDoNotAllocate(t *testing.T) {
 		t.Errorf("Verify: %v allocations", n)
 	}
 }
+
+// TestParseRequestNoDoesNotAllocate: every result read parses one.
+func TestParseRequestNoDoesNotAllocate(t *testing.T) {
+	rn := "7-7001-385465232614494208"
+	var ok bool
+	if n := testing.AllocsPerRun(100, func() { _, _, _, ok = ParseRequestNo(rn) }); n != 0 || !ok {
+		t.Errorf("ParseRequestNo allocates %v times (read it: %v)", n, ok)
+	}
+}

@@ -18,12 +18,10 @@ const (
 
 // Result fields in a ticket's result hash (ResultKey).
 const (
-	FieldState    = "state"
-	FieldOwner    = "owner"
-	FieldOrderNo  = "orderNo"
-	FieldCode     = "code"
-	FieldActivity = "activity"
-	FieldSKU      = "sku"
+	FieldState   = "state"
+	FieldOwner   = "owner"
+	FieldOrderNo = "orderNo"
+	FieldCode    = "code"
 )
 
 // Result is what the result endpoint answers.
