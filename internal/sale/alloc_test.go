@@ -36,3 +36,16 @@ func TestParseRequestNoDoesNotAllocate(t *testing.T) {
 		t.Errorf("ParseRequestNo allocates %v times (read it: %v)", n, ok)
 	}
 }
+
+// TestResultKeyDoesNotAllocateMoreThanItsString: the consumer builds one
+// per order and every poll one; KeysFor's eleven strings are not built.
+func TestResultKeyDoesNotAllocateMoreThanItsString(t *testing.T) {
+	var k string
+	if n := testing.AllocsPerRun(100, func() { k = ResultKey(7, 7001, "7-7001-385465232614494208") }); n > 1 {
+		t.Errorf("ResultKey allocates %v times, want 1 (its string)", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { k = RateKey(7, 7001, 42) }); n > 1 {
+		t.Errorf("RateKey allocates %v times, want 1 (its string)", n)
+	}
+	_ = k
+}

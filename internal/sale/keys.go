@@ -41,7 +41,8 @@ type SKUKeys struct {
 
 // KeysFor builds the keys of (activity, sku).
 func KeysFor(activity, sku int64) SKUKeys {
-	p := "sk:{a" + strconv.FormatInt(activity, 10) + ":s" + strconv.FormatInt(sku, 10) + "}:"
+	var buf [48]byte
+	p := string(appendPrefix(buf[:0], activity, sku))
 	return SKUKeys{Meta: p + "meta", Stock: p + "stock", Users: p + "users", Sold: p + "sold", Claim: p + "claimed", Closed: p + "closed", Qty: p + "qty", Pending: p + "pending",
 		Result: p + "r:", Rate: p + "rl:"}
 }
@@ -50,13 +51,28 @@ func KeysFor(activity, sku int64) SKUKeys {
 // sku): sk:{a<activity>:s<sku>}:r:<requestNo>, on the shard that holds the
 // SKU. ParseRequestNo reads activity and sku back from the ticket number.
 func ResultKey(activity, sku int64, requestNo string) string {
-	return KeysFor(activity, sku).Result + requestNo
+	var buf [128]byte // a prefix of at most 45 bytes and a requestNo of at most 59
+	b := appendPrefix(buf[:0], activity, sku)
+	return string(append(append(b, "r:"...), requestNo...))
+}
+
+// appendPrefix appends the prefix every key of (activity, sku) starts
+// with, sk:{a<activity>:s<sku>}:, to b. The result and rate keys are built
+// once per ticket or attempt: one allocation each, not KeysFor's eleven.
+func appendPrefix(b []byte, activity, sku int64) []byte {
+	b = append(b, "sk:{a"...)
+	b = strconv.AppendInt(b, activity, 10)
+	b = append(b, ":s"...)
+	b = strconv.AppendInt(b, sku, 10)
+	return append(b, "}:"...)
 }
 
 // RateKey is the key of user's attempt counter on (activity, sku):
 // sk:{a<activity>:s<sku>}:rl:<user>, in the SKU's slot.
 func RateKey(activity, sku, user int64) string {
-	return KeysFor(activity, sku).Rate + strconv.FormatInt(user, 10)
+	var buf [72]byte
+	b := appendPrefix(buf[:0], activity, sku)
+	return string(strconv.AppendInt(append(b, "rl:"...), user, 10))
 }
 
 // ActivityKey holds an activity's JSON on the default Redis (the catalog the
