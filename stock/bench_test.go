@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"seckill/internal/sale"
 )
@@ -102,3 +103,37 @@ func benchmarkClaim256(b *testing.B, batched bool) {
 
 func BenchmarkClaim256PerTicket(b *testing.B) { benchmarkClaim256(b, false) }
 func BenchmarkClaim256Batch(b *testing.B)     { benchmarkClaim256(b, true) }
+
+// benchmarkOccupyReplicated is benchmarkOccupyBatch (16 buyers a call, one
+// call after another, as one engine's group commit sends a SKU's batches)
+// on a master with a replica, with redis.wait_replicas off (0) or 1: the
+// price of the WAIT after each batch (DESIGN §11, "Durable occupy") is the
+// difference in ns/op (one batch's round trip) and buyers/s.
+func benchmarkOccupyReplicated(b *testing.B, wait int) {
+	const n = 16
+	_, st := replicatedStock(b, wait, 50*time.Millisecond)
+	ctx := context.Background()
+	if err := st.Preheat(ctx, activity(1, 1001, benchStock, true)); err != nil {
+		b.Fatal(err)
+	}
+	a, k, _ := st.Catalog().Lookup(1, 1001)
+	ids := sale.NewRequestNos(1)
+	buyers := make([]Buyer, n)
+	out := make([]OccupyResult, 0, n)
+	var u int64
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range buyers {
+			u++
+			buyers[i] = Buyer{UserID: u, RequestNo: ids.Next(a.ID, k.ID), Quantity: 1}
+		}
+		var err error
+		if out, err = st.OccupyBatch(ctx, a, k, Extras{}, buyers, out[:0]); err != nil || out[n-1].Code != CodeOK {
+			b.Fatal(out, err)
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "buyers/s")
+}
+
+func BenchmarkStockOccupyBatch16ReplicatedWait0(b *testing.B) { benchmarkOccupyReplicated(b, 0) }
+func BenchmarkStockOccupyBatch16ReplicatedWait1(b *testing.B) { benchmarkOccupyReplicated(b, 1) }

@@ -18,35 +18,7 @@ import (
 // only once the replica holds it; with the replica stopped the batch is
 // answered busy (ErrNotReplicated) and its stock is back on the master.
 func TestWaitReplicas(t *testing.T) {
-	master := testenv.StartRedis(t, testenv.WithRedisArgs("--repl-diskless-sync-delay", "0"))
-	replica := testenv.StartRedis(t, testenv.WithRedisArgs("--replicaof", "127.0.0.1", strconv.Itoa(master.Port)))
-	// Online for the master (what WAIT counts): after a diskless sync,
-	// once the replica's first REPLCONF ACK has come.
-	testenv.Eventually(t, "the replica online", 10*time.Second, func() bool {
-		info, err := master.Do(t, "INFO", "replication").ToString()
-		return err == nil && strings.Contains(info, "state=online")
-	})
-	// Right after the sync the replica may answer its first GETACK only
-	// at its periodic ACK (a second): wait until a write is acknowledged
-	// promptly, as it is in steady state.
-	mc := master.Client(t)
-	testenv.Eventually(t, "a write acknowledged by the replica within 100ms", 10*time.Second, func() bool {
-		rs := mc.DoMulti(context.Background(), mc.B().Set().Key("warm").Value("1").Build(), mc.B().Wait().Numreplicas(1).Timeout(100).Build())
-		n, err := rs[1].AsInt64()
-		return err == nil && n == 1
-	})
-	cfg := shard.DefaultConfig()
-	cfg.Default.Addrs = []string{master.Addr}
-	cfg.WaitReplicas, cfg.WaitTimeout = 1, 500*time.Millisecond
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	set, err := shard.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(set.Close)
-	st := New(set, catalog.New(set.Default))
+	replica, st := replicatedStock(t, 1, 500*time.Millisecond)
 	ctx := context.Background()
 	if err := st.Preheat(ctx, activity(1, 10, 5, false)); err != nil {
 		t.Fatal(err)
@@ -86,4 +58,40 @@ func TestWaitReplicas(t *testing.T) {
 	if _, err := st.Occupy(ctx, a, k, 3, "rn-3b", 1); !errors.Is(err, ErrNotReplicated) {
 		t.Fatalf("retry with the replica down: %v", err)
 	}
+}
+
+// replicatedStock starts a master and a replica (replicaof) in steady
+// state and a Stock on the master with redis.wait_replicas n and
+// wait_timeout timeout (n 0: off).
+func replicatedStock(t testing.TB, n int, timeout time.Duration) (*testenv.Redis, *Stock) {
+	t.Helper()
+	master := testenv.StartRedis(t, testenv.WithRedisArgs("--repl-diskless-sync-delay", "0"))
+	replica := testenv.StartRedis(t, testenv.WithRedisArgs("--replicaof", "127.0.0.1", strconv.Itoa(master.Port)))
+	// Online for the master (what WAIT counts): after a diskless sync,
+	// once the replica's first REPLCONF ACK has come.
+	testenv.Eventually(t, "the replica online", 10*time.Second, func() bool {
+		info, err := master.Do(t, "INFO", "replication").ToString()
+		return err == nil && strings.Contains(info, "state=online")
+	})
+	// Right after the sync the replica may answer its first GETACK only
+	// at its periodic ACK (a second): wait until a write is acknowledged
+	// promptly, as it is in steady state.
+	mc := master.Client(t)
+	testenv.Eventually(t, "a write acknowledged by the replica within 100ms", 10*time.Second, func() bool {
+		rs := mc.DoMulti(context.Background(), mc.B().Set().Key("warm").Value("1").Build(), mc.B().Wait().Numreplicas(1).Timeout(100).Build())
+		n, err := rs[1].AsInt64()
+		return err == nil && n == 1
+	})
+	cfg := shard.DefaultConfig()
+	cfg.Default.Addrs = []string{master.Addr}
+	cfg.WaitReplicas, cfg.WaitTimeout = n, timeout
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	set, err := shard.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(set.Close)
+	return replica, New(set, catalog.New(set.Default))
 }
