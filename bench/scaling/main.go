@@ -40,6 +40,7 @@ type options struct {
 	batch, workers  int
 	partitions      int
 	dbRows, dbBatch int
+	window          bool
 }
 
 func (o options) runs(part string) bool { return len(o.only) == 0 || slices.Contains(o.only, part) }
@@ -60,6 +61,7 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 12, "partitions of the orders topic on seckill broker")
 	flag.IntVar(&o.dbRows, "db-rows", 200000, "db: rows written")
 	flag.IntVar(&o.dbBatch, "db-batch", 500, "db: rows per statement and transaction (consumer.batch_size)")
+	flag.BoolVar(&o.window, "window", true, "redis: count the user × SKU window in the occupy call, as the engine does with the dev defaults (false: no window, to see its price)")
 	flag.StringVar(&o.bin, "seckill", "", "a prebuilt seckill binary instead of building ./cmd/seckill")
 	flag.Parse()
 	if only != "" {
