@@ -13,6 +13,7 @@ import (
 
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/stock"
 	"seckill/stock/stocktest"
 	"seckill/store"
 )
@@ -31,6 +32,20 @@ func send(s *Server, method, path, body string) *fasthttp.RequestCtx {
 	return &ctx
 }
 
+// newServer is an admin server (token "tok") on st and a SQLite store of
+// its own.
+func newServer(t *testing.T, st *stock.Stock) (*Server, store.Store) {
+	t.Helper()
+	scfg := store.DefaultConfig()
+	scfg.DSN = filepath.Join(t.TempDir(), "admin.db")
+	db, err := store.Open(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return New("tok", Deps{Stock: st, Store: db}, zaptest.NewLogger(t)), db
+}
+
 // TestHotShardIsCheckedAndShown: with two hot shards, creating a SKU that
 // names hot shard 2 is refused (it would be refused by every process);
 // hotShard 1 is kept, and the stock view names the shard of each SKU.
@@ -39,14 +54,7 @@ func TestHotShardIsCheckedAndShown(t *testing.T) {
 	st, _ := stocktest.Stock(t, def, func(c *shard.Config) {
 		c.Hot = shard.HotShards{{Addrs: []string{h0.Addr}}, {Addrs: []string{h1.Addr}}}
 	})
-	scfg := store.DefaultConfig()
-	scfg.DSN = filepath.Join(t.TempDir(), "admin.db")
-	db, err := store.Open(scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	s := New("tok", Deps{Stock: st, Store: db}, zaptest.NewLogger(t))
+	s, _ := newServer(t, st)
 
 	now := time.Now()
 	act := func(hotShard int) string {

@@ -3,16 +3,12 @@ package admin
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/sale"
 	"seckill/internal/testenv"
 	"seckill/stock/stocktest"
-	"seckill/store"
 )
 
 // TestRiskSwitchIsKeptInTheDatabase: PUT .../risk changes the activity's
@@ -21,14 +17,7 @@ import (
 // and an unknown activity change nothing.
 func TestRiskSwitchIsKeptInTheDatabase(t *testing.T) {
 	st, _ := stocktest.Stock(t, testenv.StartRedis(t))
-	scfg := store.DefaultConfig()
-	scfg.DSN = filepath.Join(t.TempDir(), "admin.db")
-	db, err := store.Open(scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	s := New("tok", Deps{Stock: st, Store: db}, zaptest.NewLogger(t))
+	s, db := newServer(t, st)
 	now := time.Now()
 	body := fmt.Sprintf(`{"id":1,"start":%q,"end":%q,"skus":[{"id":10,"stock":5,"price":"1.00","limitPerUser":1}]}`,
 		now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))

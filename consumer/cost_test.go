@@ -11,7 +11,6 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/catalog"
@@ -51,16 +50,7 @@ func TestBatchRedisWorkDoesNotGrowWithTheBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
-	var defTrips, hotTrips *testenv.Trips
-	set.Wrap(func(idx int, c rueidis.Client) rueidis.Client {
-		t := testenv.CountTrips(c)
-		if idx < 0 {
-			defTrips = t
-		} else {
-			hotTrips = t
-		}
-		return t
-	})
+	defTrips, hotTrips := testenv.CountShardTrips(set.Wrap)
 	r.stock = stock.New(set, catalog.New(set.Default))
 	r.res = results.New(set.Default, r.stock.Client, 0)
 

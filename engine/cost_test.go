@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"github.com/redis/rueidis"
-
 	"context"
 	"fmt"
 	"testing"
@@ -29,16 +27,7 @@ func TestAnAcceptedBuyerCostsOneRedisCall(t *testing.T) {
 		name := map[bool]string{true: "a hot SKU on its own shard", false: "a plain SKU on the default Redis"}[hot]
 		t.Run(name, func(t *testing.T) {
 			r := newRig(t)
-			var defTrips, hotTrips *testenv.Trips
-			r.shards.Wrap(func(idx int, c rueidis.Client) rueidis.Client {
-				t := testenv.CountTrips(c)
-				if idx < 0 {
-					defTrips = t
-				} else {
-					hotTrips = t
-				}
-				return t
-			})
+			defTrips, hotTrips := testenv.CountShardTrips(r.shards.Wrap)
 			k := testenv.StartKafka(t, 1)
 			cfg := DefaultConfig()
 			cfg.Kafka.Brokers = k.Addrs

@@ -37,3 +37,20 @@ func (t *Trips) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidi
 	}
 	return t.Client.DoMulti(ctx, cmds...)
 }
+
+// CountShardTrips wraps every client of a shard set with CountTrips through
+// its Wrap method (shard.Set.Wrap; index -1 is the default Redis) and
+// returns the default Redis' counter and the hot shards' (the last one
+// wrapped: tests that count use one hot shard).
+func CountShardTrips(wrap func(func(idx int, c rueidis.Client) rueidis.Client)) (def, hot *Trips) {
+	wrap(func(idx int, c rueidis.Client) rueidis.Client {
+		t := CountTrips(c)
+		if idx < 0 {
+			def = t
+		} else {
+			hot = t
+		}
+		return t
+	})
+	return def, hot
+}
