@@ -36,12 +36,12 @@ func TestResultIsReadableByItsOwnerOnly(t *testing.T) {
 	// shard only.
 	for rn, onHot := range map[string]bool{queuing: false, hot: true} {
 		a, k, _, _ := sale.ParseRequestNo(rn)
-		key := sale.ResultKey(a, k, rn)
-		if n, _ := e.hot.Do(t, "EXISTS", key).AsInt64(); n != map[bool]int64{true: 1}[onHot] {
-			t.Errorf("hot shard holds %s: %d", key, n)
+		key := sale.ResultsKey(a, k)
+		if n, _ := e.hot.Do(t, "HEXISTS", key, rn).AsInt64(); n != map[bool]int64{true: 1}[onHot] {
+			t.Errorf("hot shard holds %s %s: %d", key, rn, n)
 		}
-		if n, _ := e.redis.Do(t, "EXISTS", key).AsInt64(); n != map[bool]int64{false: 1}[onHot] {
-			t.Errorf("default Redis holds %s: %d", key, n)
+		if n, _ := e.redis.Do(t, "HEXISTS", key, rn).AsInt64(); n != map[bool]int64{false: 1}[onHot] {
+			t.Errorf("default Redis holds %s %s: %d", key, rn, n)
 		}
 	}
 	unknown := e.do("GET", "/api/v1/flash-sale/result/7-1001-424242", "5", "")

@@ -76,7 +76,7 @@ func TestFailResultIsWrittenOnceRedisIsBack(t *testing.T) {
 		return nil
 	})
 	// It was written where the requestNo says, on the hot shard.
-	if n, err := r.hot.Do(t, "EXISTS", sale.ResultKey(1, 7001, rn)).AsInt64(); err != nil || n != 1 {
-		t.Fatalf("the hot shard holds %d results under %s (%v)", n, sale.ResultKey(1, 7001, rn), err)
+	if n, err := r.hot.Do(t, "HEXISTS", sale.ResultsKey(1, 7001), rn).AsInt64(); err != nil || n != 1 {
+		t.Fatalf("the hot shard holds %d results %s in %s (%v)", n, rn, sale.ResultsKey(1, 7001), err)
 	}
 }

@@ -19,11 +19,13 @@
 --                 sells more than one unit per ticket (meta limit > 1)
 -- KEYS[7] pending sorted set: "userId:requestNo" -> accept time (server ms)
 --                 of every record not claimed yet (the orphan sweeper's index)
--- KEYS[7+i]       buyer i's result hash (sk:{a<A>:s<S>}:r:<requestNo>), i = 1..n
--- KEYS[7+n+i]     buyer i's attempt counter (sk:{a<A>:s<S>}:rl:<userId>), only
---                 where the window is on (ARGV[4] > 0)
+-- KEYS[8] results hash: requestNo -> "STATE|owner|orderNo|code" of the SKU's
+--                 tickets (sk:{a<A>:s<S>}:r; sale.AppendResultValue)
+-- KEYS[8+i]       buyer i's attempt counter (sk:{a<A>:s<S>}:rl:<userId>), i =
+--                 1..n, only where the window is on (ARGV[4] > 0)
 -- ARGV[1] activity id, ARGV[2] sku id (named by every requestNo too)
--- ARGV[3] the result's TTL in seconds (engine.result_ttl)
+-- ARGV[3] the results hash's TTL in seconds (engine.result_ttl), set again by
+--         every call that accepts anyone
 -- ARGV[4] attempts allowed per user x SKU and window (edge.rate.user_sku_limit;
 --         0: no window, no counter touched)
 -- ARGV[5] the window in milliseconds (edge.rate.user_sku_window)
@@ -54,11 +56,12 @@
 -- of users (and one of closed where rebuy is "0"); where anyone may buy, one
 -- GET; where anyone bought, one DECRBY, one INCRBY, one HSET of the new
 -- records, one ZADD of their pending entries (and one HSET of their units
--- where limit > 1). Per buyer, where the window is on: one INCR, a PEXPIRE on
--- the window's first attempt, a PTTL when over the limit. Per buyer accepted:
--- one HSET and one EXPIRE of its result. One new buyer who buys runs 12
--- commands inside the call (HMGET x2, TIME, GET, DECRBY, INCRBY, HSET x2,
--- ZADD, EXPIRE, INCR, PEXPIRE); 10 without the window.
+-- where limit > 1), one HSET of their QUEUING results and one EXPIRE of the
+-- results hash. Per buyer, where the window is on: one INCR, a PEXPIRE on
+-- the window's first attempt, a PTTL when over the limit. One new buyer who
+-- buys runs 12 commands inside the call (HMGET x2, TIME, GET, DECRBY, INCRBY,
+-- HSET x3, ZADD, EXPIRE, INCR, PEXPIRE); 10 without the window; a batch of n
+-- new buyers who all buy, 10 + 2n.
 local n = (#ARGV - 5) / 3
 local out = {}
 local window = tonumber(ARGV[4])
@@ -66,7 +69,7 @@ local limited = {} -- i -> true: over the window's limit, judged no further
 local open = n     -- buyers not rate-limited
 if window > 0 then
   for i = 1, n do
-    local key = KEYS[7 + n + i]
+    local key = KEYS[8 + i]
     local c = redis.call('INCR', key)
     if c == 1 then
       redis.call('PEXPIRE', key, ARGV[5])
@@ -178,12 +181,14 @@ if #set > 0 then
   end
   -- The QUEUING results, before the engine produces any message: the
   -- consumer's SUCCESS or FAIL always comes after, so QUEUING never
-  -- overwrites it. Two fields: the activity and SKU are in the requestNo,
-  -- an empty orderNo or code is an absent one (results.Store reads both so).
+  -- overwrites it. One field each of the SKU's results hash, one HSET for
+  -- the batch; the value's form is sale.AppendResultValue's.
+  local res = {}
   for _, i in ipairs(ok) do
-    local key = KEYS[7 + i]
-    redis.call('HSET', key, 'state', 'QUEUING', 'owner', uids[i])
-    redis.call('EXPIRE', key, ARGV[3])
+    res[#res + 1] = ARGV[base + 3 * i - 1]
+    res[#res + 1] = 'QUEUING|' .. uids[i] .. '||'
   end
+  redis.call('HSET', KEYS[8], unpack(res))
+  redis.call('EXPIRE', KEYS[8], ARGV[3])
 end
 return out

@@ -61,10 +61,7 @@ func (s *Stock) OccupyBatch(ctx context.Context, a *sale.Activity, sku *sale.SKU
 // SKU's seven (k), each buyer's result key and, where x's window is on,
 // each buyer's attempt counter.
 func AppendBatchKeys(keys []string, k *sale.SKUKeys, x Extras, buyers []Buyer) []string {
-	keys = append(keys, k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending)
-	for _, b := range buyers {
-		keys = append(keys, k.Result+b.RequestNo)
-	}
+	keys = append(keys, k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending, k.Results)
 	if x.window() {
 		var buf [20]byte
 		for _, b := range buyers {

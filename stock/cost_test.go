@@ -112,7 +112,7 @@ func TestScriptCallsCostTheDocumentedCommands(t *testing.T) {
 			return err
 		}, testenv.Commands{"evalsha": 1, "hmget": 2, "time": 1}},
 		{"a batch of 64 buyers who buy", batch(100, Extras{}), testenv.Commands{"evalsha": 1, "hmget": 2, "time": 1, "get": 1,
-			"decrby": 1, "incrby": 1, "hset": 1 + 64, "zadd": 1, "expire": 64}},
+			"decrby": 1, "incrby": 1, "hset": 2, "zadd": 1, "expire": 1}},
 		{"one buyer who buys, the window on", func() error {
 			res, err := r.stock.OccupyWith(ctx, a, k, windowed, 2, "rn-2", 1)
 			if err == nil && res.Code != CodeOK {
@@ -128,7 +128,7 @@ func TestScriptCallsCostTheDocumentedCommands(t *testing.T) {
 			return err
 		}, testenv.Commands{"evalsha": 1, "incr": 1, "pttl": 1}},
 		{"a batch of 64 buyers who buy, the window on", batch(200, windowed), testenv.Commands{"evalsha": 1, "hmget": 2, "time": 1, "get": 1,
-			"decrby": 1, "incrby": 1, "hset": 1 + 64, "zadd": 1, "expire": 64, "incr": 64, "pexpire": 64}},
+			"decrby": 1, "incrby": 1, "hset": 2, "zadd": 1, "expire": 1, "incr": 64, "pexpire": 64}},
 		{"a claim of one ticket", func() error {
 			_, err := r.stock.Claim(ctx, &sale.Message{RequestNo: "rn-1", ActivityID: 1, SKUID: 11, UserID: 1, Quantity: 1})
 			return err

@@ -172,7 +172,7 @@ func TestResultStreamFallsBackWhenRedisLosesTheResult(t *testing.T) {
 		data = append(data, l[6:])
 		if len(data) == 1 {
 			// QUEUING came from Redis; now Redis forgets the ticket.
-			if err := r.Do(t, "DEL", sale.ResultKey(1, 1001, "1-1001-42")).Error(); err != nil {
+			if err := r.Do(t, "HDEL", sale.ResultsKey(1, 1001), "1-1001-42").Error(); err != nil {
 				t.Fatal(err)
 			}
 		}

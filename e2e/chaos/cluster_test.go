@@ -32,14 +32,6 @@ type clusterNode struct {
 	Slots              [][2]int
 }
 
-func (n clusterNode) slotCount() int {
-	c := 0
-	for _, r := range n.Slots {
-		c += r[1] - r[0] + 1
-	}
-	return c
-}
-
 func (n clusterNode) owns(slot int) bool {
 	for _, r := range n.Slots {
 		if slot >= r[0] && slot <= r[1] {
@@ -244,52 +236,6 @@ func parseClusterNodes(s string) ([]clusterNode, error) {
 		out = append(out, n)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
-	return out, nil
-}
-
-// clusterMasters returns a client to each live master of the cluster c
-// talks to, checking that together they serve all 16384 slots (so a scan
-// of them sees every key). The caller closes them.
-func clusterMasters(ctx context.Context, c rueidis.Client) ([]rueidis.Client, error) {
-	var (
-		nodes []clusterNode
-		err   error
-	)
-	for addr := range c.Nodes() {
-		s, e := nodeDo(ctx, addr, "CLUSTER", "NODES")
-		if e != nil {
-			err = e // a killed node: ask another
-			continue
-		}
-		if nodes, err = parseClusterNodes(s); err == nil {
-			break
-		}
-	}
-	if nodes == nil {
-		return nil, fmt.Errorf("no cluster node answered CLUSTER NODES: %v", err)
-	}
-	var out []rueidis.Client
-	slots := 0
-	for _, n := range nodes {
-		if !n.Master || n.Fail || len(n.Slots) == 0 {
-			continue
-		}
-		m, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{n.Addr}, DisableCache: true, ForceSingleClient: true})
-		if err != nil {
-			for _, o := range out {
-				o.Close()
-			}
-			return nil, fmt.Errorf("master %s: %w", n.Addr, err)
-		}
-		out = append(out, m)
-		slots += n.slotCount()
-	}
-	if slots != 16384 {
-		for _, o := range out {
-			o.Close()
-		}
-		return nil, fmt.Errorf("the live masters serve %d of 16384 slots", slots)
-	}
 	return out, nil
 }
 

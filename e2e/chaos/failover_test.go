@@ -401,7 +401,8 @@ func TestFailoverLosesClaimsAndResults(t *testing.T) {
 		t.Fatalf("claims on the promoted replica: %s %v, want 0", onReplica, err)
 	}
 	for rn := range run.Tickets {
-		st, err := nodeDo(ctx, pair.replica.Addr, "HGET", k.Results+rn, fieldState)
+		v, err := nodeDo(ctx, pair.replica.Addr, "HGET", k.Results, rn)
+		st, _, _ := strings.Cut(v, "|")
 		if err != nil || st != stateQueuing {
 			t.Fatalf("result of %s on the promoted replica: %s %v, want QUEUING", rn, st, err)
 		}

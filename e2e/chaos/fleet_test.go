@@ -272,8 +272,7 @@ func (f *fleet) skus() []int64 {
 // What buyers may get while that lasts: healthy answers; a transport error
 // at the stopped edge ("err"); 503 BUSY while the restarted edge waits for
 // its servers and while the dead master's slots have no master — on its
-// SKU, and on any SKU whose ticket's result key (sk:r:<requestNo>, a key of
-// its own, in any slot) hashes to it. Replication is asynchronous, so the
+// SKU (its results hash lives in its slot too). Replication is asynchronous, so the
 // dead master may take with it occupancies, claims and results it
 // acknowledged and had not yet sent to its replica: the scenario declares
 // that loss (of the SKU on it, and of results), and an acknowledged ticket

@@ -12,17 +12,17 @@ import "strconv"
 //     sk:{a1:s1001}:stock; …:users is the hash userId → requestNo (the proof
 //     of occupancy), …:sold the units occupied or ordered, …:meta a hash
 //     with "initial", …:claimed the set of requestNos the consumer claimed.
-//     A ticket's result is the hash sk:{a<activity>:s<sku>}:r:<requestNo>
-//     on the shard of its SKU (the requestNo "<activity>-<sku>-<id>" names
-//     it; README "Numbers") with state, owner, orderNo or failure code (on a Redis Cluster the
-//     checker scans every master).
+//     A ticket's result is the requestNo's field of the SKU's results hash
+//     sk:{a<activity>:s<sku>}:r on the shard of its SKU (the requestNo
+//     "<activity>-<sku>-<id>" names it; README "Numbers"), its value
+//     STATE|owner|orderNo|code (DESIGN §5).
 //   - Database (README "The life of a ticket", docs/operations-ledger.md):
 //     seckill_order, seckill_request_log, seckill_stock_snapshot.
 //   - Kafka (DESIGN §6): the orders topic seckill.orders.
 
 // skuKeys are the Redis keys of one SKU of one activity.
-// Results starts the result keys of the SKU's tickets:
-// sk:{a<activity>:s<sku>}:r:<requestNo>.
+// Results is the results hash of the SKU's tickets, sk:{a<activity>:s<sku>}:r:
+// requestNo -> STATE|owner|orderNo|code.
 type skuKeys struct {
 	Meta, Stock, Users, Sold, Claimed, Results string
 }
@@ -30,14 +30,15 @@ type skuKeys struct {
 func keysOf(activity, sku int64) skuKeys {
 	p := "sk:{a" + strconv.FormatInt(activity, 10) + ":s" + strconv.FormatInt(sku, 10) + "}:"
 	return skuKeys{Meta: p + "meta", Stock: p + "stock", Users: p + "users", Sold: p + "sold", Claimed: p + "claimed",
-		Results: p + "r:"}
+		Results: p + "r"}
 }
 
-// Fields of a result hash and their values (README "HTTP API": QUEUING,
-// SUCCESS + orderNo, FAIL + reason; docs/operations-ledger.md lists the
-// failure codes).
+// The parts of a result (the four of its value, named as the checker keeps
+// them) and their values (README "HTTP API": QUEUING, SUCCESS + orderNo,
+// FAIL + reason; docs/operations-ledger.md lists the failure codes).
 const (
 	fieldState   = "state"
+	fieldOwner   = "owner"
 	fieldOrderNo = "orderNo"
 	fieldCode    = "code"
 

@@ -1,16 +1,16 @@
-// Package results reads and writes ticket results: a hash per ticket,
-// sk:{a<activity>:s<sku>}:r:<requestNo> on the shard that holds the SKU
-// (the ticket number names its SKU, sale.ParseRequestNo). The occupy script
-// writes QUEUING when the engine accepts; the consumer writes SUCCESS or
-// FAIL when it is done, and a compensation FAIL. The buyer's polling reads
-// them by requestNo alone; they expire after a TTL.
+// Package results reads and writes ticket results: one field per ticket of
+// its SKU's results hash, sk:{a<activity>:s<sku>}:r on the shard that holds
+// the SKU (the ticket number names its SKU, sale.ParseRequestNo; the value
+// is sale.AppendResultValue's). The occupy script writes QUEUING when the
+// engine accepts; the consumer writes SUCCESS or FAIL when it is done, and
+// a compensation FAIL. The buyer's polling reads them by requestNo alone;
+// a SKU's results expire a TTL after its last result was written.
 package results
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -74,15 +74,22 @@ func where(e *Entry) (activity, sku int64) {
 	return e.Activity, e.SKU
 }
 
-func (s *Store) cmds(c rueidis.Client, e *Entry, dst rueidis.Commands) rueidis.Commands {
-	a, k := where(e)
-	key := sale.ResultKey(a, k, e.RequestNo)
-	h := c.B().Hset().Key(key).FieldValue().
-		FieldValue(sale.FieldState, e.State).
-		FieldValue(sale.FieldOwner, strconv.FormatInt(e.Owner, 10)).
-		FieldValue(sale.FieldOrderNo, e.OrderNo).
-		FieldValue(sale.FieldCode, e.Code)
-	return append(dst, h.Build(), c.B().Expire().Key(key).Seconds(int64(s.ttl/time.Second)).Build())
+// skuWrite is the results of one SKU in one Write: one HSET of all their
+// fields and one EXPIRE of the hash.
+type skuWrite struct {
+	c        rueidis.Client
+	activity int64
+	sku      int64
+	fv       []string // field, value pairs
+}
+
+func (w *skuWrite) cmds(ttl time.Duration, dst rueidis.Commands) rueidis.Commands {
+	key := sale.ResultsKey(w.activity, w.sku)
+	h := w.c.B().Hset().Key(key).FieldValue()
+	for i := 0; i < len(w.fv); i += 2 {
+		h = h.FieldValue(w.fv[i], w.fv[i+1])
+	}
+	return append(dst, h.Build(), w.c.B().Expire().Key(key).Seconds(int64(ttl/time.Second)).Build())
 }
 
 // Channel is the pub/sub channel a Write of final results (SUCCESS, FAIL)
@@ -130,26 +137,43 @@ func doGroups(ctx context.Context, gs []group, fn func(g *group, rs []rueidis.Re
 	return errors.Join(errs...)
 }
 
-// Write stores the results: an HSET and an EXPIRE per result on the shard
-// of its SKU, every shard's in one pipelined round trip (the shards in
-// parallel), and where any result is final, once they are all written, one
-// PUBLISH on Channel on the default Redis naming them all.
+// Write stores the results: per SKU one HSET of its tickets' fields and one
+// EXPIRE of its results hash, on the shard of the SKU, every shard's in one
+// pipelined round trip (the shards in parallel), and where any result is
+// final, once they are all written, one PUBLISH on Channel on the default
+// Redis naming them all.
 func (s *Store) Write(ctx context.Context, es ...Entry) error {
 	if len(es) == 0 {
 		return nil
 	}
-	var gs []group
+	var ws []skuWrite
 	var final []byte
 	for i := range es {
-		var g *group
-		gs, g = groupOf(gs, s.route(where(&es[i])))
-		g.cmds = s.cmds(g.c, &es[i], g.cmds)
+		a, k := where(&es[i])
+		var w *skuWrite
+		for j := range ws {
+			if ws[j].activity == a && ws[j].sku == k {
+				w = &ws[j]
+				break
+			}
+		}
+		if w == nil {
+			ws = append(ws, skuWrite{c: s.route(a, k), activity: a, sku: k})
+			w = &ws[len(ws)-1]
+		}
+		w.fv = append(w.fv, es[i].RequestNo, string(sale.AppendResultValue(nil, es[i].State, es[i].Owner, es[i].OrderNo, es[i].Code)))
 		if es[i].State != sale.ResultQueuing && es[i].State != "" {
 			if len(final) > 0 {
 				final = append(final, ' ')
 			}
 			final = append(final, es[i].RequestNo...)
 		}
+	}
+	var gs []group
+	for i := range ws {
+		var g *group
+		gs, g = groupOf(gs, ws[i].c)
+		g.cmds = ws[i].cmds(s.ttl, g.cmds)
 	}
 	var pub rueidis.Completed
 	if len(final) > 0 {
@@ -188,14 +212,18 @@ func (s *Store) Read(ctx context.Context, requestNo string) (Entry, error) {
 		return Entry{}, ErrNotFound
 	}
 	c := s.route(a, k)
-	m, err := c.Do(ctx, c.B().Hgetall().Key(sale.ResultKey(a, k, requestNo)).Build()).AsStrMap()
+	v, err := c.Do(ctx, c.B().Hget().Key(sale.ResultsKey(a, k)).Field(requestNo).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return Entry{}, ErrNotFound
+	}
 	if err != nil {
 		return Entry{}, fmt.Errorf("read result %s: %w", requestNo, err)
 	}
-	if len(m) == 0 {
-		return Entry{}, ErrNotFound
+	e, ok := entry(requestNo, v)
+	if !ok {
+		return Entry{}, fmt.Errorf("read result %s: unreadable value %q", requestNo, v)
 	}
-	return entry(requestNo, m), nil
+	return e, nil
 }
 
 // ReadMany reads the results of requestNos, one pipelined round trip per
@@ -215,7 +243,7 @@ func (s *Store) ReadMany(ctx context.Context, requestNos []string) ([]Entry, err
 		}
 		var g *group
 		gs, g = groupOf(gs, s.route(a, k))
-		g.cmds = append(g.cmds, g.c.B().Hgetall().Key(sale.ResultKey(a, k, rn)).Build())
+		g.cmds = append(g.cmds, g.c.B().Hget().Key(sale.ResultsKey(a, k)).Field(rn).Build())
 		g.idx = append(g.idx, i)
 	}
 	if len(gs) == 0 {
@@ -224,13 +252,18 @@ func (s *Store) ReadMany(ctx context.Context, requestNos []string) ([]Entry, err
 	err := doGroups(ctx, gs, func(g *group, rs []rueidis.RedisResult) error {
 		for j, r := range rs {
 			i := g.idx[j]
-			m, err := r.AsStrMap()
+			v, err := r.ToString()
+			if rueidis.IsRedisNil(err) {
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", requestNos[i], err)
 			}
-			if len(m) > 0 {
-				out[i] = entry(requestNos[i], m)
+			e, ok := entry(requestNos[i], v)
+			if !ok {
+				return fmt.Errorf("%s: unreadable value %q", requestNos[i], v)
 			}
+			out[i] = e
 		}
 		return nil
 	})
@@ -240,11 +273,13 @@ func (s *Store) ReadMany(ctx context.Context, requestNos []string) ([]Entry, err
 	return out, nil
 }
 
-func entry(requestNo string, m map[string]string) Entry {
-	e := Entry{RequestNo: requestNo, State: m[sale.FieldState], OrderNo: m[sale.FieldOrderNo], Code: m[sale.FieldCode]}
-	e.Owner, _ = strconv.ParseInt(m[sale.FieldOwner], 10, 64)
-	// The activity and SKU are the requestNo's (a result hash does not
-	// repeat them).
+// entry reads a result's value; the activity and SKU are the requestNo's.
+func entry(requestNo, v string) (Entry, bool) {
+	state, owner, orderNo, code, ok := sale.ParseResultValue(v)
+	if !ok {
+		return Entry{}, false
+	}
+	e := Entry{RequestNo: requestNo, State: state, Owner: owner, OrderNo: orderNo, Code: code}
 	e.Activity, e.SKU, _, _ = sale.ParseRequestNo(requestNo)
-	return e
+	return e, true
 }

@@ -56,13 +56,16 @@ func TestResultsLiveOnTheirSKUsShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range es {
-		key := fmt.Sprintf("sk:{a%d:s%d}:r:%s", e.Activity, e.SKU, e.RequestNo)
+		// The documented name and form (DESIGN §5): a field of the
+		// SKU's results hash, STATE|owner|orderNo|code.
+		key := fmt.Sprintf("sk:{a%d:s%d}:r", e.Activity, e.SKU)
 		own, other := def, hot
 		if e.SKU == 7001 {
 			own, other = hot, def
 		}
-		if n, _ := own.Do(t, "EXISTS", key).AsInt64(); n != 1 {
-			t.Errorf("%s missing on its shard", key)
+		want := fmt.Sprintf("%s|%d|%s|%s", e.State, e.Owner, e.OrderNo, e.Code)
+		if v, _ := own.Do(t, "HGET", key, e.RequestNo).ToString(); v != want {
+			t.Errorf("%s %s on its shard: %q, want %q", key, e.RequestNo, v, want)
 		}
 		if n, _ := other.Do(t, "EXISTS", key).AsInt64(); n != 0 {
 			t.Errorf("%s on the other Redis", key)

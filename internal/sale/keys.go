@@ -28,11 +28,15 @@ type SKUKeys struct {
 	// sweeper reads only the tickets older than its grace period instead
 	// of every holder of the SKU.
 	Pending string
-	// Result is the prefix of the SKU's tickets' result hashes: Result +
-	// requestNo (ResultKey). A result lives in the SKU's slot, on the
-	// shard that holds the SKU, so the occupy script writes it in the same
-	// call that takes the stock.
-	Result string
+	// Results is a hash requestNo -> result of the SKU's tickets
+	// (ResultValue: "STATE|owner|orderNo|code"), one field per ticket. It
+	// lives in the SKU's slot, on the shard that holds the SKU, so the
+	// occupy script writes a batch's QUEUING results in the same call that
+	// takes the stock (one HSET for the batch), and the consumer a
+	// batch's SUCCESS and FAIL with one HSET per SKU. Every write sets the
+	// hash's TTL (engine.result_ttl): the results of a SKU are kept until
+	// that long after its last result was written.
+	Results string
 	// Rate is the prefix of the user × SKU attempt counters: Rate +
 	// userId (edge.rate.user_sku_limit per user_sku_window), counted by the
 	// occupy script.
@@ -44,16 +48,16 @@ func KeysFor(activity, sku int64) SKUKeys {
 	var buf [48]byte
 	p := string(appendPrefix(buf[:0], activity, sku))
 	return SKUKeys{Meta: p + "meta", Stock: p + "stock", Users: p + "users", Sold: p + "sold", Claim: p + "claimed", Closed: p + "closed", Qty: p + "qty", Pending: p + "pending",
-		Result: p + "r:", Rate: p + "rl:"}
+		Results: p + "r", Rate: p + "rl:"}
 }
 
-// ResultKey is the key of the result hash of ticket requestNo of (activity,
-// sku): sk:{a<activity>:s<sku>}:r:<requestNo>, on the shard that holds the
-// SKU. ParseRequestNo reads activity and sku back from the ticket number.
-func ResultKey(activity, sku int64, requestNo string) string {
-	var buf [128]byte // a prefix of at most 45 bytes and a requestNo of at most 59
-	b := appendPrefix(buf[:0], activity, sku)
-	return string(append(append(b, "r:"...), requestNo...))
+// ResultsKey is the key of the results hash of (activity, sku):
+// sk:{a<activity>:s<sku>}:r, on the shard that holds the SKU; a ticket's
+// result is its requestNo's field. ParseRequestNo reads activity and sku
+// back from the ticket number.
+func ResultsKey(activity, sku int64) string {
+	var buf [48]byte
+	return string(append(appendPrefix(buf[:0], activity, sku), 'r'))
 }
 
 // appendPrefix appends the prefix every key of (activity, sku) starts

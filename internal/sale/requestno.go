@@ -8,7 +8,7 @@ import (
 
 // RequestNos hands out ticket numbers "<activity>-<sku>-<id>": the SKU the
 // ticket is for, so a ticket number alone tells which shard holds its
-// result (ResultKey), then id, a positive decimal of at most 19 digits (18
+// result (ResultsKey), then id, a positive decimal of at most 19 digits (18
 // until mid-2031), ms<<22 | node<<12 | seq with ms the milliseconds since
 // 2024-01-01 UTC, node the node id (0-1023) and seq a per-millisecond
 // sequence (README, "Numbers"): unique across nodes with distinct ids and,

@@ -79,9 +79,9 @@ func TestParseRequestNoReadsOnlyTheOneSpelling(t *testing.T) {
 	}
 }
 
-func TestResultKeyIsInTheSKUsSlot(t *testing.T) {
-	if got, want := ResultKey(7, 7001, "7-7001-385465232614494208"), "sk:{a7:s7001}:r:7-7001-385465232614494208"; got != want {
-		t.Errorf("ResultKey: %s, want %s", got, want)
+func TestResultsKeyIsInTheSKUsSlot(t *testing.T) {
+	if got, want := ResultsKey(7, 7001), "sk:{a7:s7001}:r"; got != want {
+		t.Errorf("ResultsKey: %s, want %s", got, want)
 	}
 	if got, want := RateKey(7, 7001, 42), "sk:{a7:s7001}:rl:42"; got != want {
 		t.Errorf("RateKey: %s, want %s", got, want)
@@ -114,4 +114,34 @@ func FuzzParseRequestNo(f *testing.F) {
 			t.Fatalf("RequestNoTime(%q) refused a ticket number ParseRequestNo read", rn)
 		}
 	})
+}
+
+// TestResultValueRoundTrips: what AppendResultValue writes (and the occupy
+// script's QUEUING form, "QUEUING|<owner>||") ParseResultValue reads back;
+// anything else is refused.
+func TestResultValueRoundTrips(t *testing.T) {
+	for _, c := range []struct {
+		state         string
+		owner         int64
+		orderNo, code string
+	}{
+		{ResultQueuing, 42, "", ""},
+		{ResultSuccess, 7, "O7-7001-385465232614494208", ""},
+		{ResultFail, 9, "", FailReleased},
+		{ResultFail, 9, "O7-7001-1", FailClosed},
+	} {
+		v := string(AppendResultValue(nil, c.state, c.owner, c.orderNo, c.code))
+		st, o, on, code, ok := ParseResultValue(v)
+		if !ok || st != c.state || o != c.owner || on != c.orderNo || code != c.code {
+			t.Errorf("%q read back as %q %d %q %q %v", v, st, o, on, code, ok)
+		}
+	}
+	if st, o, _, _, ok := ParseResultValue("QUEUING|42||"); !ok || st != ResultQueuing || o != 42 {
+		t.Errorf("the occupy script's QUEUING value: %q %d %v", st, o, ok)
+	}
+	for _, bad := range []string{"", "QUEUING", "QUEUING|42", "QUEUING|42|", "|42||", "QUEUING|x||", "FAIL|1||A|B"} {
+		if _, _, _, _, ok := ParseResultValue(bad); ok {
+			t.Errorf("ParseResultValue(%q) read it", bad)
+		}
+	}
 }

@@ -25,7 +25,7 @@ func TestResultSurvivesRedisLosingIt(t *testing.T) {
 		return c.result(t, a.RequestNo, 77).Code == sale.ResultSuccess
 	})
 	// Redis forgets the result.
-	if err := c.redis.Do(t, "DEL", sale.ResultKey(1, 1001, a.RequestNo)).Error(); err != nil {
+	if err := c.redis.Do(t, "HDEL", sale.ResultsKey(1, 1001), a.RequestNo).Error(); err != nil {
 		t.Fatal(err)
 	}
 	if r := c.result(t, a.RequestNo, 77); r.Code != sale.ResultSuccess || r.OrderNo != testenv.OrderNo(a.RequestNo) ||
