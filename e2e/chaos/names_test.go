@@ -21,7 +21,7 @@ import "strconv"
 //   - Kafka (DESIGN §6): the orders topic seckill.orders.
 
 // skuKeys are the Redis keys of one SKU of one activity.
-// Results is the results hash of the SKU's tickets, sk:{a<activity>:s<sku>}:r:
+// Results is the results hash of the SKU's tickets, sk:{a<activity>:s<sku>}:r,
 // requestNo -> STATE|owner|orderNo|code.
 type skuKeys struct {
 	Meta, Stock, Users, Sold, Claimed, Results string

@@ -16,8 +16,8 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestResultsLiveOnTheirSKUsShard: each result is written on the shard
-// the router names for the SKU its requestNo names, under
-// sk:{a<activity>:s<sku>}:r:<requestNo> with the TTL; it is read back by
+// the router names for the SKU its requestNo names, as the requestNo's
+// field of sk:{a<activity>:s<sku>}:r (with the TTL); it is read back by
 // the requestNo alone, singly and many at once across shards; a requestNo
 // that is not a ticket number is not found without a lookup; and the final
 // results are named once on sk:results on the default Redis.

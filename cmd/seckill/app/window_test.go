@@ -1,7 +1,6 @@
 package app
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -47,9 +46,9 @@ func TestUserSKUWindowIsCountedByTheOccupyScript(t *testing.T) {
 			if n, err := c.hot.Do(t, "GET", counter).AsInt64(); err != nil || n != 3 {
 				t.Fatalf("%s on the hot shard: %d %v, want 3", counter, n, err)
 			}
-			result := fmt.Sprintf("sk:{a1:s1001}:r:%s", first.RequestNo)
-			if n, _ := c.hot.Do(t, "EXISTS", result).AsInt64(); n != 1 {
-				t.Fatalf("%s is not on the hot shard", result)
+			results := "sk:{a1:s1001}:r"
+			if n, _ := c.hot.Do(t, "HEXISTS", results, first.RequestNo).AsInt64(); n != 1 {
+				t.Fatalf("%s %s is not on the hot shard", results, first.RequestNo)
 			}
 			if keys, _ := c.redis.Do(t, "KEYS", "sk:{a1:s1001}*").AsStrSlice(); len(keys) != 0 {
 				t.Fatalf("the default Redis holds the hot SKU's keys %v", keys)
