@@ -59,13 +59,20 @@ func (p *Proc) StopWithin(grace time.Duration) {
 	procsMu.Unlock()
 }
 
-// StopAll stops every child still running, newest first.
+// StopAll stops every child still running, newest first, then every
+// MariaDB StartMariaDB started and nobody stopped yet.
 func StopAll() {
 	procsMu.Lock()
 	ps := append([]*Proc(nil), procs...)
 	procsMu.Unlock()
 	for i := len(ps) - 1; i >= 0; i-- {
 		ps[i].StopWithin(40 * time.Second)
+	}
+	procsMu.Lock()
+	ms := append([]*MariaDB(nil), marias...)
+	procsMu.Unlock()
+	for _, m := range ms {
+		m.Stop() // once each: a MariaDB stopped before is left alone
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -27,11 +28,15 @@ func StartRedis(out, name, dir string) (*Proc, string, error) {
 }
 
 // MariaDB is the MariaDB scripts/mariadb-test.sh starts (and stops by
-// PID); DSN ends in "/" (append a database name).
+// PID); DSN ends in "/" (append a database name). StopAll stops it too.
 type MariaDB struct {
 	script, state string
 	DSN           string
+	stopped       sync.Once
 }
+
+// marias are the MariaDBs started, for StopAll.
+var marias []*MariaDB
 
 // StartMariaDB starts it with root the repository and its state in out.
 func StartMariaDB(root, out string) (*MariaDB, error) {
@@ -44,13 +49,18 @@ func StartMariaDB(root, out string) (*MariaDB, error) {
 		return nil, fmt.Errorf("scripts/mariadb-test.sh start: %w", err)
 	}
 	m.DSN = strings.TrimSpace(string(b))
+	procsMu.Lock()
+	marias = append(marias, m)
+	procsMu.Unlock()
 	return m, nil
 }
 
 // Stop stops it.
 func (m *MariaDB) Stop() {
-	cmd := exec.Command(m.script, "stop")
-	cmd.Env = append(os.Environ(), "SECKILL_MARIADB_STATE="+m.state)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	_ = cmd.Run()
+	m.stopped.Do(func() {
+		cmd := exec.Command(m.script, "stop")
+		cmd.Env = append(os.Environ(), "SECKILL_MARIADB_STATE="+m.state)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		_ = cmd.Run()
+	})
 }

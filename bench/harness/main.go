@@ -71,18 +71,11 @@ func main() {
 		fatal(err)
 	}
 	o.root = root
-	benchkit.Main("harness", func() error { return run(o) }, cleanup)
+	benchkit.Main("harness", func() error { return run(o) }, benchkit.StopAll)
 }
 
+// db is the MariaDB the run started, if any (benchkit.StopAll stops it).
 var db *benchkit.MariaDB
-
-func cleanup() {
-	benchkit.StopAll()
-	if db != nil {
-		db.Stop()
-		db = nil
-	}
-}
 
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "harness:", err)
@@ -198,7 +191,6 @@ func run(o options) error {
 		}
 		r.insertRefs = append(r.insertRefs, ref)
 		db.Stop()
-		db = nil
 	}
 	logf("drain reference: %d rows in %d-row INSERT OR IGNORE batches (SQLite)", o.drainRows, o.drainBt)
 	ref, err := benchkit.SQLiteInsertRef(out, o.drainRows, o.drainBt)

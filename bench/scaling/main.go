@@ -80,18 +80,11 @@ func main() {
 		fatal(err)
 	}
 	o.root = root
-	benchkit.Main("scaling", func() error { return run(&o) }, cleanup)
+	benchkit.Main("scaling", func() error { return run(&o) }, benchkit.StopAll)
 }
 
+// db is the MariaDB the run started, if any (benchkit.StopAll stops it).
 var db *benchkit.MariaDB
-
-func cleanup() {
-	benchkit.StopAll()
-	if db != nil {
-		db.Stop()
-		db = nil
-	}
-}
 
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "scaling:", err)
