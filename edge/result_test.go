@@ -37,10 +37,10 @@ func TestResultIsReadableByItsOwnerOnly(t *testing.T) {
 	for rn, onHot := range map[string]bool{queuing: false, hot: true} {
 		a, k, _, _ := sale.ParseRequestNo(rn)
 		key := sale.ResultsKey(a, k)
-		if n, _ := e.hot.Do(t, "HEXISTS", key, rn).AsInt64(); n != map[bool]int64{true: 1}[onHot] {
+		if n := e.hot.Int(t, "HEXISTS", key, rn); n != map[bool]int64{true: 1}[onHot] {
 			t.Errorf("hot shard holds %s %s: %d", key, rn, n)
 		}
-		if n, _ := e.redis.Do(t, "HEXISTS", key, rn).AsInt64(); n != map[bool]int64{false: 1}[onHot] {
+		if n := e.redis.Int(t, "HEXISTS", key, rn); n != map[bool]int64{false: 1}[onHot] {
 			t.Errorf("default Redis holds %s %s: %d", key, rn, n)
 		}
 	}

@@ -147,7 +147,7 @@ func testHotSKUKeysLandOnlyOnTheHotShard(t *testing.T, r *rig, _ *testenv.Kafka,
 	if len(hotKeys) < 3 || len(defKeys) < 3 {
 		t.Fatalf("hot keys %v, default keys %v", hotKeys, defKeys)
 	}
-	if n, _ := r.hot.Do(t, "GET", sale.KeysFor(1, 1002).Stock).AsInt64(); n != 7 {
+	if n := r.hot.Int(t, "GET", sale.KeysFor(1, 1002).Stock); n != 7 {
 		t.Fatalf("hot stock %d, want 7", n)
 	}
 }

@@ -430,8 +430,7 @@ func TestWatchRebuildKeepsTheClosedBuyerBarred(t *testing.T) {
 		if res, err := fresh.Occupy(ctx, &r.act, k, 3, "new-3", 1); err != nil || res.Code != stock.CodeOK || res.Remaining != 3 {
 			t.Fatalf("another buyer after the rebuild: %+v %v, want OK with 3 left", res, err)
 		}
-		raw := r.redis.Do(t, "GET", sale.ActivityKey(r.act.ID))
-		if s, _ := raw.ToString(); !strings.Contains(s, `"rebuyAfterClose":false`) {
+		if s := r.redis.Str(t, "GET", sale.ActivityKey(r.act.ID)); !strings.Contains(s, `"rebuyAfterClose":false`) {
 			t.Errorf("catalog entry put back without the switch: %s", s)
 		}
 		if a, ok := fresh.Catalog().Activity(r.act.ID); !ok || a.Rebuy() {

@@ -567,7 +567,7 @@ func testMultiUnitTicketsRecordTheirUnits(t *testing.T, r *rig) {
 	if res, _ := r.occupy(ctx, b, kb, 1, "one", 1); res.Code != CodeOK {
 		t.Fatalf("occupy: %+v", res)
 	}
-	if n, _ := r.def.Do(t, "EXISTS", sale.KeysFor(2, 22).Qty).AsInt64(); n != 0 {
+	if n := r.def.Int(t, "EXISTS", sale.KeysFor(2, 22).Qty); n != 0 {
 		t.Fatal("a one-unit SKU recorded units")
 	}
 }

@@ -61,7 +61,7 @@ func TestWriteOnCluster(t *testing.T) {
 		for subCtx.Err() == nil {
 			n, _ := r.Do(t, "PUBSUB", "NUMSUB", results.Channel).ToArray()
 			if len(n) == 2 {
-				if v, _ := n[1].AsInt64(); v == 1 {
+				if v, err := n[1].AsInt64(); err == nil && v == 1 {
 					close(ready)
 					return
 				}

@@ -44,8 +44,8 @@ func TestResultsLiveOnTheirSKUsShard(t *testing.T) {
 		if err != nil || len(v) != 2 {
 			return false
 		}
-		n, _ := v[1].AsInt64()
-		return n == 1
+		n, err := v[1].AsInt64()
+		return err == nil && n == 1
 	})
 	es := []Entry{
 		{RequestNo: "7-7001-11", Activity: 7, SKU: 7001, Owner: 1, State: sale.ResultQueuing},
@@ -64,13 +64,13 @@ func TestResultsLiveOnTheirSKUsShard(t *testing.T) {
 			own, other = hot, def
 		}
 		want := fmt.Sprintf("%s|%d|%s|%s", e.State, e.Owner, e.OrderNo, e.Code)
-		if v, _ := own.Do(t, "HGET", key, e.RequestNo).ToString(); v != want {
+		if v := own.Str(t, "HGET", key, e.RequestNo); v != want {
 			t.Errorf("%s %s on its shard: %q, want %q", key, e.RequestNo, v, want)
 		}
-		if n, _ := other.Do(t, "EXISTS", key).AsInt64(); n != 0 {
+		if n := other.Int(t, "EXISTS", key); n != 0 {
 			t.Errorf("%s on the other Redis", key)
 		}
-		if ttl, _ := own.Do(t, "TTL", key).AsInt64(); ttl <= 3500 || ttl > 3600 {
+		if ttl := own.Int(t, "TTL", key); ttl <= 3500 || ttl > 3600 {
 			t.Errorf("%s TTL %d s, want an hour", key, ttl)
 		}
 		r, err := s.Read(ctx, e.RequestNo)

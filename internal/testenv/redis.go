@@ -175,9 +175,39 @@ func (r *Redis) Client(t testing.TB) rueidis.Client {
 }
 
 // Do runs one command on a fresh connection and returns the reply; a test
-// convenience for inspecting state.
+// convenience for inspecting and setting up state. A Redis error reply or a
+// broken connection fails the test; a nil reply does not (it is returned,
+// for callers that expect one).
 func (r *Redis) Do(t testing.TB, args ...string) rueidis.RedisResult {
 	t.Helper()
 	c := r.Client(t)
-	return c.Do(context.Background(), c.B().Arbitrary(args...).Build())
+	res := c.Do(context.Background(), c.B().Arbitrary(args...).Build())
+	if err := res.Error(); err != nil && !rueidis.IsRedisNil(err) {
+		t.Fatalf("redis %s %v: %v", r.Addr, args, err)
+	}
+	return res
+}
+
+// Int runs one command and returns its integer reply (an integer, or a
+// string that holds one, as GET returns); any error — a nil reply of a key
+// that does not exist among them — fails the test, so a renamed key never
+// reads as zero.
+func (r *Redis) Int(t testing.TB, args ...string) int64 {
+	t.Helper()
+	n, err := r.Do(t, args...).AsInt64()
+	if err != nil {
+		t.Fatalf("redis %s %v: integer reply: %v", r.Addr, args, err)
+	}
+	return n
+}
+
+// Str runs one command and returns its string reply; any error, a nil reply
+// among them, fails the test.
+func (r *Redis) Str(t testing.TB, args ...string) string {
+	t.Helper()
+	s, err := r.Do(t, args...).ToString()
+	if err != nil {
+		t.Fatalf("redis %s %v: string reply: %v", r.Addr, args, err)
+	}
+	return s
 }

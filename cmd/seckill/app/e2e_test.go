@@ -300,7 +300,7 @@ func testFlashSale(t *testing.T, m mode) {
 	if err := db.QueryRow("SELECT available FROM seckill_stock_snapshot WHERE activity_id=1 AND sku_id=1001").Scan(&available); err != nil || available != 0 {
 		t.Fatalf("snapshot available %d (%v), want 0", available, err)
 	}
-	if n, _ := c.redis.Do(t, "GET", sale.KeysFor(1, 1001).Stock).AsInt64(); n != 0 {
+	if n := c.redis.Int(t, "GET", sale.KeysFor(1, 1001).Stock); n != 0 {
 		t.Fatalf("Redis stock %d, want 0", n)
 	}
 

@@ -217,7 +217,7 @@ func TestAdmissionGateNeverStarvesTheLastUnits(t *testing.T) {
 	if tickets.Load() != stock {
 		t.Fatalf("%d tickets for %d units: the gate starved the sale", tickets.Load(), stock)
 	}
-	if n, _ := c.redis.Do(t, "GET", sale.KeysFor(1, 1001).Stock).AsInt64(); n != 0 {
+	if n := c.redis.Int(t, "GET", sale.KeysFor(1, 1001).Stock); n != 0 {
 		t.Fatalf("Redis stock %d, want 0", n)
 	}
 	if gated.Load() < int64(stock) {

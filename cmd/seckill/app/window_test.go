@@ -47,10 +47,10 @@ func TestUserSKUWindowIsCountedByTheOccupyScript(t *testing.T) {
 				t.Fatalf("%s on the hot shard: %d %v, want 3", counter, n, err)
 			}
 			results := "sk:{a1:s1001}:r"
-			if n, _ := c.hot.Do(t, "HEXISTS", results, first.RequestNo).AsInt64(); n != 1 {
+			if n := c.hot.Int(t, "HEXISTS", results, first.RequestNo); n != 1 {
 				t.Fatalf("%s %s is not on the hot shard", results, first.RequestNo)
 			}
-			if keys, _ := c.redis.Do(t, "KEYS", "sk:{a1:s1001}*").AsStrSlice(); len(keys) != 0 {
+			if keys, err := c.redis.Do(t, "KEYS", "sk:{a1:s1001}*").AsStrSlice(); err != nil || len(keys) != 0 {
 				t.Fatalf("the default Redis holds the hot SKU's keys %v", keys)
 			}
 		})
