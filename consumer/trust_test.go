@@ -11,7 +11,7 @@ import (
 )
 
 // TestForgedUnsignedAndOverLimitMessagesAreDeadLettered: copies of a held
-// ticket that claim 5 units at 0.01 (issue 13) — one unsigned, one signed
+// ticket that claim 5 units at 0.01 — one unsigned, one signed
 // with a guessed secret under the real key id, one signed with an id no
 // consumer holds — and a signed message over the SKU's per-user limit go
 // to the dead-letter topic with their reasons, and nothing of them

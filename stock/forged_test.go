@@ -8,7 +8,7 @@ import (
 )
 
 // TestForgedQuantityDoesNotInflateStock: a message naming a held ticket
-// but a quantity larger than the occupancy took (a forged copy, issue 13)
+// but a quantity larger than the occupancy took (a forged copy)
 // is released — by the consumer after a failed order, forced — with the
 // units the occupancy recorded, never the message's: remaining never
 // climbs above initial. One-unit SKUs (no qty entry) and multi-unit SKUs

@@ -53,7 +53,7 @@ func cpuTime() int64 {
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
-// saveThenLog is the consumer's write before issue 6: the batch, then the
+// saveThenLog is the consumer's older write: the batch, then the
 // SUCCESS steps of its new orders in a transaction of their own.
 func saveThenLog(s Store, msgs []sale.Message) error {
 	ctx := context.Background()

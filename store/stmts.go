@@ -12,7 +12,7 @@ import (
 // chunk, so a handful of statements serve every batch: each is prepared
 // once per connection and then only bound and run. Parsing a fresh
 // multi-row statement of thousands of placeholders for every batch cost
-// SQLite more than running it (bench/RESULTS.md, issue 6).
+// SQLite more than running it (measured by store/bench_test.go).
 type shape struct {
 	per int                            // placeholders per row
 	sql func(d *dialect, n int) string // the statement over n rows

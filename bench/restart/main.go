@@ -1,6 +1,6 @@
 // Command restart measures how long `seckill dev` and the servers it brings
 // along take to start again on a data directory after a sale of a given
-// size (issue 16): for each size it sells that many tickets with wrk and
+// size: for each size it sells that many tickets with wrk and
 // bench/flash_sale_unique.lua, waits until every ticket is an order, records
 // the data directory's size per server, then times
 //

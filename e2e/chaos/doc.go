@@ -1,4 +1,4 @@
-// Package chaos is the fault-injection suite (issues 5 and 10): it runs the
+// Package chaos is the fault-injection suite: it runs the
 // seckill binary, built with -race, as real separate processes — edge,
 // engine sidecar, consumer, and the Kafka-protocol broker (`seckill
 // broker`) — on real redis-servers and MariaDB, drives a paced crowd of

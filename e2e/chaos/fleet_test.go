@@ -19,7 +19,7 @@ import (
 	"seckill/internal/testenv"
 )
 
-// The fleet (issue 14, `make fleet`): the production shape on loopback,
+// The fleet (`make fleet`): the production shape on loopback,
 // every part a real process — a Redis Cluster of 3 masters + 3 replicas
 // for the default Redis, hot-SKU shards of their own, `seckill broker`,
 // MariaDB, three edges (one with its engine as a sidecar over a unix

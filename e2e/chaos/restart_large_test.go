@@ -24,7 +24,7 @@ import (
 	"seckill/internal/testenv"
 )
 
-// Issue 16: a restart at real data sizes. `seckill dev` — the edge, engine
+// A restart at real data sizes. `seckill dev` — the edge, engine
 // and consumer in one process, its two redis-servers, the embedded broker
 // and the SQLite file, everything in one data directory — sells a large
 // sale, is SIGKILLed with its whole process group mid-sale, and is started

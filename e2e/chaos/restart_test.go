@@ -10,7 +10,7 @@ import (
 	"seckill/internal/testenv"
 )
 
-// Issue 16: restarts at real data sizes. A Redis that restarts on a large
+// Restarts at real data sizes. A Redis that restarts on a large
 // append-only file answers LOADING until it has read it; the processes
 // must ride that out. The redis-servers here load their files slowly on
 // purpose (testenv: key-load-delay), so the loading lasts seconds with the

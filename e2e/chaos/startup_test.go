@@ -14,7 +14,7 @@ import (
 	"seckill/internal/testenv"
 )
 
-// Issue 16, start-up: every process waits for its servers instead of
+// Start-up: every process waits for its servers instead of
 // dying on them, answering its probes meanwhile, and gives up after
 // start_timeout naming what never came.
 

@@ -1,4 +1,4 @@
-// Command mutate is the mutation check (issue 10, item 6): it plants the
+// Command mutate is the mutation check: it plants the
 // deliberate bugs of scripts/mutations/*.patch one at a time in a scratch
 // copy of the committed tree and shows that the tests catch each one.
 //

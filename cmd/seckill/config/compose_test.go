@@ -451,7 +451,7 @@ func TestComposeConfigValidates(t *testing.T) {
 	}
 }
 
-// TestComposeProductionShape checks the facts of issue #14 item 5: three
+// TestComposeProductionShape checks the production shape: three
 // Kafka brokers in KRaft mode, each advertising itself; the orders and
 // dead-letter topics with replication factor 3 and min.insync.replicas 2
 // (broker defaults and the topics' own creation alike); seckill's broker
