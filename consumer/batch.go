@@ -52,7 +52,7 @@ func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession
 	for _, km := range batch {
 		m, err := sale.DecodeMessage(km.Value)
 		if err == nil {
-			err = c.sign.Verify(&m)
+			err = c.sign.Verify(km.Value, &m)
 		}
 		if err != nil {
 			letters = append(letters, deadLetter{km: km, reason: err.Error()})
