@@ -34,6 +34,7 @@ var (
 	errBadQuantity   = errors.New("quantity must be an integer from 1 to 100")
 	errBadString     = errors.New("token and requestId must be strings")
 	errTooLong       = errors.New("token or requestId too long")
+	errBadText       = errors.New("requestId and X-Trace-Id must be UTF-8 without control characters")
 )
 
 // Known fields, as bits of the seen-set.
@@ -96,6 +97,9 @@ func parseOrder(b []byte, o *order) error {
 				o.Token, err = p.text(maxTokenLen)
 			case fRequestID:
 				o.RequestID, err = p.text(maxRequestIDLen)
+				if err == nil && !plainText(o.RequestID) {
+					err = errBadText
+				}
 			default:
 				if !p.skip(0) {
 					err = errMalformed
@@ -356,6 +360,28 @@ func (p *scanner) text(max int) ([]byte, error) {
 		return nil, errTooLong
 	}
 	return v, nil
+}
+
+// plainText reports whether b is UTF-8 without control characters (C0,
+// DEL, C1): what an id that travels in the order message, the request log
+// and the logs may hold. It does not allocate.
+func plainText(b []byte) bool {
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 || r >= 0x80 && r <= 0x9f {
+			return false
+		}
+		i += n
+	}
+	return true
 }
 
 // skip reads and validates any JSON value at i.
