@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"seckill/internal/jsontext"
 )
 
 // Topics (DESIGN §6).
@@ -272,87 +273,18 @@ func (d *msgDecoder) str(v *string) bool {
 	return false
 }
 
-// unquote decodes raw, a string's contents holding escapes, into v.
+// unquote decodes raw, a string's contents holding escapes, into v: only
+// UTF-8, only JSON's escapes, a surrogate only in a pair.
 func unquote(raw []byte, v *string) bool {
 	if !utf8.Valid(raw) {
 		return false
 	}
-	buf := make([]byte, 0, len(raw))
-	for r := 0; r < len(raw); {
-		c := raw[r]
-		if c != '\\' {
-			buf = append(buf, c)
-			r++
-			continue
-		}
-		if r+1 >= len(raw) {
-			return false
-		}
-		switch raw[r+1] {
-		case '"', '\\', '/':
-			buf = append(buf, raw[r+1])
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			u, ok := hexRune(raw[r+2:])
-			if !ok {
-				return false
-			}
-			r += 6
-			if utf16.IsSurrogate(u) {
-				// Only a pair: encoding/json turns a lone half into
-				// U+FFFD, which is a second spelling of that rune.
-				if r+6 > len(raw) || raw[r] != '\\' || raw[r+1] != 'u' {
-					return false
-				}
-				u2, ok := hexRune(raw[r+2:])
-				if !ok {
-					return false
-				}
-				if u = utf16.DecodeRune(u, u2); u == utf8.RuneError {
-					return false
-				}
-				r += 6
-			}
-			buf = utf8.AppendRune(buf, u)
-			continue
-		default:
-			return false
-		}
-		r += 2
+	buf, ok := jsontext.AppendUnescaped(make([]byte, 0, len(raw)), raw, true)
+	if !ok {
+		return false
 	}
 	*v = string(buf)
 	return true
-}
-
-// hexRune decodes the four hex digits b starts with.
-func hexRune(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }
 
 // OrderNo is the number of the order made from ticket requestNo: "O"
