@@ -123,13 +123,8 @@ func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession
 			failed = append(failed, deadLetter{km: t.km, reason: t.reason})
 		}
 	}
-	if q := c.sendDLQ(failed); len(q) > 0 {
-		if err := c.retry(ctx, "quarantine dead letters", func(ctx context.Context) error {
-			_, err := c.st.SaveBatch(ctx, nil, store.DeadLettered(q))
-			return err
-		}); err != nil {
-			return fmt.Errorf("%w: %v", ErrUncommitted, err)
-		}
+	if err := c.recordLetters(ctx, c.sendDLQ(failed)); err != nil {
+		return err
 	}
 
 	// 6. Give back the stock of tickets that got no order, then commit.
@@ -333,13 +328,8 @@ func (c *Consumer) save(ctx context.Context, held []*ticket, letters []store.Dea
 		return fmt.Errorf("%w: database down: %v", ErrUncommitted, errors.Join(err, perr))
 	}
 	c.log.Warn("batch keeps failing; saving message by message", zap.Int("size", len(held)), zap.Error(err))
-	if len(letters) > 0 {
-		if err := c.retry(ctx, "quarantine dead letters", func(ctx context.Context) error {
-			_, err := c.st.SaveBatch(ctx, nil, store.DeadLettered(letters))
-			return err
-		}); err != nil {
-			return fmt.Errorf("%w: %v", ErrUncommitted, err)
-		}
+	if err := c.recordLetters(ctx, letters); err != nil {
+		return err
 	}
 	for _, t := range held {
 		tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
@@ -358,6 +348,24 @@ func (c *Consumer) save(ctx context.Context, held []*ticket, letters []store.Dea
 			return fmt.Errorf("%w: database down: %v", ErrUncommitted, errors.Join(err, perr))
 		}
 		c.fail(ctx, t, err)
+	}
+	return nil
+}
+
+// recordLetters writes the records of dead letters (quarantined ones, and
+// the history steps of the tickets they name) in a transaction of their
+// own, retried; only a database that stays down leaves the batch
+// uncommitted.
+func (c *Consumer) recordLetters(ctx context.Context, letters []store.DeadLetter) error {
+	if len(letters) == 0 {
+		return nil
+	}
+	err := c.retry(ctx, "record dead letters", func(ctx context.Context) error {
+		_, err := c.st.SaveBatch(ctx, nil, store.DeadLettered(letters))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUncommitted, err)
 	}
 	return nil
 }
