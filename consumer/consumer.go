@@ -3,7 +3,9 @@
 // Redis, writes the batch to the orders database in one transaction,
 // compensates (releases) tickets that got no order, writes every result
 // back to Redis and only then commits the offsets. Messages it cannot
-// process go to the dead-letter topic with their reason.
+// process go to the dead-letter topic with their reason — bounded when too
+// big, quarantined in the orders database when the topic refuses them
+// (dlq.go) — so no message can stop a partition.
 //
 // Metrics are listed in metrics.go.
 package consumer
