@@ -51,27 +51,30 @@ func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession
 	var letters []deadLetter
 	for _, km := range batch {
 		m, err := sale.DecodeMessage(km.Value)
-		if err == nil {
-			err = c.sign.Verify(&m)
+		decoded := err == nil
+		if decoded {
+			err = c.sign.Verify(km.Value, &m)
 		}
 		if err != nil {
-			letters = append(letters, deadLetter{km: km, reason: err.Error()})
+			var named *sale.Message
+			if decoded {
+				named = &m
+			}
+			letters = append(letters, letter(km, named, err.Error()))
 			c.log.Error("undecodable or unverified order message dead-lettered", zap.String("topic", km.Topic),
-				zap.Int32("partition", km.Partition), zap.Int64("offset", km.Offset), zap.Error(err))
+				zap.Int32("partition", km.Partition), zap.Int64("offset", km.Offset), zap.Int("bytes", len(km.Value)),
+				zap.String("requestNo", cutString(m.RequestNo, sale.MaxRequestNoLen)), zap.Error(err))
 			continue
 		}
 		tickets = append(tickets, &ticket{km: km, m: m})
 	}
 	c.knowSKUs(ctx, tickets)
 	tickets, letters = c.checkRules(tickets, letters)
-	// The rest of the batch goes on even if the dead-letter topic is down;
-	// only the commit waits for it.
-	var withheld error
-	if err := c.sendDLQ(letters); err != nil {
-		withheld = fmt.Errorf("%w: dead-letter %d messages: %v", ErrUncommitted, len(letters), err)
-	} else {
-		c.m.messages.WithLabelValues(outDLQ).Add(float64(len(letters)))
-	}
+	// Every letter goes somewhere: to the dead-letter topic, or, refused
+	// there, into the orders database with the batch's orders. No letter
+	// holds the batch back.
+	recorded := c.sendDLQ(letters)
+	c.m.messages.WithLabelValues(outDLQ).Add(float64(len(letters)))
 
 	// 2. Claim every ticket in Redis.
 	if err := c.claim(ctx, tickets); err != nil {
@@ -89,8 +92,9 @@ func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession
 		return err
 	}
 
-	// 3. Orders in one transaction (retried, then message by message).
-	if err := c.save(ctx, held); err != nil {
+	// 3. Orders in one transaction (retried, then message by message),
+	// the letters' records with them.
+	if err := c.save(ctx, held, recorded); err != nil {
 		return err
 	}
 
@@ -119,8 +123,8 @@ func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession
 			failed = append(failed, deadLetter{km: t.km, reason: t.reason})
 		}
 	}
-	if err := c.sendDLQ(failed); err != nil {
-		return errors.Join(withheld, fmt.Errorf("%w: dead-letter %d failed messages: %v", ErrUncommitted, len(failed), err))
+	if err := c.recordLetters(ctx, c.sendDLQ(failed)); err != nil {
+		return err
 	}
 
 	// 6. Give back the stock of tickets that got no order, then commit.
@@ -129,9 +133,6 @@ func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession
 	}
 	for _, t := range tickets {
 		c.m.messages.WithLabelValues(t.outcome).Inc()
-	}
-	if withheld != nil {
-		return withheld
 	}
 	for _, km := range batch {
 		sess.MarkMessage(km, "")
@@ -178,7 +179,7 @@ func (c *Consumer) checkRules(tickets []*ticket, letters []deadLetter) ([]*ticke
 		if limit := max(sku.LimitPerUser, 1); t.m.Quantity > limit {
 			reason := fmt.Sprintf("quantity %d above the per-user limit %d of activity %d sku %d",
 				t.m.Quantity, limit, t.m.ActivityID, t.m.SKUID)
-			letters = append(letters, deadLetter{km: t.km, reason: reason})
+			letters = append(letters, letter(t.km, &t.m, reason))
 			c.log.Error("order message over the per-user limit dead-lettered", append(t.fields(), zap.String("reason", reason))...)
 			continue
 		}
@@ -278,12 +279,14 @@ func (c *Consumer) answerOrder(t *ticket, orderNo, status string) {
 	t.result(sale.ResultSuccess, orderNo, "")
 }
 
-// save writes the held tickets' orders. The batch transaction is retried
-// with backoff; if it keeps failing while the database answers, each ticket
-// is tried alone so one bad message cannot hold the others back, and a
-// ticket that still fails is failed for good. If the database does not
-// answer at all, nothing is failed: the batch stays uncommitted.
-func (c *Consumer) save(ctx context.Context, held []*ticket) error {
+// save writes the held tickets' orders and the records of the batch's dead
+// letters (store.DeadLettered). The batch transaction is retried with
+// backoff; if it keeps failing while the database answers, the letters are
+// written alone and each ticket is tried alone so one bad message cannot
+// hold the others back, and a ticket that still fails is failed for good.
+// If the database does not answer at all, nothing is failed: the batch
+// stays uncommitted.
+func (c *Consumer) save(ctx context.Context, held []*ticket, letters []store.DeadLetter) error {
 	priced := held[:0:0]
 	for _, t := range held {
 		if t.priced {
@@ -293,7 +296,7 @@ func (c *Consumer) save(ctx context.Context, held []*ticket) error {
 		c.fail(ctx, t, fmt.Errorf("activity %d sku %d unknown to the catalog: no price to order at", t.m.ActivityID, t.m.SKUID))
 	}
 	held = priced
-	if len(held) == 0 {
+	if len(held) == 0 && len(letters) == 0 {
 		return nil
 	}
 	msgs := make([]sale.Message, len(held))
@@ -303,7 +306,7 @@ func (c *Consumer) save(ctx context.Context, held []*ticket) error {
 	var outs []store.Outcome
 	err := c.retry(ctx, "save batch", func(ctx context.Context) error {
 		var err error
-		outs, err = c.saveBatch(ctx, msgs)
+		outs, err = c.saveBatch(ctx, msgs, store.DeadLettered(letters))
 		return err
 	})
 	if err == nil {
@@ -325,6 +328,9 @@ func (c *Consumer) save(ctx context.Context, held []*ticket) error {
 		return fmt.Errorf("%w: database down: %v", ErrUncommitted, errors.Join(err, perr))
 	}
 	c.log.Warn("batch keeps failing; saving message by message", zap.Int("size", len(held)), zap.Error(err))
+	if err := c.recordLetters(ctx, letters); err != nil {
+		return err
+	}
 	for _, t := range held {
 		tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 		outs, err := c.saveBatch(tctx, []sale.Message{t.m})
@@ -346,6 +352,24 @@ func (c *Consumer) save(ctx context.Context, held []*ticket) error {
 	return nil
 }
 
+// recordLetters writes the records of dead letters (quarantined ones, and
+// the history steps of the tickets they name) in a transaction of their
+// own, retried; only a database that stays down leaves the batch
+// uncommitted.
+func (c *Consumer) recordLetters(ctx context.Context, letters []store.DeadLetter) error {
+	if len(letters) == 0 {
+		return nil
+	}
+	err := c.retry(ctx, "record dead letters", func(ctx context.Context) error {
+		_, err := c.st.SaveBatch(ctx, nil, store.DeadLettered(letters))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUncommitted, err)
+	}
+	return nil
+}
+
 // delivered is the request-log remark of a created order's SUCCESS step.
 const delivered = "result written"
 
@@ -353,9 +377,9 @@ const delivered = "result written"
 // order goes into the same transaction (store.Delivered): this batch
 // writes its result before its offsets are committed, and a redelivery
 // after a failed result write finds the order and writes the result.
-func (c *Consumer) saveBatch(ctx context.Context, msgs []sale.Message) ([]store.Outcome, error) {
+func (c *Consumer) saveBatch(ctx context.Context, msgs []sale.Message, opts ...store.SaveOption) ([]store.Outcome, error) {
 	start := time.Now()
-	outs, err := c.st.SaveBatch(ctx, msgs, store.Delivered(delivered))
+	outs, err := c.st.SaveBatch(ctx, msgs, append(opts, store.Delivered(delivered))...)
 	c.m.tx.Observe(time.Since(start).Seconds())
 	return outs, err
 }
@@ -431,7 +455,8 @@ func (c *Consumer) logRequest(ctx context.Context, t *ticket, status, orderNo, r
 }
 
 // retry runs f up to 1+Retries times, each bounded by Timeout, waiting
-// RetryBackoff (doubling) between attempts.
+// RetryBackoff (doubling) between attempts; it gives up at once when ctx
+// ends.
 func (c *Consumer) retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
 	backoff := c.cfg.RetryBackoff
 	var err error
@@ -447,7 +472,11 @@ func (c *Consumer) retry(ctx context.Context, what string, f func(ctx context.Co
 		}
 		c.log.Warn("retrying", zap.String("op", what), zap.Int("attempt", attempt+1),
 			zap.Duration("backoff", backoff), zap.Error(err))
-		time.Sleep(backoff)
+		select {
+		case <-ctx.Done(): // the drain's bound (Close): leave the batch for redelivery
+			return fmt.Errorf("%s after %d attempts: %w", what, attempt+1, errors.Join(err, ctx.Err()))
+		case <-time.After(backoff):
+		}
 		backoff *= 2
 	}
 }

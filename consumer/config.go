@@ -29,6 +29,11 @@ type Config struct {
 	// Timeout bounds one database transaction, one Redis call and one
 	// dead-letter send. Default 5s.
 	Timeout time.Duration `yaml:"timeout"`
+	// DrainTimeout bounds how long Close waits for a batch in progress:
+	// past it, a batch still retrying a dependency gives up uncommitted
+	// (it is delivered again), so a stop never waits on a batch that
+	// cannot complete. Default 10s.
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	// SessionTimeout, HeartbeatInterval and RebalanceTimeout are the
 	// consumer group's timings. Defaults 10s, 3s and 30s.
 	SessionTimeout    time.Duration `yaml:"session_timeout"`
@@ -72,6 +77,7 @@ func DefaultConfig() Config {
 		Retries:           3,
 		RetryBackoff:      100 * time.Millisecond,
 		Timeout:           5 * time.Second,
+		DrainTimeout:      10 * time.Second,
 		SessionTimeout:    10 * time.Second,
 		HeartbeatInterval: 3 * time.Second,
 		RebalanceTimeout:  30 * time.Second,
@@ -98,6 +104,8 @@ func (c *Config) Validate() error {
 		return errors.New("consumer.retry_backoff must be positive")
 	case c.Timeout <= 0:
 		return errors.New("consumer.timeout must be positive")
+	case c.DrainTimeout <= 0:
+		return errors.New("consumer.drain_timeout must be positive")
 	case c.SessionTimeout <= 0:
 		return errors.New("consumer.session_timeout must be positive")
 	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.SessionTimeout:

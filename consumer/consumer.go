@@ -3,7 +3,9 @@
 // Redis, writes the batch to the orders database in one transaction,
 // compensates (releases) tickets that got no order, writes every result
 // back to Redis and only then commits the offsets. Messages it cannot
-// process go to the dead-letter topic with their reason.
+// process go to the dead-letter topic with their reason — bounded when too
+// big, quarantined in the orders database when the topic refuses them
+// (dlq.go) — so no message can stop a partition.
 //
 // Metrics are listed in metrics.go.
 package consumer
@@ -36,7 +38,15 @@ type Consumer struct {
 	m     *metrics
 	group sarama.ConsumerGroup
 	dlq   sarama.SyncProducer
-	sign  *sale.Signer
+	// dlqMax is the dead-letter producer's Producer.MaxMessageBytes: a
+	// letter bigger than that goes bounded (sendDLQ).
+	dlqMax int
+	sign   *sale.Signer
+	// drain is the context batches run under: not ended by a session's
+	// end (a batch in progress completes) but DrainTimeout after Close
+	// began, so a stop never waits on a batch that cannot complete.
+	drain     context.Context
+	drainStop context.CancelFunc
 
 	mu      sync.Mutex
 	closed  bool
@@ -76,7 +86,8 @@ func New(cfg Config, st store.Store, stock *stock.Stock, res *results.Store, log
 		return nil, fmt.Errorf("dead-letter producer on %v: %w", cfg.Brokers, err)
 	}
 	c := &Consumer{cfg: cfg, st: st, stock: stock, res: res, log: log, m: newMetrics(reg),
-		group: group, dlq: dlq, sign: sign, stop: make(chan struct{})}
+		group: group, dlq: dlq, dlqMax: dc.Producer.MaxMessageBytes, sign: sign, stop: make(chan struct{})}
+	c.drain, c.drainStop = context.WithCancel(context.Background())
 	c.errLoop.Add(1)
 	go func() {
 		defer c.errLoop.Done()
@@ -172,9 +183,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 // Close stops Run, lets a batch in progress complete (its transaction,
-// compensations, result writes and offset commit), then leaves the group
-// and closes the dead-letter producer. The store, stock and results stores
-// stay open: they belong to the caller.
+// compensations, result writes and offset commit) for at most
+// DrainTimeout — a batch still retrying a dependency then gives up
+// uncommitted, to be delivered again —, then leaves the group and closes
+// the dead-letter producer. The store, stock and results stores stay
+// open: they belong to the caller.
 func (c *Consumer) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -184,7 +197,10 @@ func (c *Consumer) Close() error {
 	c.closed = true
 	close(c.stop)
 	c.mu.Unlock()
+	bound := time.AfterFunc(c.cfg.DrainTimeout, c.drainStop)
 	c.runs.Wait()
+	bound.Stop()
+	c.drainStop()
 	err := c.group.Close()
 	c.errLoop.Wait()
 	if e := c.dlq.Close(); err == nil {
@@ -254,7 +270,8 @@ func (h *handler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Co
 		timer.Stop()
 		// The batch runs to its end even when the session is ending:
 		// stopping halfway would leave claimed tickets without results.
-		if err := c.process(context.WithoutCancel(sess.Context()), sess, batch); err != nil {
+		// Only Close's drain bound ends it early (uncommitted).
+		if err := c.process(c.drain, sess, batch); err != nil {
 			c.log.Error("batch left uncommitted", zap.String("topic", claim.Topic()),
 				zap.Int32("partition", claim.Partition()), zap.Int("size", len(batch)), zap.Error(err))
 			h.mu.Lock()

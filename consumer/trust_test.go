@@ -84,3 +84,36 @@ func TestForgedUnsignedAndOverLimitMessagesAreDeadLettered(t *testing.T) {
 		}
 	})
 }
+
+// TestGenuineMessagesOfAnyBytesAreOrdered: the engine's signature covers
+// the bytes it sends, so a genuine ticket whose trace id (a client's
+// requestId or X-Trace-Id) holds bytes that are not UTF-8, quotes,
+// control characters or characters JSON may escape becomes an order; it
+// is never dead-lettered as forged.
+func TestGenuineMessagesOfAnyBytesAreOrdered(t *testing.T) {
+	t.Parallel()
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		traces := []string{"\xff\xfe", "é<&>\u2028", "a\"b\\c\n\x00", "\xc3"}
+		var msgs []sale.Message
+		for i, tr := range traces {
+			m := r.occupy(t, skuID, int64(31+i))
+			m.TraceID = tr
+			msgs = append(msgs, m)
+		}
+		r.produce(t, msgs...)
+		r.start(t)
+		for _, m := range msgs {
+			if e := r.result(t, m.RequestNo); e.State != sale.ResultSuccess {
+				t.Errorf("trace %q: result %+v, want SUCCESS", m.TraceID, e)
+			}
+			o, err := r.st.OrderByRequest(ctx, m.RequestNo)
+			if err != nil || o.UserID != m.UserID {
+				t.Errorf("trace %q: order %+v, %v", m.TraceID, o, err)
+			}
+		}
+		if got := count(t, r, outDLQ); got != 0 {
+			t.Errorf("%d genuine messages dead-lettered", got)
+		}
+	})
+}

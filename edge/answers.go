@@ -150,6 +150,7 @@ var (
 	ansBadQuantity = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errBadQuantity.Error())
 	ansBadString   = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errBadString.Error())
 	ansTooLong     = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errTooLong.Error())
+	ansBadText     = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", reasonBadRequest, errBadText.Error())
 
 	// Engine answers: not early rejections (reason -1); counted in
 	// seckill_edge_engine_calls_total instead.
@@ -190,6 +191,8 @@ func parseAnswer(err error) *answer {
 		return ansBadString
 	case errTooLong:
 		return ansTooLong
+	case errBadText:
+		return ansBadText
 	}
 	return ansMalformed
 }

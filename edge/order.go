@@ -22,6 +22,13 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
+	// The trace id travels in the order message and the request log:
+	// refused here, like a requestId, if it cannot be carried as it is.
+	trace := ctx.Request.Header.Peek("X-Trace-Id")
+	if !plainText(trace) {
+		s.out.write(ctx, ansBadText)
+		return
+	}
 
 	now := s.clock.now()
 	v, ok := s.views.resolve(o.ActivityID, o.SKUID, now)
@@ -107,8 +114,8 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	req := &engine.Request{Activity: v.act, SKU: v.sku, UserID: user, Quantity: o.Quantity}
 	// engine.Request has no field for the client's idempotency key; it
 	// travels as the trace id unless the gateway set one.
-	if tr := ctx.Request.Header.Peek("X-Trace-Id"); len(tr) > 0 && len(tr) <= maxRequestIDLen {
-		req.TraceID = string(tr)
+	if len(trace) > 0 && len(trace) <= maxRequestIDLen {
+		req.TraceID = string(trace)
 	} else if len(o.RequestID) > 0 {
 		req.TraceID = string(o.RequestID)
 	}

@@ -38,6 +38,7 @@ type orderCase struct {
 	path      string // default the order route
 	user      string // default "5"; "-" sends none
 	body      string
+	headers   []string // name, value pairs
 	opts      []envOption
 	setup     func(t *testing.T, e *edgeEnv)
 	status    int
@@ -99,6 +100,15 @@ func TestOrderStatuses(t *testing.T) {
 			status: 403, code: "TOKEN_INVALID"},
 		{name: "an accepted token reaches the engine", body: `{"skuId":2001,"token":"ok-5-8"}`, opts: []envOption{withOptions(WithTokenVerifier(acceptToken))},
 			status: 200, code: "QUEUING", engineHit: true},
+		{name: "a requestId that is not UTF-8 is 400", body: "{\"skuId\":1001,\"requestId\":\"\xff\xfe\"}", status: 400, code: "BAD_REQUEST"},
+		{name: "a requestId with an escaped control character is 400", body: `{"skuId":1001,"requestId":"a\u0000b"}`, status: 400, code: "BAD_REQUEST"},
+		{name: "a requestId of other scripts is queued", body: `{"skuId":1001,"requestId":"订单-é-\ud83d\ude00"}`, status: 200, code: "QUEUING", engineHit: true},
+		{name: "an X-Trace-Id with a byte past ASCII that is not UTF-8 is 400", body: `{"skuId":1001}`, headers: []string{"X-Trace-Id", "t\x80"},
+			status: 400, code: "BAD_REQUEST"},
+		{name: "an X-Trace-Id with a control character is 400", body: `{"skuId":1001}`, headers: []string{"X-Trace-Id", "t\x01x"},
+			status: 400, code: "BAD_REQUEST"},
+		{name: "an X-Trace-Id of UTF-8 is queued", body: `{"skuId":1001}`, headers: []string{"X-Trace-Id", "trace-é"},
+			status: 200, code: "QUEUING", engineHit: true},
 		{name: "a token is ignored where none is required", body: `{"skuId":1001,"token":"whatever"}`, status: 200, code: "QUEUING", engineHit: true},
 	}
 	engineCases := []struct {
@@ -148,7 +158,7 @@ func TestOrderStatuses(t *testing.T) {
 			case "-":
 				user = ""
 			}
-			r := e.do(method, path, user, c.body)
+			r := e.doVia(e.client, method, path, user, c.body, c.headers...)
 			if r.status != c.status || r.code() != c.code {
 				t.Fatalf("got %d %s (%s), want %d %s", r.status, r.code(), r.raw, c.status, c.code)
 			}

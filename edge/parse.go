@@ -2,8 +2,9 @@ package edge
 
 import (
 	"errors"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"seckill/internal/jsontext"
 )
 
 // order is a parsed purchase body. Token and RequestID alias the request
@@ -34,6 +35,7 @@ var (
 	errBadQuantity   = errors.New("quantity must be an integer from 1 to 100")
 	errBadString     = errors.New("token and requestId must be strings")
 	errTooLong       = errors.New("token or requestId too long")
+	errBadText       = errors.New("requestId and X-Trace-Id must be UTF-8 without control characters")
 )
 
 // Known fields, as bits of the seen-set.
@@ -96,6 +98,9 @@ func parseOrder(b []byte, o *order) error {
 				o.Token, err = p.text(maxTokenLen)
 			case fRequestID:
 				o.RequestID, err = p.text(maxRequestIDLen)
+				if err == nil && !plainText(o.RequestID) {
+					err = errBadText
+				}
 			default:
 				if !p.skip(0) {
 					err = errMalformed
@@ -213,7 +218,7 @@ func (p *scanner) str() (start, end int, esc, ok bool) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				p.i += 2
 			case 'u':
-				if p.i+6 > len(p.b) || hex4(p.b[p.i+2:p.i+6]) < 0 {
+				if p.i+6 > len(p.b) || jsontext.Hex4(p.b[p.i+2:p.i+6]) < 0 {
 					return 0, 0, false, false
 				}
 				p.i += 6
@@ -358,6 +363,28 @@ func (p *scanner) text(max int) ([]byte, error) {
 	return v, nil
 }
 
+// plainText reports whether b is UTF-8 without control characters (C0,
+// DEL, C1): what an id that travels in the order message, the request log
+// and the logs may hold. It does not allocate.
+func plainText(b []byte) bool {
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 || r >= 0x80 && r <= 0x9f {
+			return false
+		}
+		i += n
+	}
+	return true
+}
+
 // skip reads and validates any JSON value at i.
 func (p *scanner) skip(depth int) bool {
 	if p.i >= len(p.b) || depth > maxDepth {
@@ -426,72 +453,11 @@ func (p *scanner) skip(depth int) bool {
 	return false
 }
 
-// hex4 decodes four hex digits, or returns -1.
-func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
-}
-
 // unescape decodes the escapes of a string's contents, already validated
 // by str, in place and returns the new length. Every escape is at least as
 // long as what it decodes to, so writing never overtakes reading. Bad
 // surrogates become U+FFFD, as encoding/json does.
 func unescape(b []byte) int {
-	w := 0
-	for r := 0; r < len(b); {
-		c := b[r]
-		if c != '\\' {
-			b[w] = c
-			w++
-			r++
-			continue
-		}
-		switch b[r+1] {
-		case 'b':
-			b[w] = '\b'
-		case 'f':
-			b[w] = '\f'
-		case 'n':
-			b[w] = '\n'
-		case 'r':
-			b[w] = '\r'
-		case 't':
-			b[w] = '\t'
-		case 'u':
-			u := hex4(b[r+2 : r+6])
-			r += 6
-			if utf16.IsSurrogate(u) {
-				u2 := rune(-1)
-				if r+6 <= len(b) && b[r] == '\\' && b[r+1] == 'u' {
-					u2 = hex4(b[r+2 : r+6])
-				}
-				if d := utf16.DecodeRune(u, u2); d != utf8.RuneError {
-					u = d
-					r += 6
-				} else {
-					u = utf8.RuneError
-				}
-			}
-			w += utf8.EncodeRune(b[w:], u)
-			continue
-		default: // '"', '\\', '/'
-			b[w] = b[r+1]
-		}
-		w++
-		r += 2
-	}
-	return w
+	out, _ := jsontext.AppendUnescaped(b[:0], b, false)
+	return len(out)
 }

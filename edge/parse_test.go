@@ -68,6 +68,12 @@ func TestParseOrder(t *testing.T) {
 		{"duplicate unknown fields are skipped", `{"x":1,"x":2,"skuId":1}`, want{sku: 1, quantity: 1}, nil},
 		{"a numeric token is refused", `{"skuId":1,"token":5}`, want{}, errBadString},
 		{"an overlong requestId is refused", `{"skuId":1,"requestId":"` + strings.Repeat("r", 65) + `"}`, want{}, errTooLong},
+		{"a requestId that is not UTF-8 is refused", "{\"skuId\":1,\"requestId\":\"\xff\xfe\"}", want{}, errBadText},
+		{"a requestId with an escaped NUL is refused", `{"skuId":1,"requestId":"a\u0000"}`, want{}, errBadText},
+		{"a requestId with DEL is refused", "{\"skuId\":1,\"requestId\":\"a\x7f\"}", want{}, errBadText},
+		{"a requestId with a C1 control is refused", `{"skuId":1,"requestId":"a\u0085"}`, want{}, errBadText},
+		{"a requestId of other scripts parses", `{"skuId":1,"requestId":"订单\u00e9"}`, want{sku: 1, quantity: 1, requestID: "订单é"}, nil},
+		{"a token need not be text", "{\"skuId\":1,\"token\":\"\xff\"}", want{sku: 1, quantity: 1, token: "\xff"}, nil},
 		{"an overlong token is refused", `{"skuId":1,"token":"` + strings.Repeat("t", 1025) + `"}`, want{}, errTooLong},
 	}
 	for _, c := range cases {
@@ -114,6 +120,9 @@ func checkParse(t *testing.T, body []byte) {
 	}
 	if o.SKUID <= 0 || o.ActivityID < 0 || o.Quantity < 1 || o.Quantity > maxQuantity {
 		t.Fatalf("accepted out-of-range %+v from %q", o, body)
+	}
+	if !plainText(o.RequestID) {
+		t.Fatalf("accepted requestId %q from %q: not UTF-8 or holds a control character", o.RequestID, body)
 	}
 
 	if !utf8.Valid(o.Token) || !utf8.Valid(o.RequestID) {

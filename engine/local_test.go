@@ -52,7 +52,7 @@ func testOccupyQueuesADurableMessage(t *testing.T, r *rig, k *testenv.Kafka, e E
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := v.Verify(&m); err != nil || m.KeyID != testSigning.Keys[0].ID {
+		if err := v.Verify(msgs[0].Value, &m); err != nil || m.KeyID != testSigning.Keys[0].ID {
 			t.Fatalf("message %s does not verify: %v", msgs[0].Value, err)
 		}
 	}

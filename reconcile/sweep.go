@@ -22,7 +22,12 @@ const sweepPage = 256
 // which the database has no order. The release runs with force=false, so
 // a ticket the consumer claims at the last moment is left alone (the
 // script decides, atomically). The buyer's result becomes FAIL RELEASED
-// and the request log records STOCK_OCCUPIED and FAILED.
+// and the request log records STOCK_OCCUPIED and FAILED, the remark saying
+// whether a message naming the ticket was dead-lettered (orphanReason).
+// This is how every acknowledged ticket whose message the consumer
+// dead-letters without acting on it ends: the consumer releases only what
+// a verified message names, the sweeper only what Redis, the database and
+// Kafka's committed offsets together prove orphaned.
 //
 // It reads only the SKU's pending index (stock.Stock.Pending: unclaimed
 // tickets by accept time), up to min(now, consumed-through) − grace, a page
@@ -72,6 +77,24 @@ func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// orphanReason says why an orphan got no order: the consumer dead-lettered
+// a message naming it (its history has the DEAD_LETTERED step the
+// consumer wrote: a message it could not verify, or could not decode as
+// the engine writes it, which it never acts on), or its message never
+// reached the consumer.
+func (r *Reconciler) orphanReason(ctx context.Context, rn string) (string, error) {
+	evs, err := r.st.RequestEvents(ctx, rn)
+	if err != nil {
+		return "", err
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Status == store.EventDeadLettered {
+			return "orphan: no order, its message was dead-lettered (" + evs[i].Remark + ")", nil
+		}
+	}
+	return "orphan: no order, and its message never reached the consumer", nil
+}
+
 // sweepSKU sweeps one SKU's pending tickets accepted before before.
 func (r *Reconciler) sweepSKU(ctx context.Context, a *sale.Activity, k *sale.SKU, before, now, through time.Time) (int, error) {
 	n := 0
@@ -119,8 +142,11 @@ func (r *Reconciler) sweepSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 				routed = true
 			}
 			attempted++
-			ok, err := r.release(ctx, a, k, ticket{user: p.UserID, rn: p.RequestNo, qty: q,
-				reason: "orphan: no order, and its message never reached the consumer"})
+			reason, err := r.orphanReason(ctx, p.RequestNo)
+			if err != nil {
+				return n, err
+			}
+			ok, err := r.release(ctx, a, k, ticket{user: p.UserID, rn: p.RequestNo, qty: q, reason: reason})
 			if err != nil {
 				return n, err
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,6 +136,34 @@ func TestSweepFindsATicketFromBeforeTheIndexOnceReconciled(t *testing.T) {
 		}
 		if again, err := rc.Run(ctx, false); err != nil || again.SKUs[0].Reindexed != 0 || again.Drifts != 0 {
 			t.Fatalf("second run: %v %v, reindexed %d", drifts(again), err, again.SKUs[0].Reindexed)
+		}
+	})
+}
+
+// TestSweepEndsADeadLetteredTicketAndSaysWhy: a ticket whose message was
+// dead-lettered (its history has the consumer's DEAD_LETTERED step) is
+// released by the sweep, FAIL RELEASED, and its story names the letter.
+func TestSweepEndsADeadLetteredTicketAndSaysWhy(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		m := r.occupy(t, 501, 1)
+		if _, err := r.st.SaveBatch(ctx, nil, store.DeadLettered([]store.DeadLetter{{Topic: sale.OrdersTopic,
+			Offset: 3, Reason: "order message signature invalid", RequestNo: m.RequestNo}})); err != nil {
+			t.Fatal(err)
+		}
+		rc, _ := r.reconciler(t, r.later)
+		if n, err := rc.Sweep(ctx); err != nil || n != 1 {
+			t.Fatalf("sweep: %d %v, want the dead-lettered ticket released", n, err)
+		}
+		if e, err := r.res.Read(ctx, m.RequestNo); err != nil || e.State != sale.ResultFail || e.Code != sale.FailReleased {
+			t.Errorf("result %+v %v, want FAIL RELEASED", e, err)
+		}
+		e, err := r.st.RequestLog(ctx, m.RequestNo)
+		if err != nil || e.Status != store.StatusFailed || !strings.Contains(e.Remark, "dead-lettered (order message signature invalid)") {
+			t.Errorf("request log %+v %v", e, err)
+		}
+		if n := r.counts(t, 501); n.Holders != 0 || n.Pending != 0 {
+			t.Errorf("after the sweep %+v", n)
 		}
 	})
 }

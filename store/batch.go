@@ -54,13 +54,22 @@ type existingOrder struct {
 // Every multi-row statement runs at power-of-two sizes, prepared once per
 // connection (stmts.go).
 func (s *sqlStore) SaveBatch(ctx context.Context, msgs []sale.Message, opts ...SaveOption) ([]Outcome, error) {
+	var opt saveOptions
+	for _, o := range opts {
+		o(&opt)
+	}
 	if len(msgs) == 0 {
+		if len(opt.letters) == 0 {
+			return nil, nil
+		}
+		err := s.inTx(ctx, func(tx *sql.Tx) error { return s.recordLetters(ctx, tx, opt.letters) })
+		if err != nil {
+			return nil, fmt.Errorf("save batch of 0: %w", err)
+		}
 		return nil, nil
 	}
 	b := newBatch(msgs)
-	for _, o := range opts {
-		o(&b.opt)
-	}
+	b.opt = opt
 	s.prepare(ctx, &lockSnapshotSQL, 1)
 	s.prepare(ctx, &takeStockSQL, 1)
 	s.prepare(ctx, &ordersOfUsersSQL, len(msgs))
@@ -86,6 +95,11 @@ func (s *sqlStore) SaveBatch(ctx context.Context, msgs []sale.Message, opts ...S
 		if err := s.logBatch(ctx, tx, b, now); err != nil {
 			return err
 		}
+		if len(b.opt.letters) > 0 {
+			if err := s.recordLetters(ctx, tx, b.opt.letters); err != nil {
+				return err
+			}
+		}
 		if s.opt.beforeCommit != nil {
 			return s.opt.beforeCommit(ctx, msgs)
 		}
@@ -103,6 +117,7 @@ type SaveOption func(*saveOptions)
 type saveOptions struct {
 	deliver bool
 	remark  string
+	letters []DeadLetter
 }
 
 // Delivered makes SaveBatch record, in its transaction, the step after a

@@ -107,6 +107,23 @@ var mysqlSchema = []string{
 		created_ms   BIGINT      NOT NULL,
 		KEY idx_payment_order (order_no)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	// Messages the consumer could neither process nor send to the
+	// dead-letter topic (store/deadletter.go), at most one row per
+	// message: the offset can be committed once the row is.
+	`CREATE TABLE IF NOT EXISTS seckill_dead_letter (
+		id            BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		topic         VARCHAR(249) NOT NULL,
+		msg_partition INT          NOT NULL,
+		msg_offset    BIGINT       NOT NULL,
+		msg_key       BLOB         NOT NULL,
+		payload       BLOB         NOT NULL,
+		size_bytes    BIGINT       NOT NULL,
+		digest        VARCHAR(64)  NOT NULL,
+		reason        VARCHAR(255) NOT NULL DEFAULT '',
+		request_no    VARCHAR(64)  NOT NULL DEFAULT '',
+		created_ms    BIGINT       NOT NULL,
+		UNIQUE KEY uk_dead_letter_source (topic, msg_partition, msg_offset)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 }
 
 var sqliteSchema = []string{
@@ -187,6 +204,20 @@ var sqliteSchema = []string{
 		created_ms   INTEGER NOT NULL
 	)`,
 	`CREATE INDEX IF NOT EXISTS idx_payment_order ON seckill_payment (order_no)`,
+	`CREATE TABLE IF NOT EXISTS seckill_dead_letter (
+		id            INTEGER PRIMARY KEY AUTOINCREMENT,
+		topic         TEXT    NOT NULL,
+		msg_partition INTEGER NOT NULL,
+		msg_offset    INTEGER NOT NULL,
+		msg_key       BLOB    NOT NULL,
+		payload       BLOB    NOT NULL,
+		size_bytes    INTEGER NOT NULL,
+		digest        TEXT    NOT NULL,
+		reason        TEXT    NOT NULL DEFAULT '',
+		request_no    TEXT    NOT NULL DEFAULT '',
+		created_ms    INTEGER NOT NULL,
+		UNIQUE (topic, msg_partition, msg_offset)
+	)`,
 }
 
 // sqliteOrderTable is seckill_order's definition (the table name is a

@@ -104,6 +104,10 @@ type Store interface {
 	// (activity, sku) by n (the database's half of an on-call restock; the
 	// Redis half follows it).
 	Restock(ctx context.Context, activity, sku, n int64) error
+	// QuarantinedLetters lists at most limit rows of seckill_dead_letter
+	// (the dead letters the dead-letter topic refused; see DeadLettered),
+	// oldest first.
+	QuarantinedLetters(ctx context.Context, limit int) ([]DeadLetter, error)
 	// Ping checks the database is reachable.
 	Ping(ctx context.Context) error
 	// Close closes the connections.

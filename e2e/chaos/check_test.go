@@ -61,7 +61,7 @@ const (
 	vNoHeld      = "no stock held without an order (orphan sweeper)"
 	vFinal       = "every accepted ticket reached SUCCESS or FAIL"
 	vResultKept  = "every accepted ticket kept its result (unless a declared Redis loss took it)"
-	vAckedOK     = "every acknowledged ticket ended SUCCESS (FAIL only where a declared Redis loss explains it)"
+	vAckedOK     = "every acknowledged ticket ended SUCCESS (FAIL only where a declared Redis loss or dead-lettering explains it)"
 	vAnswers     = "answers match the orders"
 	vTwice       = "no buyer told SUCCESS for two orders of one SKU"
 	vReleased    = "every FAIL released its occupancy"
@@ -209,8 +209,9 @@ func judgeTickets(rep *report, run *Run, b *books, liveByRN, liveByNo map[string
 		existing, fromDB                                                   int
 	)
 	var loss *redisLoss
+	var dl *deadLettering
 	if run.Fault != nil {
-		loss = run.Fault.Loss
+		loss, dl = run.Fault.Loss, run.Fault.DeadLetters
 	}
 	rns := make([]string, 0, len(run.Tickets))
 	for rn := range run.Tickets {
@@ -267,8 +268,10 @@ func judgeTickets(rep *report, run *Run, b *books, liveByRN, liveByNo map[string
 			}
 			if ok, why := lossExplains(loss, tk, res, l, logged); ok {
 				explained = append(explained, why)
+			} else if ok, dwhy := deadLetterExplains(dl, tk, res, l, logged); ok {
+				explained = append(explained, dwhy)
 			} else {
-				unexplained = append(unexplained, why)
+				unexplained = append(unexplained, why+"; "+dwhy)
 			}
 		default:
 			stuck = append(stuck, fmt.Sprintf("%s(user %d sku %d: result %q, log %q)", rn, tk.User, tk.SKU, state, l.Status))
@@ -281,11 +284,11 @@ func judgeTickets(rep *report, run *Run, b *books, liveByRN, liveByNo map[string
 		rep.note("%d accepted tickets lost their result with Redis; their fate came from the database", fromDB)
 	}
 	if len(explained) > 0 {
-		rep.note("%d acknowledged tickets ended FAIL, each explained by the declared Redis loss: %v", len(explained), head(explained, 5))
+		rep.note("%d acknowledged tickets ended FAIL, each explained by the declared fault: %v", len(explained), head(explained, 5))
 	}
 	rep.add(vFinal, len(stuck) == 0, "%d accepted, %d without a final answer %v", len(run.Tickets), len(stuck), head(stuck, 5))
 	rep.add(vResultKept, len(lostResult) == 0, "%d results missing %v", len(lostResult), head(lostResult, 5))
-	rep.add(vAckedOK, len(unexplained) == 0, "%d acknowledged tickets ended FAIL without a declared Redis loss that explains it %v",
+	rep.add(vAckedOK, len(unexplained) == 0, "%d acknowledged tickets ended FAIL without a declared Redis loss or dead-lettering that explains it %v",
 		len(unexplained), head(unexplained, 5))
 	rep.add(vAnswers, len(lies) == 0, "%d mismatches %v", len(lies), head(lies, 5))
 	rep.add(vTwice, len(twice) == 0, "%d buyers %v", len(twice), head(twice, 5))
@@ -318,6 +321,29 @@ func lossExplains(loss *redisLoss, tk ticket, res map[string]string, l logRow, l
 		}
 	}
 	return false, story + ": its story is not one a Redis loss tells"
+}
+
+// deadLetterStory is the request-log remark of a ticket the orphan sweeper
+// ended because its message was dead-lettered (reconcile.orphanReason).
+const deadLetterStory = "released by the reconciler: orphan: no order, its message was dead-lettered"
+
+// deadLetterExplains says whether declared dead-lettering explains the
+// FAIL of acknowledged ticket tk: answered before the consumer could
+// verify again, released by the sweeper (FAIL RELEASED) with a story that
+// names the dead letter. That it holds no stock any more is vReleased's.
+func deadLetterExplains(dl *deadLettering, tk ticket, res map[string]string, l logRow, logged bool) (bool, string) {
+	story := fmt.Sprintf("%s(result %s %s, log %q %q)", tk.RequestNo, res[fieldState], res[fieldCode], l.Status, l.Remark)
+	switch {
+	case dl == nil:
+		return false, story + ": no dead-lettering declared"
+	case tk.Answered.After(dl.Until):
+		return false, story + fmt.Sprintf(": answered after the consumer could verify again (%s)", dl.Until.Format("15:04:05.000"))
+	case !logged || l.Status != "FAILED" || !strings.HasPrefix(l.Remark, deadLetterStory):
+		return false, story + ": its story does not name a dead letter"
+	case res != nil && res[fieldCode] != failReleased:
+		return false, story + ": not released by the sweeper"
+	}
+	return true, story + ": its message was dead-lettered and the sweeper ended it"
 }
 
 // judgeAnswers: the crowd got only the answers the scenario allows —

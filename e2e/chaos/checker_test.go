@@ -154,8 +154,9 @@ func (h *handState) lossBefore(until time.Time) {
 }
 
 const (
-	orphanRemark   = "released by the reconciler: orphan: no order, and its message never reached the consumer"
-	releasedRemark = "occupancy released before the order was made"
+	orphanRemark     = "released by the reconciler: orphan: no order, and its message never reached the consumer"
+	releasedRemark   = "occupancy released before the order was made"
+	deadLetterRemark = "released by the reconciler: orphan: no order, its message was dead-lettered (order message signed with an unknown key)"
 )
 
 func TestCheckerPassesBooksThatAddUp(t *testing.T) {
@@ -193,6 +194,21 @@ func TestCheckerFailsBrokenBooks(t *testing.T) {
 		{"an acknowledged ticket ended FAIL under a declared loss of another SKU", func(h *handState) {
 			h.failTicket(releasedRemark, failReleased)
 			h.run.Fault.Loss = &redisLoss{SKUs: []int64{skuHot}, Until: at(10)}
+		}, vAckedOK},
+		{"an acknowledged ticket ended FAIL with the dead letter's story, but no dead-lettering was declared", func(h *handState) {
+			h.failTicket(deadLetterRemark, failReleased)
+		}, vAckedOK},
+		{"an acknowledged ticket ended FAIL under declared dead-lettering, but its story is a plain orphan's", func(h *handState) {
+			h.failTicket(orphanRemark, failReleased)
+			h.run.Fault.DeadLetters = &deadLettering{Until: at(10)}
+		}, vAckedOK},
+		{"an acknowledged ticket ended FAIL with the dead letter's story, but was answered after the heal", func(h *handState) {
+			h.failTicket(deadLetterRemark, failReleased)
+			h.run.Fault.DeadLetters = &deadLettering{Until: at(0.5)}
+		}, vAckedOK},
+		{"an acknowledged ticket ended FAIL with the dead letter's story, but not RELEASED", func(h *handState) {
+			h.failTicket(deadLetterRemark, failSoldOut)
+			h.run.Fault.DeadLetters = &deadLettering{Until: at(10)}
 		}, vAckedOK},
 		{"an acknowledged ticket's result is gone without a declared loss", func(h *handState) {
 			delete(h.books.Results, "r2")
@@ -349,6 +365,19 @@ func TestCheckerAcceptsAFailTheDeclaredLossExplains(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCheckerAcceptsAFailDeclaredDeadLetteringExplains: the sweeper ended a
+// ticket whose message was dead-lettered, its unit back.
+func TestCheckerAcceptsAFailDeclaredDeadLetteringExplains(t *testing.T) {
+	h := goodState()
+	h.failTicket(deadLetterRemark, failReleased)
+	h.run.Fault.DeadLetters = &deadLettering{Until: at(10)}
+	for _, v := range h.judge().Verdicts {
+		if !v.OK {
+			t.Errorf("%s: %s", v.Name, v.Detail)
+		}
 	}
 }
 

@@ -275,6 +275,19 @@ type faultPlan struct {
 	// acknowledged end FAIL — and only if it was answered before the
 	// loss healed and its story says the loss failed it.
 	Loss *redisLoss
+	// DeadLetters declares that while the fault lasts the consumer
+	// dead-letters genuine messages (it cannot verify them). Then a
+	// ticket answered before the heal may end FAIL — only RELEASED by the
+	// orphan sweeper, its story naming the dead letter, its stock back.
+	DeadLetters *deadLettering
+}
+
+// deadLettering is the window of a fault in which genuine order messages
+// are dead-lettered.
+type deadLettering struct {
+	// Until is when the consumer could verify again (set by buyWithFault
+	// at the heal).
+	Until time.Time
 }
 
 // redisLoss is the Redis data a fault destroys.
@@ -369,6 +382,10 @@ func (s *System) buyWithFault(l LoadSpec, f faultPlan) (*Run, []string) {
 		loss := *f.Loss
 		fr.Loss = &loss
 	}
+	if f.DeadLetters != nil {
+		dl := *f.DeadLetters
+		fr.DeadLetters = &dl
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -394,6 +411,9 @@ func (s *System) buyWithFault(l LoadSpec, f faultPlan) (*Run, []string) {
 		fr.Healed = time.Now()
 		if fr.Loss != nil {
 			fr.Loss.Until = fr.Healed
+		}
+		if fr.DeadLetters != nil {
+			fr.DeadLetters.Until = fr.Healed
 		}
 		note("%6.2fs healed; the fault's answers are allowed until %.2fs", time.Since(start).Seconds(),
 			fr.Healed.Add(f.Settle).Sub(start).Seconds())

@@ -47,13 +47,16 @@ var (
 )
 
 // Signer signs and verifies order messages. The signature is HMAC-SHA256
-// under one key over the canonical bytes: Encode's output of the message's
-// fields (the signature fields left out), a fixed field order. A signed
+// under one key over the bytes of the message as it travels: Encode's
+// output (the signature fields left out, a fixed field order). A signed
 // message is those bytes with `,"keyId":"<id>","sig":"<64 hex>"` before
-// the closing brace. Verify re-encodes the decoded fields, so any field a
-// forger changes (quantity, price, user, ticket) breaks the signature,
-// however the JSON is spelled. Safe for concurrent use; neither Sign nor
-// Verify allocates in the steady state.
+// the closing brace, so the signed bytes are the wire bytes before
+// `,"keyId":` and a closing brace. Verify checks those bytes themselves,
+// never a re-encoding of what was decoded from them: whatever a string
+// holds, the consumer verifies what the engine signed, and any byte a
+// forger changes (quantity, price, user, ticket, a quote) breaks the
+// signature. Safe for concurrent use; neither Sign nor Verify allocates in
+// the steady state.
 type Signer struct {
 	keys []signKey
 }
@@ -66,7 +69,6 @@ type signKey struct {
 type macState struct {
 	h   hash.Hash
 	sum [sha256.Size]byte
-	buf []byte // Verify's canonical bytes
 }
 
 // NewSigner returns a Signer over cfg's keys (at least one).
@@ -79,7 +81,7 @@ func NewSigner(cfg SigningConfig) (*Signer, error) {
 		secret := []byte(k.Secret)
 		s.keys[i].id = k.ID
 		s.keys[i].mac.New = func() any {
-			return &macState{h: hmac.New(sha256.New, secret), buf: make([]byte, 0, 256)}
+			return &macState{h: hmac.New(sha256.New, secret)}
 		}
 	}
 	return s, nil
@@ -103,16 +105,20 @@ func (s *Signer) AppendSigned(dst []byte, m *Message) []byte {
 	st := k.mac.Get().(*macState)
 	sum := k.sum(dst[start:], st)
 	dst = append(dst[:len(dst)-1], `,"keyId":`...)
-	dst = appendJSONString(dst, k.id)
+	dst = appendString(dst, k.id)
 	dst = append(dst, `,"sig":"`...)
 	dst = hex.AppendEncode(dst, sum)
 	k.mac.Put(st)
 	return append(dst, `"}`...)
 }
 
+// closeBrace ends the signed bytes Verify hashes.
+var closeBrace = []byte{'}'}
+
 // Verify checks the signature DecodeMessage left in m.KeyID and m.Sig
-// against m's fields.
-func (s *Signer) Verify(m *Message) error {
+// against b, the bytes m was decoded from: the HMAC of b's signed part
+// (see Signer); a message not decoded (m.signed unset) never verifies.
+func (s *Signer) Verify(b []byte, m *Message) error {
 	if m.KeyID == "" && m.Sig == "" {
 		return ErrUnsigned
 	}
@@ -127,12 +133,14 @@ func (s *Signer) Verify(m *Message) error {
 		return ErrUnknownKey
 	}
 	var got [sha256.Size]byte
-	if !decodeHex(got[:], m.Sig) {
+	if !decodeHex(got[:], m.Sig) || m.signed <= 0 || m.signed >= len(b) {
 		return ErrBadSignature
 	}
 	st := k.mac.Get().(*macState)
-	st.buf = m.Encode(st.buf[:0])
-	ok := hmac.Equal(k.sum(st.buf, st), got[:])
+	st.h.Reset()
+	st.h.Write(b[:m.signed])
+	st.h.Write(closeBrace)
+	ok := hmac.Equal(st.h.Sum(st.sum[:0]), got[:])
 	k.mac.Put(st)
 	if !ok {
 		return ErrBadSignature

@@ -41,22 +41,42 @@ func TestSignedMessageVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range []*Signer{mustSigner(t, sigNew), mustSigner(t, sigOld, sigNew)} {
-		if err := v.Verify(&got); err != nil {
+		if err := v.Verify(b, &got); err != nil {
 			t.Fatalf("verify %s: %v", b, err)
 		}
 	}
 	if string(got.Encode(nil)) != string(m.Encode(nil)) {
 		t.Fatalf("decoded copy encodes to %s, want %s", got.Encode(nil), m.Encode(nil))
 	}
+	if got.KeyID != "k2" || len(got.Sig) != 64 {
+		t.Fatalf("decoded signature fields %q %q", got.KeyID, got.Sig)
+	}
+	got.KeyID, got.Sig, got.signed = "", "", 0
+	if got != m {
+		t.Fatalf("decoded %+v, want %+v", got, m)
+	}
+}
+
+// resigned is m's bytes carrying the signature fields of another message:
+// a forger's copy with changed fields and a signature it saw.
+func resigned(m Message, keyID, sig string) []byte {
+	b := m.Encode(nil)
+	b = append(b[:len(b)-1], `,"keyId":"`+keyID+`","sig":"`+sig+`"}`...)
+	return b
 }
 
 // TestForgedOrUnsignedMessagesFail: each field changed after signing, an
-// unsigned message, an unknown key, a signature in another spelling.
+// unsigned message, an unknown key, a signature in another spelling, a
+// message checked against other bytes than its own.
 func TestForgedOrUnsignedMessagesFail(t *testing.T) {
 	s := mustSigner(t, sigNew)
 	m := signedMessage()
-	signed, err := DecodeMessage(s.AppendSigned(nil, &m))
+	wire := s.AppendSigned(nil, &m)
+	signed, err := DecodeMessage(wire)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Verify(wire, &signed); err != nil {
 		t.Fatal(err)
 	}
 	forge := map[string]func(*Message){
@@ -74,26 +94,53 @@ func TestForgedOrUnsignedMessagesFail(t *testing.T) {
 	for name, f := range forge {
 		c := signed
 		f(&c)
-		if err := s.Verify(&c); !errors.Is(err, ErrBadSignature) {
+		b := resigned(c, c.KeyID, c.Sig)
+		d, err := DecodeMessage(b)
+		if err != nil {
+			t.Fatalf("%s changed: %s does not decode: %v", name, b, err)
+		}
+		if err := s.Verify(b, &d); !errors.Is(err, ErrBadSignature) {
 			t.Errorf("%s changed: %v, want %v", name, err, ErrBadSignature)
 		}
 	}
-	unsigned, err := DecodeMessage(m.Encode(nil))
+	// The same fields spelled otherwise (an escape for a plain letter)
+	// are other bytes: not what was signed.
+	esc := []byte(strings.Replace(string(wire), `"t-1"`, `"\u0074-1"`, 1))
+	if d, err := DecodeMessage(esc); err != nil || d.TraceID != "t-1" {
+		t.Fatalf("escaped copy: %+v, %v", d, err)
+	} else if err := s.Verify(esc, &d); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("escaped copy: %v, want %v", err, ErrBadSignature)
+	}
+	if err := s.Verify(resigned(Message{RequestNo: "x"}, "k2", signed.Sig), &signed); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("verified against other bytes: %v", err)
+	}
+	if err := s.Verify(wire, &m); !errors.Is(err, ErrUnsigned) {
+		t.Errorf("a message not decoded: %v", err)
+	}
+	unsignedWire := m.Encode(nil)
+	unsigned, err := DecodeMessage(unsignedWire)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Verify(&unsigned); !errors.Is(err, ErrUnsigned) {
+	if err := s.Verify(unsignedWire, &unsigned); !errors.Is(err, ErrUnsigned) {
 		t.Errorf("unsigned: %v", err)
 	}
-	other := signed
-	other.KeyID = "k9"
-	if err := s.Verify(&other); !errors.Is(err, ErrUnknownKey) {
+	other := resigned(m, "k9", signed.Sig)
+	o, err := DecodeMessage(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Verify(other, &o); !errors.Is(err, ErrUnknownKey) {
 		t.Errorf("unknown key: %v", err)
 	}
 	// Signed with a key the verifier does not hold under that id.
 	forger := mustSigner(t, keyring.Key{ID: "k2", Secret: "a-guessed-secret-0123456789abcdef"})
-	f, _ := DecodeMessage(forger.AppendSigned(nil, &m))
-	if err := s.Verify(&f); !errors.Is(err, ErrBadSignature) {
+	fb := forger.AppendSigned(nil, &m)
+	f, err := DecodeMessage(fb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Verify(fb, &f); !errors.Is(err, ErrBadSignature) {
 		t.Errorf("forged with another secret: %v", err)
 	}
 }
@@ -114,10 +161,11 @@ func BenchmarkSignAndVerify(b *testing.B) {
 	s := mustSigner(b, sigNew)
 	m := signedMessage()
 	buf := make([]byte, 0, 512)
-	d, _ := DecodeMessage(s.AppendSigned(nil, &m))
+	wire := s.AppendSigned(nil, &m)
 	b.ReportAllocs()
 	for b.Loop() {
 		buf = s.AppendSigned(buf[:0], &m)
-		_ = s.Verify(&d)
+		d, _ := DecodeMessage(wire)
+		_ = s.Verify(wire, &d)
 	}
 }
