@@ -37,6 +37,9 @@ type Consumer struct {
 	group sarama.ConsumerGroup
 	dlq   sarama.SyncProducer
 	sign  *sale.Signer
+	// prices is the orders database's catalog as the consumer last read
+	// it (price.go).
+	prices *prices
 
 	mu      sync.Mutex
 	closed  bool
@@ -76,7 +79,7 @@ func New(cfg Config, st store.Store, stock *stock.Stock, res *results.Store, log
 		return nil, fmt.Errorf("dead-letter producer on %v: %w", cfg.Brokers, err)
 	}
 	c := &Consumer{cfg: cfg, st: st, stock: stock, res: res, log: log, m: newMetrics(reg),
-		group: group, dlq: dlq, sign: sign, stop: make(chan struct{})}
+		group: group, dlq: dlq, sign: sign, stop: make(chan struct{}), prices: newPrices(st, cfg.PriceTTL)}
 	c.errLoop.Add(1)
 	go func() {
 		defer c.errLoop.Done()
