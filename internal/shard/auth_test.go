@@ -98,7 +98,7 @@ func TestTLSRedisIsReachedOnlyOverVerifiedTLS(t *testing.T) {
 		{"TLS trusting another CA", func(r *Redis) {
 			r.TLS.Enabled, r.TLS.CAFile, r.TLS.CertFile, r.TLS.KeyFile = true, other.TLS.CAFile, x.CertFile, x.KeyFile
 		}, "certificate"},
-		{"a CA file that does not exist", func(r *Redis) { r.TLS.Enabled, r.TLS.CAFile = true, x.CAFile + ".missing" }, "ca_file"},
+		{"a CA file that does not exist", func(r *Redis) { r.TLS.Enabled, r.TLS.CAFile = true, x.CAFile+".missing" }, "ca_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(mutual.Addr)

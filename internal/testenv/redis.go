@@ -31,7 +31,7 @@ type Redis struct {
 	TLS     *RedisTLS
 	aclFile string
 	cmd     *exec.Cmd
-	done chan struct{} // closed when cmd has exited
+	done    chan struct{} // closed when cmd has exited
 }
 
 // RedisOption changes how StartRedis starts the server.
