@@ -69,6 +69,9 @@ func (c *Consumer) process(ctx context.Context, sess sarama.ConsumerGroupSession
 		tickets = append(tickets, &ticket{km: km, m: m})
 	}
 	c.knowSKUs(ctx, tickets)
+	if err := c.priceSKUs(ctx, tickets); err != nil {
+		return err
+	}
 	tickets, letters = c.checkRules(tickets, letters)
 	// Every letter goes somewhere: to the dead-letter topic, or, refused
 	// there, into the orders database with the batch's orders. No letter
@@ -159,18 +162,18 @@ func (c *Consumer) knowSKUs(ctx context.Context, tickets []*ticket) {
 	}
 }
 
-// checkRules holds a verified message to its SKU as the catalog knows it,
-// whoever signed it: a quantity above the SKU's per-user limit is
-// dead-lettered (the occupy script never grants one, so the occupancy, if
-// any, is left to the orphan sweeper), and the unit price is the
-// catalog's, never the message's. A ticket of a SKU the catalog does not
-// know goes on with price 0: its claim normally answers NOT_HELD, and a
-// held one is failed in save (no order without a catalog price).
+// checkRules holds a verified message to its SKU as the orders database
+// knows it (prices, read by priceSKUs), whoever signed it: a quantity
+// above the SKU's per-user limit is dead-lettered (the occupy script never
+// grants one, so the occupancy, if any, is left to the orphan sweeper),
+// and the unit price is the database's, never the message's or Redis'. A
+// ticket of a SKU the database does not know goes on with price 0: its
+// claim normally answers NOT_HELD, and a held one is failed in save (no
+// order without a catalog price).
 func (c *Consumer) checkRules(tickets []*ticket, letters []deadLetter) ([]*ticket, []deadLetter) {
-	cat := c.stock.Catalog()
 	kept := tickets[:0]
 	for _, t := range tickets {
-		_, sku, ok := cat.Lookup(t.m.ActivityID, t.m.SKUID)
+		sku, ok := c.prices.get(t.m.ActivityID, t.m.SKUID)
 		if !ok {
 			t.m.UnitPrice = 0
 			kept = append(kept, t)

@@ -42,6 +42,12 @@ type Config struct {
 	// RejoinBackoff is the wait before joining the group again after a
 	// failed join or a session ended by a failing dependency. Default 2s.
 	RejoinBackoff time.Duration `yaml:"rejoin_backoff"`
+	// PriceTTL is how long the consumer keeps a SKU's row of the orders
+	// database (its price and per-user limit, which orders are held to):
+	// a price changed in the database prices the batches processed from
+	// PriceTTL after the change on. 0 reads the row for every batch.
+	// Default 5s.
+	PriceTTL time.Duration `yaml:"price_ttl"`
 	// InstanceID makes this process a static member of the group (Kafka's
 	// group.instance.id, KIP-345): a consumer restarted with the same id
 	// after a crash takes its partitions back at once, instead of waiting
@@ -82,6 +88,7 @@ func DefaultConfig() Config {
 		HeartbeatInterval: 3 * time.Second,
 		RebalanceTimeout:  30 * time.Second,
 		RejoinBackoff:     2 * time.Second,
+		PriceTTL:          5 * time.Second,
 	}
 }
 
@@ -114,6 +121,8 @@ func (c *Config) Validate() error {
 		return errors.New("consumer.rebalance_timeout must be positive")
 	case c.RejoinBackoff <= 0:
 		return errors.New("consumer.rejoin_backoff must be positive")
+	case c.PriceTTL < 0:
+		return errors.New("consumer.price_ttl must not be negative (0: read for every batch)")
 	case !validInstanceID(c.InstanceID):
 		return errors.New("consumer.instance_id: letters, digits, '.', '_' and '-' only, at most 249")
 	}

@@ -42,6 +42,9 @@ type Consumer struct {
 	// letter bigger than that goes bounded (sendDLQ).
 	dlqMax int
 	sign   *sale.Signer
+	// prices is the orders database's catalog as the consumer last read
+	// it (price.go).
+	prices *prices
 	// drain is the context batches run under: not ended by a session's
 	// end (a batch in progress completes) but DrainTimeout after Close
 	// began, so a stop never waits on a batch that cannot complete.
@@ -86,7 +89,8 @@ func New(cfg Config, st store.Store, stock *stock.Stock, res *results.Store, log
 		return nil, fmt.Errorf("dead-letter producer on %v: %w", cfg.Brokers, err)
 	}
 	c := &Consumer{cfg: cfg, st: st, stock: stock, res: res, log: log, m: newMetrics(reg),
-		group: group, dlq: dlq, dlqMax: dc.Producer.MaxMessageBytes, sign: sign, stop: make(chan struct{})}
+		group: group, dlq: dlq, dlqMax: dc.Producer.MaxMessageBytes, sign: sign, stop: make(chan struct{}),
+		prices: newPrices(st, cfg.PriceTTL)}
 	c.drain, c.drainStop = context.WithCancel(context.Background())
 	c.errLoop.Add(1)
 	go func() {

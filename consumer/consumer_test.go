@@ -634,8 +634,9 @@ func TestPoisonMessageFailsAloneAndIsDeadLettered(t *testing.T) {
 	t.Parallel()
 	runTest(t, func(t *testing.T, r *rig) {
 		ctx := context.Background()
-		// Activity 8 is in Redis but was never put into the database: its
-		// messages fail every transaction they are in (no snapshot).
+		// Activity 8 is in Redis but was never put into the database: the
+		// database holds no price for its SKU, so its held ticket fails
+		// (no order at a price the database does not hold).
 		ghost := r.act
 		ghost.ID = 8
 		ghost.SKUs = []sale.SKU{{ID: 8001, Stock: 3, Price: 100, LimitPerUser: 1}}
@@ -669,7 +670,7 @@ func TestPoisonMessageFailsAloneAndIsDeadLettered(t *testing.T) {
 				reason = string(h.Value)
 			}
 		}
-		if !strings.Contains(reason, store.ErrNoSnapshot.Error()) {
+		if !strings.Contains(reason, "activity 8 sku 8001 unknown to the catalog") {
 			t.Errorf("dead letter reason %q", reason)
 		}
 		eventually(t, "failed counted", func() bool { return count(t, r, outFailed) == 1 && count(t, r, outCreated) == 1 })

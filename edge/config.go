@@ -111,6 +111,14 @@ type Config struct {
 	// Must exceed fleet_heartbeat (a heartbeat late by less than the
 	// difference does not drop the edge). Default 3s.
 	FleetTTL time.Duration `yaml:"fleet_ttl"`
+	// FleetMaxEdges bounds the live edge count: anything that can write
+	// the default Redis can add members to sk:edges, and a count past the
+	// bound would shrink every edge's share of the admission gate. A count
+	// above it is refused (a warning, seckill_edge_fleet_refused_total):
+	// the edge keeps its last count within the bound (the bound itself if
+	// it never had one). Set it at or above the most edges the fleet runs
+	// (deploy/k8s: the HPA's maxReplicas). Default 64.
+	FleetMaxEdges int64 `yaml:"fleet_max_edges"`
 	// RedisTimeout bounds the edge's own Redis calls: result reads,
 	// readiness pings, TIME samples, catalog loads. Default 500ms.
 	RedisTimeout time.Duration `yaml:"redis_timeout"`
@@ -247,6 +255,7 @@ func DefaultConfig() Config {
 		RedisTimeout:       500 * time.Millisecond,
 		FleetHeartbeat:     time.Second,
 		FleetTTL:           3 * time.Second,
+		FleetMaxEdges:      64,
 		TokenVerifyTimeout: 500 * time.Millisecond,
 		TokenRefundTimeout: 500 * time.Millisecond,
 		Rate: RateConfig{
@@ -297,6 +306,8 @@ func (c *Config) Validate() error {
 		return errors.New("edge.fleet_heartbeat must be at least 10ms")
 	case c.FleetTTL <= c.FleetHeartbeat || c.FleetTTL%time.Millisecond != 0:
 		return errors.New("edge.fleet_ttl must exceed edge.fleet_heartbeat, in whole milliseconds")
+	case c.FleetMaxEdges < 1:
+		return errors.New("edge.fleet_max_edges must be at least 1")
 	case c.TokenVerifyTimeout <= 0:
 		return errors.New("edge.token_verify_timeout must be positive")
 	case c.TokenRefundTimeout <= 0:

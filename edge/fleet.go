@@ -42,6 +42,12 @@ type fleet struct {
 	live    prometheus.Gauge
 	errs    prometheus.Counter
 	log     *zap.Logger
+	// maxEdges is edge.fleet_max_edges: a count above it is refused,
+	// counted in over, and good (the last count within it) stays.
+	maxEdges int64
+	over     prometheus.Counter
+	good     int64 // the last count accepted; 0 before the first
+	refusing bool  // the last count was refused (logged once)
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -103,9 +109,38 @@ func (f *fleet) beat(ctx context.Context, failing bool) bool {
 	if failing {
 		f.log.Info("edge heartbeat recovered", zap.String("edge", f.id), zap.Int64("liveEdges", n))
 	}
-	f.live.Set(float64(n))
-	f.onCount(max(n, 1))
+	f.count(n)
 	return false
+}
+
+// count takes a heartbeat's live edge count n. A count past maxEdges is
+// not believed: members anything with write access to the default Redis
+// can add would shrink this edge's share of the gate to nothing. The edge
+// keeps its last count within the bound, or the bound itself before it has
+// one (a smaller share, never a larger one), and warns once until the count
+// is back within the bound.
+func (f *fleet) count(n int64) {
+	if n > f.maxEdges {
+		f.over.Inc()
+		if !f.refusing {
+			f.log.Warn("live edge count above edge.fleet_max_edges refused; keeping the last count within it",
+				zap.String("edge", f.id), zap.Int64("liveEdges", n), zap.Int64("maxEdges", f.maxEdges), zap.Int64("kept", max(f.good, 1)))
+			f.refusing = true
+		}
+		if f.good == 0 {
+			f.good = f.maxEdges
+			f.live.Set(float64(f.good))
+			f.onCount(f.good)
+		}
+		return
+	}
+	if f.refusing {
+		f.log.Info("live edge count within edge.fleet_max_edges again", zap.String("edge", f.id), zap.Int64("liveEdges", n))
+		f.refusing = false
+	}
+	f.good = max(n, 1)
+	f.live.Set(float64(n))
+	f.onCount(f.good)
 }
 
 // leave stops the heartbeat and removes this edge from EdgesKey, so the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -115,5 +116,71 @@ func TestFixedGateEdgesOverridesTheLiveCount(t *testing.T) {
 	}
 	if k, _ := e1.srv.GateShare(); math.Abs(k-4.5) > 1e-9 {
 		t.Fatalf("gate k %v after a reload to the live count, want 4.5", k)
+	}
+}
+
+// TestForgedEdgesDoNotShrinkTheShare: 5,000 members forged into sk:edges
+// (expiring in a year, so no heartbeat removes them) are a count past
+// edge.fleet_max_edges: it is refused with a warning and
+// seckill_edge_fleet_refused_total, and each of the two real edges keeps
+// admitting half the gate, not a 5,002nd. Once the forged members are
+// gone the count is believed again.
+func TestForgedEdgesDoNotShrinkTheShare(t *testing.T) {
+	e1 := newEdge(t, withConfig(fleetConfig))
+	e2 := newEdge(t, withConfig(fleetConfig), withRedis(e1.redis))
+	waitShare(t, e1, 2)
+	waitShare(t, e2, 2)
+
+	ctx := context.Background()
+	year := strconv.FormatInt(time.Now().Add(365*24*time.Hour).UnixMilli(), 10)
+	args := []string{"ZADD", EdgesKey}
+	for i := range 5000 {
+		args = append(args, year, "forged-"+strconv.Itoa(i))
+	}
+	n, err := e1.rdb.Do(ctx, e1.rdb.B().Arbitrary(args...).Build()).AsInt64()
+	if err != nil || n != 5000 {
+		t.Fatalf("ZADD of the forged members: %d, %v", n, err)
+	}
+	for _, e := range []*edgeEnv{e1, e2} {
+		testenv.Eventually(t, "forged counts refused", 5*time.Second, func() bool {
+			return testenv.Metric(t, e.reg, "seckill_edge_fleet_refused_total", nil) >= 3
+		})
+		if n := e.srv.LiveEdges(); n != 2 {
+			t.Fatalf("live edges with 5,000 forged members: %d, want the last good count 2", n)
+		}
+		if k, floor := e.srv.GateShare(); math.Abs(k-4.5) > 1e-9 || math.Abs(floor-45) > 1e-9 {
+			t.Fatalf("gate (%v, %v) with 5,000 forged members, want half (4.5, 45)", k, floor)
+		}
+		if got := testenv.Metric(t, e.reg, "seckill_edge_live_edges", nil); got != 2 {
+			t.Fatalf("seckill_edge_live_edges %v, want 2", got)
+		}
+	}
+
+	if err := e1.rdb.Do(ctx, e1.rdb.B().Zremrangebyscore().Key(EdgesKey).Min(year).Max(year).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	e3 := newEdge(t, withConfig(fleetConfig), withRedis(e1.redis))
+	for _, e := range []*edgeEnv{e1, e2, e3} {
+		waitShare(t, e, 3)
+	}
+}
+
+// TestFirstCountPastTheBoundTakesTheBound: an edge whose very first
+// heartbeat counts more than edge.fleet_max_edges has no good count to
+// keep: it admits the share of the bound (smaller, never larger).
+func TestFirstCountPastTheBoundTakesTheBound(t *testing.T) {
+	r := testenv.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	for i := range 4 {
+		if err := rdb.Do(ctx, rdb.B().Zadd().Key(EdgesKey).ScoreMember().ScoreMember(float64(time.Now().Add(365*24*time.Hour).UnixMilli()), "forged-"+strconv.Itoa(i)).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bound := func(c *Config) { fleetConfig(c); c.FleetMaxEdges = 3 }
+	e := newEdge(t, withConfig(bound), withRedis(r))
+	waitShare(t, e, 3)
+	if got := testenv.Metric(t, e.reg, "seckill_edge_fleet_refused_total", nil); got < 1 {
+		t.Fatalf("seckill_edge_fleet_refused_total %v, want the first count refused", got)
 	}
 }

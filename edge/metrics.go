@@ -58,6 +58,7 @@ type metrics struct {
 	blockIPs    prometheus.Gauge
 	liveEdges   prometheus.Gauge   // fleet.go
 	heartbeats  prometheus.Counter // failed heartbeats (fleet.go)
+	fleetOver   prometheus.Counter // live edge counts past edge.fleet_max_edges (fleet.go)
 	blockUsers  prometheus.Gauge
 
 	// The risk check (risk.go): every series exists with risk off too.
@@ -134,8 +135,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "seckill_edge_heartbeat_errors_total",
 		Help: "Heartbeats to the live edge set that failed; the edge kept its last live edge count.",
 	})
+	m.fleetOver = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_edge_fleet_refused_total",
+		Help: "Heartbeats whose live edge count exceeded edge.fleet_max_edges (members forged into sk:edges, or a fleet larger than the bound); the edge kept its last count within the bound.",
+	})
 	for _, c := range []prometheus.Collector{m.requestsVec, rejections, engineCalls, seconds, m.propagation, blocklist,
-		riskVerdicts, riskFailures, riskDegraded, riskSeconds, m.skuPurchases, m.liveEdges, m.heartbeats} {
+		riskVerdicts, riskFailures, riskDegraded, riskSeconds, m.skuPurchases, m.liveEdges, m.heartbeats, m.fleetOver} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge metrics: %w", err)
 		}

@@ -214,7 +214,8 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	// Announce this edge before its first request, so it admits its share
 	// of the gate from the start.
 	s.fleet = &fleet{id: newEdgeID(), rdb: rdb, every: cfg.FleetHeartbeat, ttl: cfg.FleetTTL, timeout: cfg.RedisTimeout,
-		onCount: s.admit.setLive, live: s.m.liveEdges, errs: s.m.heartbeats, log: log}
+		onCount: s.admit.setLive, live: s.m.liveEdges, errs: s.m.heartbeats, log: log,
+		maxEdges: cfg.FleetMaxEdges, over: s.m.fleetOver}
 	s.fleet.start(s.bgCtx)
 	s.wg.Add(4)
 	go s.subscribe(s.bgCtx)

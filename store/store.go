@@ -65,6 +65,9 @@ type Store interface {
 	// (re-buy allowed, also every row from before the column), a pointer
 	// to false where the activity forbids buying again after a close.
 	Activities(ctx context.Context) ([]sale.Activity, error)
+	// Item returns one SKU of an activity as PutActivity last wrote it
+	// (price, per-user limit, hot placement), or ErrNotFound.
+	Item(ctx context.Context, activity, sku int64) (sale.SKU, error)
 	// ConfirmPayment records a payment provider's confirmation p and marks
 	// its order PAID, in one transaction: only when the order is
 	// PENDING_PAYMENT and was created at or after createdSince (not past its

@@ -32,6 +32,9 @@ func runEdge(args []string) error {
 	if err := cfg.CheckSecrets(true); err != nil {
 		return err
 	}
+	if err := cfg.Redis.CheckAuth(); err != nil {
+		return err
+	}
 	if err := cfg.Edge.CheckIdentity(); err != nil {
 		return err
 	}
@@ -82,6 +85,9 @@ func runEngine(args []string) error {
 	if err := cfg.CheckSecrets(false); err != nil {
 		return err
 	}
+	if err := cfg.Redis.CheckAuth(); err != nil {
+		return err
+	}
 	// The metrics listener answers /healthz and /readyz from the start; the
 	// sidecar socket opens only once the engine can serve, so an edge's
 	// calls meanwhile fail at once (its breaker answers busy) instead of
@@ -126,6 +132,9 @@ func runConsumer(args []string) error {
 		return err
 	}
 	if err := cfg.CheckSecrets(false); err != nil {
+		return err
+	}
+	if err := cfg.Redis.CheckAuth(); err != nil {
 		return err
 	}
 	roles := app.Roles{Consumer: true}

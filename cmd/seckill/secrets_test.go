@@ -86,3 +86,51 @@ func TestATCPEngineWithoutASecretRefusesToStart(t *testing.T) {
 		t.Fatalf("seckill engine with a short secret: %v", err)
 	}
 }
+
+// TestProductionRefusesAnUnauthenticatedRedisAtStart: `seckill edge`,
+// `engine` and `consumer` with prod.yaml (no Redis password) refuse at
+// start, before any listener or dial, naming the key that lacks one;
+// with the default's password set, the hot shard's is still missing.
+func TestProductionRefusesAnUnauthenticatedRedisAtStart(t *testing.T) {
+	strong := strings.Repeat("7", 64)
+	sock := "unix://" + t.TempDir() + "/engine.sock"
+	starts := []struct {
+		name string
+		run  func([]string) error
+		args func() []string
+	}{
+		{"edge", runEdge, func() []string {
+			return []string{"--config", "../../configs/prod.yaml", "--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+				"--admin-listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))}
+		}},
+		{"engine", runEngine, func() []string { return []string{"--config", "../../configs/prod.yaml", "--listen", sock} }},
+		{"consumer", runConsumer, func() []string { return []string{"--config", "../../configs/prod.yaml"} }},
+	}
+	for _, c := range []struct {
+		name, want string
+		env        map[string]string
+	}{
+		{"no password at all", "redis.default has no password", nil},
+		{"the hot shard without one", "redis.hot[0] has no password", map[string]string{"SECKILL_REDIS_DEFAULT_USERNAME": "edge",
+			"SECKILL_REDIS_DEFAULT_PASSWORD": strong}},
+		{"insecure false spelled out", "redis.default has no password", map[string]string{"SECKILL_REDIS_INSECURE": "false"}},
+	} {
+		for _, s := range starts {
+			t.Run(s.name+": "+c.name, func(t *testing.T) {
+				clearSeckillEnv(t)
+				t.Setenv("SECKILL_ADMIN_TOKEN", strong)
+				t.Setenv("SECKILL_ORDER_SIGNING_KEYS", "k1:"+strong)
+				for k, v := range c.env {
+					t.Setenv(k, v)
+				}
+				err := runBounded(t, s.run, s.args()...)
+				if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "redis.insecure") {
+					t.Fatalf("seckill %s: %v, want a refusal naming %q and redis.insecure", s.name, err, c.want)
+				}
+				if strings.Contains(err.Error(), strong) {
+					t.Fatalf("the refusal shows the secret: %v", err)
+				}
+			})
+		}
+	}
+}

@@ -328,7 +328,8 @@ func (s *System) writeConfigRedis(redis string) {
   format: console
   level: info
 redis:
-%sengine:
+%s  insecure: true
+engine:
   kafka:
     brokers: [%q]
 consumer:

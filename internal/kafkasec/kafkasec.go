@@ -8,30 +8,18 @@ package kafkasec
 import (
 	"crypto/sha256"
 	"crypto/sha512"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/IBM/sarama"
 	"github.com/xdg-go/scram"
+
+	"seckill/internal/tlsclient"
 )
 
-// TLS is a client's TLS: off unless Enabled.
-type TLS struct {
-	Enabled bool `yaml:"enabled"`
-	// CAFile is a PEM bundle of the CAs that sign the brokers'
-	// certificates; empty: the system roots.
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are the client certificate and key (PEM) for
-	// brokers that ask for one (mutual TLS); both or neither.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-	// ServerName is the name the brokers' certificates must carry; empty:
-	// the host of the broker address.
-	ServerName string `yaml:"server_name"`
-}
+// TLS is a client's TLS: off unless Enabled (internal/tlsclient, the
+// keys Redis' clients share).
+type TLS = tlsclient.TLS
 
 // SASL is a client's SASL authentication: off unless Mechanism is set.
 type SASL struct {
@@ -51,12 +39,8 @@ type Security struct {
 
 // Validate names the first bad key under prefix (e.g. "engine.kafka").
 func (s *Security) Validate(prefix string) error {
-	t := s.TLS
-	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "") {
-		return fmt.Errorf("%s.tls: files or server_name set but tls.enabled is false", prefix)
-	}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		return fmt.Errorf("%s.tls.cert_file and %s.tls.key_file go together", prefix, prefix)
+	if err := s.TLS.Validate(prefix); err != nil {
+		return err
 	}
 	switch s.SASL.Mechanism {
 	case "":
@@ -76,25 +60,11 @@ func (s *Security) Validate(prefix string) error {
 // Apply writes s into c: Net.TLS (reading the files now, so a missing or
 // bad file fails at start) and Net.SASL with a SCRAM client.
 func (s *Security) Apply(c *sarama.Config) error {
-	if s.TLS.Enabled {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: s.TLS.ServerName}
-		if s.TLS.CAFile != "" {
-			pem, err := os.ReadFile(s.TLS.CAFile)
-			if err != nil {
-				return fmt.Errorf("kafka tls ca_file: %w", err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return fmt.Errorf("kafka tls ca_file %s: no PEM certificate in it", s.TLS.CAFile)
-			}
-		}
-		if s.TLS.CertFile != "" {
-			cert, err := tls.LoadX509KeyPair(s.TLS.CertFile, s.TLS.KeyFile)
-			if err != nil {
-				return fmt.Errorf("kafka tls client certificate: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
+	tc, err := s.TLS.Config("kafka")
+	if err != nil {
+		return err
+	}
+	if tc != nil {
 		c.Net.TLS.Enable = true
 		c.Net.TLS.Config = tc
 	}

@@ -60,7 +60,7 @@ func (h *HotShards) UnmarshalYAML(n *yaml.Node) error {
 func knownRedisKeys(n *yaml.Node) error {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		switch k := n.Content[i]; k.Value {
-		case "addrs", "password", "db":
+		case "addrs", "username", "password", "db", "tls":
 		default:
 			return fmt.Errorf("line %d: field %s not found in a redis.hot shard", k.Line, k.Value)
 		}
@@ -83,8 +83,11 @@ func (h HotShards) Shards() []Redis {
 //	<prefix>_ADDRS     shards separated by ';', a shard's addresses by ','
 //	                   ("h1:6379;h2:6379" is two shards, "a:1,b:2" one
 //	                   cluster); it replaces the whole list
+//	<prefix>_USERNAME  every hot shard's ACL user
 //	<prefix>_PASSWORD  every hot shard's password
 //	<prefix>_DB        every hot shard's database
+//
+// (A shard's TLS settings come from the file.)
 func (h *HotShards) ApplyEnv(prefix string, lookup func(string) (string, bool)) error {
 	if s, ok := lookup(prefix + "_ADDRS"); ok {
 		var out HotShards
@@ -101,10 +104,15 @@ func (h *HotShards) ApplyEnv(prefix string, lookup func(string) (string, bool)) 
 		}
 		for i := range out {
 			if i < len(*h) {
-				out[i].Password, out[i].DB = (*h)[i].Password, (*h)[i].DB
+				out[i].Username, out[i].Password, out[i].DB, out[i].TLS = (*h)[i].Username, (*h)[i].Password, (*h)[i].DB, (*h)[i].TLS
 			}
 		}
 		*h = out
+	}
+	if s, ok := lookup(prefix + "_USERNAME"); ok {
+		for i := range *h {
+			(*h)[i].Username = s
+		}
 	}
 	if s, ok := lookup(prefix + "_PASSWORD"); ok {
 		for i := range *h {

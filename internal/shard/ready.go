@@ -31,7 +31,10 @@ func Dependencies(cfg Config) []ready.Dependency {
 // (IsLoading), which rueidis reports already when it connects. The client
 // does not retry: one check is one attempt.
 func Check(ctx context.Context, cfg Config, r Redis) error {
-	o := clientOption(cfg, r)
+	o, err := clientOption(cfg, r)
+	if err != nil {
+		return fmt.Errorf("%v: %w", r.Addrs, err)
+	}
 	o.DisableRetry = true
 	c, err := rueidis.NewClient(o)
 	if err != nil {

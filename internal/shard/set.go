@@ -52,19 +52,31 @@ func Open(cfg Config) (*Set, error) {
 }
 
 func open(cfg Config, r Redis) (rueidis.Client, error) {
-	return rueidis.NewClient(clientOption(cfg, r))
+	o, err := clientOption(cfg, r)
+	if err != nil {
+		return nil, err
+	}
+	return rueidis.NewClient(o)
 }
 
-func clientOption(cfg Config, r Redis) rueidis.ClientOption {
+// clientOption is how every client of r is built (Open, Check): the TLS
+// files are read here, so a missing one fails at start.
+func clientOption(cfg Config, r Redis) (rueidis.ClientOption, error) {
+	tc, err := r.TLS.Config("redis")
+	if err != nil {
+		return rueidis.ClientOption{}, err
+	}
 	return rueidis.ClientOption{
 		InitAddress:       r.Addrs,
+		Username:          r.Username,
 		Password:          r.Password,
 		SelectDB:          r.DB,
+		TLSConfig:         tc,
 		DisableCache:      true,
 		ConnWriteTimeout:  cfg.Timeout,
 		Dialer:            netDialer(cfg.Timeout),
 		PipelineMultiplex: cfg.PipelineMultiplex,
-	}
+	}, nil
 }
 
 // Place is the shard that holds a SKU's keys: -1 for redis.default, i for

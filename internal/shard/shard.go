@@ -12,14 +12,32 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"seckill/internal/tlsclient"
 )
 
 // Redis addresses one Redis deployment. More than one address means a Redis
 // Cluster (every SKU's keys share a hash tag, so scripts stay in one slot).
+//
+// Username and Password authenticate (AUTH): Password alone for a server
+// with requirepass, both for an ACL user. Keep the password in the
+// environment (SECKILL_REDIS_DEFAULT_PASSWORD, SECKILL_REDIS_HOT_PASSWORD),
+// never in a committed file. TLS encrypts the connection and verifies the
+// server (ca_file, server_name), with a client certificate (cert_file,
+// key_file) where the server asks for one; in a cluster it applies to
+// every node.
 type Redis struct {
-	Addrs    []string `yaml:"addrs"`
-	Password string   `yaml:"password"`
-	DB       int      `yaml:"db"`
+	Addrs    []string      `yaml:"addrs"`
+	Username string        `yaml:"username"`
+	Password string        `yaml:"password"`
+	DB       int           `yaml:"db"`
+	TLS      tlsclient.TLS `yaml:"tls"`
+}
+
+// authenticated reports whether r proves who the client is: a password
+// (requirepass or an ACL user), or a TLS client certificate.
+func (r Redis) authenticated() bool {
+	return r.Password != "" || r.TLS.Enabled && r.TLS.CertFile != ""
 }
 
 // Config is the redis section of the configuration.
@@ -45,6 +63,13 @@ type Config struct {
 	// WaitTimeout bounds the WAIT (whole milliseconds, at least 1ms; keep
 	// it well under engine.occupy_timeout). Default 50ms.
 	WaitTimeout time.Duration `yaml:"wait_timeout"`
+	// Insecure lets `seckill edge`, `engine` and `consumer` use a Redis
+	// without authentication (no password, no client certificate), which
+	// they otherwise refuse at start (CheckAuth): anything that reaches
+	// such a Redis can rewrite the stock. Set it on purpose only, where
+	// nothing else can reach the servers. `seckill dev` never asks.
+	// Default false.
+	Insecure bool `yaml:"insecure"`
 }
 
 // DefaultConfig is one local Redis for everything.
@@ -69,6 +94,14 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if err := c.Default.TLS.Validate("redis.default"); err != nil {
+		return err
+	}
+	for i, h := range hot {
+		if err := h.TLS.Validate(fmt.Sprintf("redis.hot[%d]", i)); err != nil {
+			return err
+		}
+	}
 	if c.Timeout <= 0 {
 		return errors.New("redis.timeout must be positive")
 	}
@@ -90,3 +123,22 @@ func HotName(i int) string { return "hot" + strconv.Itoa(i) }
 
 // DefaultName names redis.default the same way.
 const DefaultName = "default"
+
+// CheckAuth is the start-up check of the production roles: every
+// deployment must authenticate (a password, or a TLS client certificate)
+// unless redis.insecure is set. The error names the key and its variable.
+func (c *Config) CheckAuth() error {
+	if c.Insecure {
+		return nil
+	}
+	if !c.Default.authenticated() {
+		return errors.New("redis.default has no password or client certificate: set SECKILL_REDIS_DEFAULT_PASSWORD (and redis.default.username for an ACL user), or redis.insecure: true to use an unauthenticated Redis on purpose")
+	}
+	for i, h := range c.Hot.Shards() {
+		if sameAddrs(h.Addrs, c.Default.Addrs) || h.authenticated() {
+			continue
+		}
+		return fmt.Errorf("redis.hot[%d] has no password or client certificate: set SECKILL_REDIS_HOT_PASSWORD (and SECKILL_REDIS_HOT_USERNAME for an ACL user), or redis.insecure: true to use an unauthenticated Redis on purpose", i)
+	}
+	return nil
+}

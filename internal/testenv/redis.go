@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,8 +24,14 @@ type Redis struct {
 	Dir  string
 	Port int
 	Args []string // extra server arguments it was started with
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
+	// Username and Password are what Client, Do and the start-up probe
+	// authenticate with (WithRedisPassword, WithRedisACL); empty: none.
+	Username, Password string
+	// TLS is the server's TLS (WithRedisTLS): Addr then speaks TLS only.
+	TLS     *RedisTLS
+	aclFile string
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when cmd has exited
 }
 
 // RedisOption changes how StartRedis starts the server.
@@ -46,6 +51,7 @@ func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 	for _, o := range opts {
 		o(r)
 	}
+	r.prepare(t)
 	// FreePort's port is free when asked, not necessarily when
 	// redis-server binds it: another test binary's server or an outgoing
 	// connection may take it in between. Start then fails (the server
@@ -75,6 +81,7 @@ func (r *Redis) Start() error {
 	args := []string{"--port", itoa(r.Port), "--bind", "127.0.0.1", "--dir", r.Dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no",
 		"--logfile", filepath.Join(r.Dir, "redis.log")}
+	args = append(args, r.authArgs()...)
 	args = append(args, r.Args...)
 	r.cmd = exec.Command(bin, args...)
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -105,7 +112,7 @@ func (r *Redis) waitOurs(d time.Duration) error {
 			return fmt.Errorf("redis-server exited at start (port %d taken?)", r.Port)
 		default:
 		}
-		got, err := infoPID(r.Addr)
+		got, err := r.infoPID()
 		switch {
 		case err == nil && got == pid:
 			return nil
@@ -118,18 +125,22 @@ func (r *Redis) waitOurs(d time.Duration) error {
 	}
 }
 
-// infoPID asks the Redis server on addr for its process id (INFO server).
-func infoPID(addr string) (int, error) {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+// infoPID asks the Redis server on r.Addr for its process id (INFO
+// server), over TLS and after AUTH where r has them.
+func (r *Redis) infoPID() (int, error) {
+	c, err := r.dial(200 * time.Millisecond)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
+	br := bufio.NewReader(c)
+	if err := r.auth(c, br); err != nil {
+		return 0, err
+	}
 	if _, err := c.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
 		return 0, err
 	}
-	br := bufio.NewReader(c)
 	head, err := br.ReadString('\n')
 	if err != nil {
 		return 0, err
@@ -166,7 +177,7 @@ func (r *Redis) Stop() {
 // Client returns a rueidis client to the server, closed when the test ends.
 func (r *Redis) Client(t testing.TB) rueidis.Client {
 	t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{r.Addr}, DisableCache: true})
+	c, err := rueidis.NewClient(r.ClientOption())
 	if err != nil {
 		t.Fatalf("rueidis client to %s: %v", r.Addr, err)
 	}

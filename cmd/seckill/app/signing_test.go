@@ -25,6 +25,7 @@ func TestProductionWithoutOrderSigningKeyRefusesToStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.OrderSigning.Keys = nil
+	cfg.Edge.Engine = "" // prod.yaml's edge calls its sidecar; here the engine runs in process
 	for name, roles := range map[string]Roles{
 		"edge with the engine in process": {Edge: true, Engine: true},
 		"engine sidecar":                  {Engine: true},

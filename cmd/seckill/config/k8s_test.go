@@ -395,6 +395,13 @@ func TestK8sManifests(t *testing.T) {
 				if err := cfg.CheckSecrets(tc.needAdmin); err != nil {
 					t.Errorf("%s pod %s: %v", tc.c.Name, name, err)
 				}
+				// Every Redis as its role's ACL user (deploy/redis/users.acl).
+				if err := cfg.Redis.CheckAuth(); err != nil {
+					t.Errorf("%s pod %s: %v", tc.c.Name, name, err)
+				}
+				if u, h := cfg.Redis.Default.Username, cfg.Redis.Hot.Shards(); u != role(tc.c) || len(h) == 0 || h[0].Username != u {
+					t.Errorf("%s pod %s: Redis users %q and %+v, want its role's user %s on every Redis", tc.c.Name, name, u, h, role(tc.c))
+				}
 				if role(tc.c) == "edge" {
 					if err := cfg.Edge.CheckIdentity(); err != nil {
 						t.Errorf("%s pod %s: %v", tc.c.Name, name, err)
