@@ -48,10 +48,10 @@ func TestIdentitySigned(t *testing.T) {
 	e := newEdge(t, withConfig(func(c *Config) {
 		c.Identity = identity.ModeSigned
 		c.IdentityKeys = []identity.Key{gwNew, gwOld}
-		c.IdentitySkew = 30 * time.Second
+		c.IdentitySkew = 5 * time.Second
 	}))
 	send := func(k identity.Key, user int64, at time.Time, extra ...string) response {
-		ts, sig := identity.Sign(k, user, at)
+		ts, sig := identity.Sign(k, "POST", "/api/v1/flash-sale/order", []byte(`{"skuId":1001}`), user, at)
 		h := append([]string{"X-User-Ts", ts, "X-User-Sig", sig}, extra...)
 		return e.doVia(e.client, "POST", "/api/v1/flash-sale/order", "42", `{"skuId":1001}`, h...)
 	}
@@ -73,6 +73,33 @@ func TestIdentitySigned(t *testing.T) {
 		if c.r.status != c.status {
 			t.Errorf("%s: %d %s, want %d", c.name, c.r.status, c.r.raw, c.status)
 		}
+	}
+}
+
+// Through the edge, a signed order's headers are good for that order
+// only: on the submit or result route, or under another body, 401 — and
+// the order they sign is not placed twice by a replay on another route.
+func TestASignedHeaderIsForItsOneRequest(t *testing.T) {
+	e := newEdge(t, withConfig(func(c *Config) {
+		c.Identity = identity.ModeSigned
+		c.IdentityKeys = []identity.Key{gwNew}
+		c.IdentitySkew = 5 * time.Second
+	}))
+	body := `{"skuId":1001}`
+	ts, sig := identity.Sign(gwNew, "POST", "/api/v1/flash-sale/order", []byte(body), 42, time.Now())
+	h := []string{"X-User-Ts", ts, "X-User-Sig", sig}
+	for _, rt := range []struct{ name, method, path, body string }{
+		{"the submit route", "POST", "/api/seckill/submit", `{"activityId":7,"skuId":1001}`},
+		{"the token route", "POST", "/api/v1/flash-sale/token", `{"activityId":8,"skuId":2001}`},
+		{"the result route", "GET", "/api/v1/flash-sale/result/123", ""},
+		{"the order route with another SKU", "POST", "/api/v1/flash-sale/order", `{"skuId":1002}`},
+	} {
+		if r := e.doVia(e.client, rt.method, rt.path, "42", rt.body, h...); r.status != 401 {
+			t.Errorf("%s under the order's headers: %d %s, want 401", rt.name, r.status, r.raw)
+		}
+	}
+	if r := e.doVia(e.client, "POST", "/api/v1/flash-sale/order", "42", body, h...); r.status != 200 {
+		t.Fatalf("the signed order itself: %d %s", r.status, r.raw)
 	}
 }
 
