@@ -23,6 +23,11 @@ type Config struct {
 	// ("Authorization: Bearer …"); empty uses engine.sidecar_secret. Set it
 	// from the environment, SECKILL_EDGE_ENGINE_SECRET. Default none.
 	EngineSecret string `yaml:"engine_secret"`
+	// EngineTLSCert and EngineTLSKey are the PEM certificate and key the
+	// edge presents to a TLS sidecar that requires client certificates
+	// (engine.sidecar_tls_ca signed it). Default none.
+	EngineTLSCert string `yaml:"engine_tls_cert"`
+	EngineTLSKey  string `yaml:"engine_tls_key"`
 	// MaxBodyBytes refuses larger request bodies before parsing (413); it
 	// is also the server's MaxRequestBodySize. Default 4096.
 	MaxBodyBytes int `yaml:"max_body_bytes"`
@@ -60,8 +65,10 @@ type Config struct {
 	// at least 32 characters, from the environment:
 	// SECKILL_EDGE_IDENTITY_KEYS=g2:<secret>,g1:<old secret>.
 	IdentityKeys []identity.Key `yaml:"identity_keys"`
-	// IdentitySkew is how far X-User-Ts may be from the edge's clock, either
-	// way (at most 5m). Default 30s.
+	// IdentitySkew is how old X-User-Ts may be (1s to 30s; a clock up to
+	// identity.FutureSkew, 2s, ahead passes too): a signature is a bearer
+	// credential for its one request (method, target, body) that long.
+	// Default 5s.
 	IdentitySkew time.Duration `yaml:"identity_skew"`
 	// PublicOps serves /readyz (generic body) and /metrics on the public
 	// listener as well, outside the address checks. Production (prod.yaml)
@@ -235,7 +242,7 @@ func DefaultConfig() Config {
 		MaxConnsPerIP:      256,
 		PublicOps:          true,
 		Identity:           identity.ModeSigned,
-		IdentitySkew:       30 * time.Second,
+		IdentitySkew:       5 * time.Second,
 		ReadTimeout:        5 * time.Second,
 		WriteTimeout:       5 * time.Second,
 		IdleTimeout:        60 * time.Second,
@@ -279,6 +286,8 @@ func (c *Config) Validate() error {
 		return errors.New("edge.max_conns must not be negative")
 	case c.MaxConnsPerIP < 0:
 		return errors.New("edge.max_conns_per_ip must not be negative")
+	case (c.EngineTLSCert == "") != (c.EngineTLSKey == ""):
+		return errors.New("edge.engine_tls_cert and edge.engine_tls_key go together")
 	case c.ReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0:
 		return errors.New("edge.read_timeout, edge.write_timeout and edge.idle_timeout must be positive")
 	case c.AccessLogEvery < 0:

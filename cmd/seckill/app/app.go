@@ -7,14 +7,11 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -530,22 +527,14 @@ func (s *System) close() {
 
 // sidecarClientConfig is the edge's side of the sidecar's trust: the
 // secret (edge.engine_secret, else engine.sidecar_secret) and, with
-// engine.sidecar_tls_ca, TLS verified against that CA.
+// engine.sidecar_tls_ca, TLS verified against that CA, presenting
+// edge.engine_tls_cert when set.
 func sidecarClientConfig(cfg config.Config) (engine.ClientConfig, error) {
 	cc := engine.ClientConfig{Secret: cfg.Edge.EngineSecret}
 	if cc.Secret == "" {
 		cc.Secret = cfg.Engine.SidecarSecret
 	}
-	if cfg.Engine.SidecarTLSCA != "" {
-		pem, err := os.ReadFile(cfg.Engine.SidecarTLSCA)
-		if err != nil {
-			return cc, fmt.Errorf("engine.sidecar_tls_ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return cc, fmt.Errorf("engine.sidecar_tls_ca %s holds no PEM certificate", cfg.Engine.SidecarTLSCA)
-		}
-		cc.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	}
-	return cc, nil
+	var err error
+	cc.TLS, err = engine.ClientTLS(cfg.Engine.SidecarTLSCA, cfg.Edge.EngineTLSCert, cfg.Edge.EngineTLSKey)
+	return cc, err
 }
