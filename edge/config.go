@@ -59,6 +59,11 @@ type Config struct {
 	// gateway that forgets to strip a client's X-User-Id cannot lend it
 	// credit. `seckill dev` and bench use any.
 	Identity string `yaml:"identity"`
+	// IdentityInsecure lets `seckill edge` start with identity any, which
+	// it refuses otherwise: any peer that reaches the listener buys as any
+	// user. For load tests and fault suites on one machine only. Default
+	// false.
+	IdentityInsecure bool `yaml:"identity_insecure"`
 	// IdentityKeys are the gateway's signing keys for identity signed:
 	// the gateway signs with the first, every listed key verifies (list a
 	// new key first, keep the old one while gateways switch). Secrets of
@@ -390,12 +395,17 @@ func (c *Config) identityConfig() (identity.Config, error) {
 
 // CheckIdentity is what an edge process checks at start, before it dials
 // anything: the identity mode has what it needs (signed: edge.identity_keys;
-// trusted_proxies: edge.trusted_proxies). Validate checks only the shape,
+// trusted_proxies: edge.trusted_proxies), and any is refused unless
+// edge.identity_insecure says it is meant. Validate checks only the shape,
 // so that processes without an edge (engine, consumer) do not need them.
 func (c *Config) CheckIdentity() error {
 	ic, err := c.identityConfig()
 	if err != nil {
 		return err
+	}
+	if c.Identity == identity.ModeAny && !c.IdentityInsecure {
+		return errors.New("edge.identity any lets any peer buy as any user: use signed (edge.identity_keys) or " +
+			"trusted_proxies in production; a load test on one machine sets edge.identity_insecure: true")
 	}
 	return ic.Check()
 }

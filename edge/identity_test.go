@@ -122,4 +122,12 @@ func TestIdentityConfig(t *testing.T) {
 	if err := c.CheckIdentity(); err == nil || !strings.Contains(err.Error(), "edge.trusted_proxies") {
 		t.Fatalf("trusted_proxies without proxies: %v", err)
 	}
+	c.Identity = identity.ModeAny
+	if err := c.CheckIdentity(); err == nil || !strings.Contains(err.Error(), "edge.identity_insecure") {
+		t.Fatalf("identity any at an edge's start: %v, want a refusal naming edge.identity_insecure", err)
+	}
+	c.IdentityInsecure = true
+	if err := c.CheckIdentity(); err != nil {
+		t.Fatalf("identity any, meant: %v", err)
+	}
 }

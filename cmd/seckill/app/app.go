@@ -310,7 +310,7 @@ func (s *System) forwardEvent(e sale.Event) {
 func (s *System) ready(ctx context.Context) error {
 	for _, d := range s.dependencies() {
 		if err := d.Ping(ctx); err != nil {
-			return fmt.Errorf("%s: %w", d.Name, err)
+			return &edge.NotReady{Check: d.Name, Err: err}
 		}
 	}
 	return nil
@@ -429,8 +429,9 @@ func (s *System) metricsMux() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		if err := s.ready(ctx); err != nil {
+			s.Log.Warn("not ready", zap.String("check", edge.ReadyCheck(err)), zap.Error(err))
 			w.WriteHeader(http.StatusServiceUnavailable)
-			b, _ := json.Marshal(map[string]string{"code": "NOT_READY", "message": err.Error()})
+			b, _ := json.Marshal(map[string]string{"code": "NOT_READY", "message": edge.NotReadyMessage(err)})
 			_, _ = w.Write(b)
 			return
 		}
