@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"seckill/internal/identity"
 	"seckill/internal/results"
@@ -151,6 +152,10 @@ type ResultEvents struct {
 	// at most once per fallbackPoll (1s), to spare the database.
 	fallback     func(ctx context.Context, requestNo string) (results.Entry, error)
 	fallbackPoll time.Duration
+	// Log hears of a stream whose writer panicked (the stream is closed,
+	// the process lives); nil: no log. Set it before the first request.
+	Log    *zap.Logger
+	panics atomic.Int64
 
 	mu     sync.Mutex
 	open   map[int64]int // user -> open streams
@@ -181,6 +186,23 @@ func NewResultEvents(res *results.Store, hub *ResultHub, cfg StreamConfig,
 
 // Open is the number of streams open now.
 func (h *ResultEvents) Open() int64 { return h.total.Load() }
+
+// Panics is the number of streams whose writer panicked (and was closed):
+// seckill_result_stream_panics_total.
+func (h *ResultEvents) Panics() int64 { return h.panics.Load() }
+
+// recoverStream ends a stream whose writer panicked: it runs on a
+// goroutine of its own, where a panic would otherwise end the process
+// with every buyer's stream; this one closes, counted and logged.
+func (h *ResultEvents) recoverStream(rn string) {
+	if v := recover(); v != nil {
+		h.panics.Add(1)
+		if h.Log != nil {
+			h.Log.Error("result stream writer panicked; the stream is closed", zap.String("requestNo", rn),
+				zap.Any("panic", v), zap.StackSkip("stack", 1))
+		}
+	}
+}
 
 // Close ends every open stream (at its next wake-up) and refuses new ones.
 func (h *ResultEvents) Close() {
@@ -295,6 +317,7 @@ func (h *ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer h.give(user)
 		defer stop()
+		defer h.recoverStream(rn)
 		send := func(b ...[]byte) bool {
 			_ = conn.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
 			for _, p := range b {

@@ -250,7 +250,11 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		s.StreamHub = web.NewResultHub(s.Shards.Default, log.Named("streams"))
 		s.Streams = web.NewResultEvents(res, s.StreamHub, cfg.Edge.ResultStream, fallback)
 		s.Streams.Identity = ident
+		s.Streams.Log = log.Named("streams")
 		streams := s.Streams
+		s.Reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "seckill_result_stream_panics_total",
+			Help: "Result streams whose writer panicked and was closed (the process lives)."},
+			func() float64 { return float64(streams.Panics()) }))
 		eopts = append(eopts, edge.WithRoutes(func(r *router.Router) {
 			mountBuyerPages(r, streams, st, payTimeout, ident)
 			if pay != nil {
