@@ -100,6 +100,23 @@ type Config struct {
 	// SoldOutTTL is how long a local sold-out flag lives without being
 	// refreshed (the fallback when an event is missed). Default 2s.
 	SoldOutTTL time.Duration `yaml:"soldout_ttl"`
+	// HoldersTTL is how long the edge remembers that a buyer holds a
+	// ticket for a SKU (the engine answered QUEUING or DUPLICATE) and
+	// answers their next attempt 409 DUPLICATE itself, before the SKU's
+	// admission gate (holders.go); 0 turns it off. A buyer whose ticket
+	// was released may be answered DUPLICATE (naming the released ticket)
+	// for up to this long. Default 5s.
+	HoldersTTL time.Duration `yaml:"holders_ttl"`
+	// HoldersMax bounds the holders remembered. Default 1048576.
+	HoldersMax int `yaml:"holders_max"`
+	// DBReadsPerUser bounds the orders-database reads one user's ids may
+	// cause a second (burst five times it) on the result route's and the
+	// result stream's fallback and the pay route (DBBound); past it 429.
+	// 0: no bound. Default 2.
+	DBReadsPerUser float64 `yaml:"db_reads_per_user"`
+	// DBMissTTL is how long an id the database did not know is answered
+	// "not found" without another read. Default 30s.
+	DBMissTTL time.Duration `yaml:"db_miss_ttl"`
 	// AccessLogEvery samples the access log: one request in this many is
 	// logged at info (with its answer, which names the requestNo); 0 logs
 	// none. Default 1000.
@@ -252,6 +269,10 @@ func DefaultConfig() Config {
 		WriteTimeout:       5 * time.Second,
 		IdleTimeout:        60 * time.Second,
 		SoldOutTTL:         2 * time.Second,
+		HoldersTTL:         5 * time.Second,
+		HoldersMax:         1 << 20,
+		DBReadsPerUser:     2,
+		DBMissTTL:          30 * time.Second,
 		AccessLogEvery:     1000,
 		RefreshInterval:    2 * time.Second,
 		ViewTTL:            time.Second,
@@ -297,6 +318,12 @@ func (c *Config) Validate() error {
 		return errors.New("edge.read_timeout, edge.write_timeout and edge.idle_timeout must be positive")
 	case c.AccessLogEvery < 0:
 		return errors.New("edge.access_log_every must not be negative")
+	case c.HoldersTTL < 0 || c.HoldersTTL > 10*time.Minute:
+		return errors.New("edge.holders_ttl must be 0 (off) to 10m")
+	case c.HoldersTTL > 0 && c.HoldersMax < 1024:
+		return errors.New("edge.holders_max must be at least 1024")
+	case c.DBReadsPerUser < 0 || c.DBReadsPerUser > 0 && c.DBMissTTL <= 0:
+		return errors.New("edge.db_reads_per_user must not be negative, and edge.db_miss_ttl must be positive with it")
 	case c.SoldOutTTL <= 0:
 		return errors.New("edge.soldout_ttl must be positive")
 	case c.RefreshInterval <= 0:

@@ -66,6 +66,12 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
+	// A buyer the engine just told holds a ticket is told again here:
+	// their retries spend no gate capacity (holders.go).
+	if rn, held := s.hold.held(v.activity, o.SKUID, user); held {
+		s.out.ticket(ctx, fasthttp.StatusConflict, "DUPLICATE", rn, msgDuplicate)
+		return
+	}
 	if !s.admit.purchase(ctx, o.SKUID) {
 		return
 	}
@@ -122,6 +128,9 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.TokenRefundTimeout)
 		s.tokens.refunder.Refund(rctx, o.Token)
 		cancel()
+	}
+	if oc, _ := engineOutcome(err); oc == outcomeQueued || oc == outcomeDuplicate {
+		s.hold.hold(v.activity, o.SKUID, user, t.RequestNo)
 	}
 	s.answer(ctx, o.SKUID, v.activity, t, err, now < v.start || now >= v.end)
 }

@@ -274,7 +274,7 @@ func TestPushedResultsCostNoPolling(t *testing.T) {
 func TestAPanickingStreamClosesThatStreamOnly(t *testing.T) {
 	s := newStreamRig(t, StreamConfig{Heartbeat: time.Minute, MaxWait: 10 * time.Second, Recheck: 20 * time.Millisecond}, 5*time.Second, false)
 	var calls atomic.Int64
-	s.h.fallback = func(_ context.Context, rn string) (results.Entry, error) {
+	s.h.fallback = func(_ context.Context, _ int64, rn string) (results.Entry, error) {
 		if rn == "1-1001-666" && calls.Add(1) > 1 {
 			panic("fallback bug")
 		}

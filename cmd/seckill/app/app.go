@@ -28,7 +28,6 @@ import (
 	"seckill/engine"
 	"seckill/internal/blocklist"
 	"seckill/internal/catalog"
-	"seckill/internal/identity"
 	"seckill/internal/lag"
 	"seckill/internal/obs"
 	"seckill/internal/results"
@@ -76,6 +75,7 @@ type System struct {
 	// Streams serves the result streams of the edge; StreamHub is its one
 	// subscription to pushed results.
 	Streams   *web.ResultEvents
+	dbBound   *edge.DBBound // nil without an edge or with edge.db_reads_per_user 0
 	StreamHub *web.ResultHub
 	jobs      *jobs // bookkeeping jobs (jobs.go)
 
@@ -229,10 +229,17 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		if s.jobs.reqlog != nil {
 			eopts = append(eopts, edge.WithRiskLog(s.jobs.reqlog))
 		}
-		var fallback edge.ResultFallback
+		// One bound on the database reads a user's ids cause, shared by
+		// the result route, the result stream and pay.
+		if s.dbBound, err = edge.NewDBBound(&cfg.Edge); err != nil {
+			return nil, err
+		}
+		eopts = append(eopts, edge.WithDBBound(s.dbBound))
+		var fallback func(context.Context, int64, string) (results.Entry, error)
 		if s.Store != nil {
-			fallback = resultFromStore(s.Store)
-			eopts = append(eopts, edge.WithResultFallback(fallback))
+			f := resultFromStore(s.Store)
+			eopts = append(eopts, edge.WithResultFallback(f))
+			fallback = s.dbBound.Fallback(f)
 		}
 		res, pay, stock, st, payTimeout := s.Results, s.Payments, s.Stock, s.Store, cfg.Order.PayTimeout
 		eopts = append(eopts, edge.WithStockCheck(func(ctx context.Context, a, k int64) (bool, error) {
@@ -251,14 +258,14 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		s.Streams = web.NewResultEvents(res, s.StreamHub, cfg.Edge.ResultStream, fallback)
 		s.Streams.Identity = ident
 		s.Streams.Log = log.Named("streams")
-		streams := s.Streams
+		streams, dbBound := s.Streams, s.dbBound
 		s.Reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "seckill_result_stream_panics_total",
 			Help: "Result streams whose writer panicked and was closed (the process lives)."},
 			func() float64 { return float64(streams.Panics()) }))
 		eopts = append(eopts, edge.WithRoutes(func(r *router.Router) {
 			mountBuyerPages(r, streams, st, payTimeout, ident)
 			if pay != nil {
-				r.POST(payment.PayPath, identity.Guard(ident, payment.Handler(pay, 0)))
+				r.POST(payment.PayPath, dbBound.Guard(ident, payment.Handler(pay, 0)))
 				// The provider's callback proves itself by its signature.
 				r.POST(payment.CallbackPath, payment.CallbackHandler(pay, 0))
 			}
@@ -519,6 +526,7 @@ func (s *System) drain(ctx context.Context) error {
 }
 
 func (s *System) close() {
+	s.dbBound.Close()
 	if s.Lag != nil {
 		s.Lag.Close()
 	}
