@@ -67,8 +67,10 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	// A buyer the engine just told holds a ticket is told again here:
-	// their retries spend no gate capacity (holders.go).
-	if rn, held := s.hold.held(v.activity, o.SKUID, user); held {
+	// their retries spend no gate capacity (holders.go). Not where a
+	// token is required: a spent token is answered 403 as it always was,
+	// and each attempt there needs a token of its own.
+	if rn, held := s.hold.held(v.activity, o.SKUID, user); held && !v.requireToken {
 		s.out.ticket(ctx, fasthttp.StatusConflict, "DUPLICATE", rn, msgDuplicate)
 		return
 	}
