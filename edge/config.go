@@ -23,6 +23,11 @@ type Config struct {
 	// ("Authorization: Bearer …"); empty uses engine.sidecar_secret. Set it
 	// from the environment, SECKILL_EDGE_ENGINE_SECRET. Default none.
 	EngineSecret string `yaml:"engine_secret"`
+	// EngineTLSCert and EngineTLSKey are the PEM certificate and key the
+	// edge presents to a TLS sidecar that requires client certificates
+	// (engine.sidecar_tls_ca signed it). Default none.
+	EngineTLSCert string `yaml:"engine_tls_cert"`
+	EngineTLSKey  string `yaml:"engine_tls_key"`
 	// MaxBodyBytes refuses larger request bodies before parsing (413); it
 	// is also the server's MaxRequestBodySize. Default 4096.
 	MaxBodyBytes int `yaml:"max_body_bytes"`
@@ -54,14 +59,21 @@ type Config struct {
 	// gateway that forgets to strip a client's X-User-Id cannot lend it
 	// credit. `seckill dev` and bench use any.
 	Identity string `yaml:"identity"`
+	// IdentityInsecure lets `seckill edge` start with identity any, which
+	// it refuses otherwise: any peer that reaches the listener buys as any
+	// user. For load tests and fault suites on one machine only. Default
+	// false.
+	IdentityInsecure bool `yaml:"identity_insecure"`
 	// IdentityKeys are the gateway's signing keys for identity signed:
 	// the gateway signs with the first, every listed key verifies (list a
 	// new key first, keep the old one while gateways switch). Secrets of
 	// at least 32 characters, from the environment:
 	// SECKILL_EDGE_IDENTITY_KEYS=g2:<secret>,g1:<old secret>.
 	IdentityKeys []identity.Key `yaml:"identity_keys"`
-	// IdentitySkew is how far X-User-Ts may be from the edge's clock, either
-	// way (at most 5m). Default 30s.
+	// IdentitySkew is how old X-User-Ts may be (1s to 30s; a clock up to
+	// identity.FutureSkew, 2s, ahead passes too): a signature is a bearer
+	// credential for its one request (method, target, body) that long.
+	// Default 5s.
 	IdentitySkew time.Duration `yaml:"identity_skew"`
 	// PublicOps serves /readyz (generic body) and /metrics on the public
 	// listener as well, outside the address checks. Production (prod.yaml)
@@ -88,6 +100,23 @@ type Config struct {
 	// SoldOutTTL is how long a local sold-out flag lives without being
 	// refreshed (the fallback when an event is missed). Default 2s.
 	SoldOutTTL time.Duration `yaml:"soldout_ttl"`
+	// HoldersTTL is how long the edge remembers that a buyer holds a
+	// ticket for a SKU (the engine answered QUEUING or DUPLICATE) and
+	// answers their next attempt 409 DUPLICATE itself, before the SKU's
+	// admission gate (holders.go); 0 turns it off. A buyer whose ticket
+	// was released may be answered DUPLICATE (naming the released ticket)
+	// for up to this long. Default 5s.
+	HoldersTTL time.Duration `yaml:"holders_ttl"`
+	// HoldersMax bounds the holders remembered. Default 1048576.
+	HoldersMax int `yaml:"holders_max"`
+	// DBReadsPerUser bounds the orders-database reads one user's ids may
+	// cause a second (burst five times it) on the result route's and the
+	// result stream's fallback and the pay route (DBBound); past it 429.
+	// 0: no bound. Default 2.
+	DBReadsPerUser float64 `yaml:"db_reads_per_user"`
+	// DBMissTTL is how long an id the database did not know is answered
+	// "not found" without another read. Default 30s.
+	DBMissTTL time.Duration `yaml:"db_miss_ttl"`
 	// AccessLogEvery samples the access log: one request in this many is
 	// logged at info (with its answer, which names the requestNo); 0 logs
 	// none. Default 1000.
@@ -243,11 +272,15 @@ func DefaultConfig() Config {
 		MaxConnsPerIP:      256,
 		PublicOps:          true,
 		Identity:           identity.ModeSigned,
-		IdentitySkew:       30 * time.Second,
+		IdentitySkew:       5 * time.Second,
 		ReadTimeout:        5 * time.Second,
 		WriteTimeout:       5 * time.Second,
 		IdleTimeout:        60 * time.Second,
 		SoldOutTTL:         2 * time.Second,
+		HoldersTTL:         5 * time.Second,
+		HoldersMax:         1 << 20,
+		DBReadsPerUser:     2,
+		DBMissTTL:          30 * time.Second,
 		AccessLogEvery:     1000,
 		RefreshInterval:    2 * time.Second,
 		ViewTTL:            time.Second,
@@ -288,10 +321,18 @@ func (c *Config) Validate() error {
 		return errors.New("edge.max_conns must not be negative")
 	case c.MaxConnsPerIP < 0:
 		return errors.New("edge.max_conns_per_ip must not be negative")
+	case (c.EngineTLSCert == "") != (c.EngineTLSKey == ""):
+		return errors.New("edge.engine_tls_cert and edge.engine_tls_key go together")
 	case c.ReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0:
 		return errors.New("edge.read_timeout, edge.write_timeout and edge.idle_timeout must be positive")
 	case c.AccessLogEvery < 0:
 		return errors.New("edge.access_log_every must not be negative")
+	case c.HoldersTTL < 0 || c.HoldersTTL > 10*time.Minute:
+		return errors.New("edge.holders_ttl must be 0 (off) to 10m")
+	case c.HoldersTTL > 0 && c.HoldersMax < 1024:
+		return errors.New("edge.holders_max must be at least 1024")
+	case c.DBReadsPerUser < 0 || c.DBReadsPerUser > 0 && c.DBMissTTL <= 0:
+		return errors.New("edge.db_reads_per_user must not be negative, and edge.db_miss_ttl must be positive with it")
 	case c.SoldOutTTL <= 0:
 		return errors.New("edge.soldout_ttl must be positive")
 	case c.RefreshInterval <= 0:
@@ -392,12 +433,17 @@ func (c *Config) identityConfig() (identity.Config, error) {
 
 // CheckIdentity is what an edge process checks at start, before it dials
 // anything: the identity mode has what it needs (signed: edge.identity_keys;
-// trusted_proxies: edge.trusted_proxies). Validate checks only the shape,
+// trusted_proxies: edge.trusted_proxies), and any is refused unless
+// edge.identity_insecure says it is meant. Validate checks only the shape,
 // so that processes without an edge (engine, consumer) do not need them.
 func (c *Config) CheckIdentity() error {
 	ic, err := c.identityConfig()
 	if err != nil {
 		return err
+	}
+	if c.Identity == identity.ModeAny && !c.IdentityInsecure {
+		return errors.New("edge.identity any lets any peer buy as any user: use signed (edge.identity_keys) or " +
+			"trusted_proxies in production; a load test on one machine sets edge.identity_insecure: true")
 	}
 	return ic.Check()
 }

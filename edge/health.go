@@ -2,7 +2,7 @@ package edge
 
 import (
 	"context"
-	"fmt"
+	"errors"
 
 	"github.com/fasthttp/router"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -16,9 +16,9 @@ func (s *Server) healthz(ctx *fasthttp.RequestCtx) { s.out.write(ctx, ansOK) }
 // readyz answers 200 when the default Redis answers PING and every extra
 // check passes, 503 otherwise (and while draining), so a balancer stops
 // sending buyers to an edge that could only answer "busy". On the public
-// listener the 503 body is generic (no internal error text reaches a
-// client); the reason goes to the log, and the admin listener's /readyz
-// (MountOps) names it.
+// listener the 503 body is generic; the admin listener's /readyz
+// (MountOps) names the failing check (ReadyCheck). No error text reaches
+// either body: addresses, DSNs and driver messages go to the log only.
 func (s *Server) readyz(ctx *fasthttp.RequestCtx) { s.answerReady(ctx, false) }
 
 func (s *Server) readyzDetailed(ctx *fasthttp.RequestCtx) { s.answerReady(ctx, true) }
@@ -26,17 +26,42 @@ func (s *Server) readyzDetailed(ctx *fasthttp.RequestCtx) { s.answerReady(ctx, t
 func (s *Server) answerReady(ctx *fasthttp.RequestCtx, detail bool) {
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	if err := s.checkReady(); err != nil {
+		s.warn.warn("edge not ready", err)
 		if !detail {
-			s.warn.warn("edge not ready", err)
 			s.out.write(ctx, ansNotReady)
 			return
 		}
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 		ctx.SetContentTypeBytes(contentTypeJSON)
-		ctx.SetBody(appendBody(nil, "NOT_READY", "", err.Error()))
+		ctx.SetBody(appendBody(nil, "NOT_READY", "", NotReadyMessage(err)))
 		return
 	}
 	s.out.write(ctx, ansReady)
+}
+
+// NotReady is a failed readiness check: Check names it (redis.default,
+// redis.hot0, store, draining), Err is the cause, for the log only.
+type NotReady struct {
+	Check string
+	Err   error
+}
+
+func (e *NotReady) Error() string { return e.Check + ": " + e.Err.Error() }
+func (e *NotReady) Unwrap() error { return e.Err }
+
+// ReadyCheck is the name of the failed check err reports ("dependency"
+// when it names none).
+func ReadyCheck(err error) string {
+	if n, ok := errors.AsType[*NotReady](err); ok {
+		return n.Check
+	}
+	return "dependency"
+}
+
+// NotReadyMessage is what a /readyz body says of err: the check's name and
+// a generic reason, never the error's text.
+func NotReadyMessage(err error) string {
+	return "not ready: " + ReadyCheck(err) + " is not answering (the cause is in the log)"
 }
 
 // MountOps puts GET /readyz (naming what is not ready) and GET /metrics
@@ -51,12 +76,12 @@ func (s *Server) MountOps(r *router.Router) {
 
 func (s *Server) checkReady() error {
 	if s.draining.Load() {
-		return fmt.Errorf("shutting down")
+		return &NotReady{Check: "draining", Err: errors.New("shutting down")}
 	}
 	ctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
 	defer cancel()
 	if err := s.rdb.Do(ctx, s.rdb.B().Ping().Build()).Error(); err != nil {
-		return fmt.Errorf("redis default: %w", err)
+		return &NotReady{Check: "redis.default", Err: err}
 	}
 	for _, check := range s.ready {
 		if err := check(ctx); err != nil {

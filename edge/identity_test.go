@@ -48,10 +48,10 @@ func TestIdentitySigned(t *testing.T) {
 	e := newEdge(t, withConfig(func(c *Config) {
 		c.Identity = identity.ModeSigned
 		c.IdentityKeys = []identity.Key{gwNew, gwOld}
-		c.IdentitySkew = 30 * time.Second
+		c.IdentitySkew = 5 * time.Second
 	}))
 	send := func(k identity.Key, user int64, at time.Time, extra ...string) response {
-		ts, sig := identity.Sign(k, user, at)
+		ts, sig := identity.Sign(k, "POST", "/api/v1/flash-sale/order", []byte(`{"skuId":1001}`), user, at)
 		h := append([]string{"X-User-Ts", ts, "X-User-Sig", sig}, extra...)
 		return e.doVia(e.client, "POST", "/api/v1/flash-sale/order", "42", `{"skuId":1001}`, h...)
 	}
@@ -76,6 +76,33 @@ func TestIdentitySigned(t *testing.T) {
 	}
 }
 
+// Through the edge, a signed order's headers are good for that order
+// only: on the submit or result route, or under another body, 401 — and
+// the order they sign is not placed twice by a replay on another route.
+func TestASignedHeaderIsForItsOneRequest(t *testing.T) {
+	e := newEdge(t, withConfig(func(c *Config) {
+		c.Identity = identity.ModeSigned
+		c.IdentityKeys = []identity.Key{gwNew}
+		c.IdentitySkew = 5 * time.Second
+	}))
+	body := `{"skuId":1001}`
+	ts, sig := identity.Sign(gwNew, "POST", "/api/v1/flash-sale/order", []byte(body), 42, time.Now())
+	h := []string{"X-User-Ts", ts, "X-User-Sig", sig}
+	for _, rt := range []struct{ name, method, path, body string }{
+		{"the submit route", "POST", "/api/seckill/submit", `{"activityId":7,"skuId":1001}`},
+		{"the token route", "POST", "/api/v1/flash-sale/token", `{"activityId":8,"skuId":2001}`},
+		{"the result route", "GET", "/api/v1/flash-sale/result/123", ""},
+		{"the order route with another SKU", "POST", "/api/v1/flash-sale/order", `{"skuId":1002}`},
+	} {
+		if r := e.doVia(e.client, rt.method, rt.path, "42", rt.body, h...); r.status != 401 {
+			t.Errorf("%s under the order's headers: %d %s, want 401", rt.name, r.status, r.raw)
+		}
+	}
+	if r := e.doVia(e.client, "POST", "/api/v1/flash-sale/order", "42", body, h...); r.status != 200 {
+		t.Fatalf("the signed order itself: %d %s", r.status, r.raw)
+	}
+}
+
 func TestIdentityConfig(t *testing.T) {
 	c := DefaultConfig()
 	if c.Identity == identity.ModeAny {
@@ -94,5 +121,13 @@ func TestIdentityConfig(t *testing.T) {
 	c.Identity = identity.ModeTrustedProxies
 	if err := c.CheckIdentity(); err == nil || !strings.Contains(err.Error(), "edge.trusted_proxies") {
 		t.Fatalf("trusted_proxies without proxies: %v", err)
+	}
+	c.Identity = identity.ModeAny
+	if err := c.CheckIdentity(); err == nil || !strings.Contains(err.Error(), "edge.identity_insecure") {
+		t.Fatalf("identity any at an edge's start: %v, want a refusal naming edge.identity_insecure", err)
+	}
+	c.IdentityInsecure = true
+	if err := c.CheckIdentity(); err != nil {
+		t.Fatalf("identity any, meant: %v", err)
 	}
 }

@@ -73,6 +73,14 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
+	// A buyer the engine just told holds a ticket is told again here:
+	// their retries spend no gate capacity (holders.go). Not where a
+	// token is required: a spent token is answered 403 as it always was,
+	// and each attempt there needs a token of its own.
+	if rn, held := s.hold.held(v.activity, o.SKUID, user); held && !v.requireToken {
+		s.out.ticket(ctx, fasthttp.StatusConflict, "DUPLICATE", rn, msgDuplicate)
+		return
+	}
 	if !s.admit.purchase(ctx, o.SKUID) {
 		return
 	}
@@ -129,6 +137,9 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.TokenRefundTimeout)
 		s.tokens.refunder.Refund(rctx, o.Token)
 		cancel()
+	}
+	if oc, _ := engineOutcome(err); oc == outcomeQueued || oc == outcomeDuplicate {
+		s.hold.hold(v.activity, o.SKUID, user, t.RequestNo)
 	}
 	s.answer(ctx, o.SKUID, v.activity, t, err, now < v.start || now >= v.end)
 }

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -42,12 +43,15 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 		// Redis lost the result (a restart without persistence) or it
 		// expired: the database still knows how the ticket ended.
 		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
-		e, err = s.resultFallback(rctx, rn)
+		e, err = s.dbBound.Fallback(s.resultFallback)(rctx, user, rn)
 		cancel()
 	}
 	switch {
 	case errors.Is(err, results.ErrNotFound):
 		s.out.write(ctx, ansNotFound)
+		return
+	case errors.Is(err, ErrDBReadsLimited):
+		s.out.retry(ctx, ansRateUser, time.Second)
 		return
 	case err != nil:
 		s.out.write(ctx, ansBusy)
@@ -113,4 +117,10 @@ type ResultFallback func(ctx context.Context, requestNo string) (results.Entry, 
 // numbers reach it.
 func WithResultFallback(fallback ResultFallback) Option {
 	return func(s *Server) { s.resultFallback = fallback }
+}
+
+// WithDBBound bounds the fallback's reads per user and remembers its
+// misses (DBBound); the caller closes b.
+func WithDBBound(b *DBBound) Option {
+	return func(s *Server) { s.dbBound = b }
 }

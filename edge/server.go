@@ -46,6 +46,7 @@ type Server struct {
 	admit  *admission
 	views  *views
 	flags  *soldOutFlags
+	hold   holders
 	tokens tokens
 	risk   *riskCheck // nil without edge.risk.url (risk.go)
 
@@ -55,6 +56,7 @@ type Server struct {
 	gather         prometheus.Gatherer
 	mounts         []func(*router.Router)
 	resultFallback ResultFallback // answers for results Redis lost (result.go)
+	dbBound        *DBBound       // bounds resultFallback per user (dbbound.go); nil: none
 
 	subscribed     atomic.Bool
 	subscribedOnce atomic.Bool
@@ -170,14 +172,21 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	if err = s.flags.open(); err != nil {
 		return nil, err
 	}
+	if err = s.hold.open(cfg.HoldersTTL, cfg.HoldersMax); err != nil {
+		s.flags.close()
+		s.hold.close()
+		return nil, err
+	}
 	tallies := newSKUTallies(s.m.skuPurchases, cat)
 	tallies.sync() // the catalog's SKUs have their series from the start
 	if s.views, err = newViews(cat, tallies, cfg.ViewTTL); err != nil {
 		s.flags.close()
+		s.hold.close()
 		return nil, err
 	}
 	if s.handler, err = s.routes(); err != nil {
 		s.flags.close()
+		s.hold.close()
 		s.views.close()
 		return nil, err
 	}
@@ -291,6 +300,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.evMu.Lock()
 		s.closed = true
 		s.flags.close()
+		s.hold.close()
 		s.views.close()
 		s.risk.close()
 		s.evMu.Unlock()

@@ -23,8 +23,10 @@ type Config struct {
 	// Listen is the sidecar listener of `seckill engine`
 	// ("unix:///run/seckill/engine.sock" or "tcp://127.0.0.1:9090"). A unix
 	// socket is created with mode 0600 (only this user connects); tcp://
-	// (or a bare host:port) needs SidecarSecret or the TLS pair, else
-	// Validate refuses it.
+	// (or a bare host:port) needs TLS (the pair) and a way to know the
+	// caller: client certificates under SidecarTLSCA (mutual TLS), or
+	// SidecarSecret, which then only ever crosses inside TLS. Validate
+	// refuses a tcp listener without TLS, or with TLS but neither.
 	Listen string `yaml:"listen"`
 	// SidecarSecret is the shared secret of the sidecar: with it the server
 	// answers 401 to any call without "Authorization: Bearer <secret>"
@@ -36,8 +38,11 @@ type Config struct {
 	// serves TLS. Default none.
 	SidecarTLSCert string `yaml:"sidecar_tls_cert"`
 	SidecarTLSKey  string `yaml:"sidecar_tls_key"`
-	// SidecarTLSCA is a PEM file of the CA the edge's client verifies the
-	// sidecar's certificate with; set, the client speaks TLS. Default none.
+	// SidecarTLSCA is a PEM file of the sidecar's private CA, trusted both
+	// ways: the sidecar serving TLS requires every caller to present a
+	// certificate it signed (tls.RequireAndVerifyClientCert; the edge's is
+	// edge.engine_tls_cert), and the edge's client verifies the sidecar's
+	// certificate with it (set, the client speaks TLS). Default none.
 	SidecarTLSCA string `yaml:"sidecar_tls_ca"`
 	// SidecarReadTimeout bounds reading one request (a half-sent request is
 	// cut off after it), SidecarWriteTimeout writing one answer,
@@ -162,14 +167,24 @@ func (c *Config) Validate() error {
 }
 
 // checkListen: a tcp sidecar is reachable by anyone who reaches the port,
-// so it must authenticate its callers (the secret) or their channel (TLS).
+// and whoever it serves may occupy for any user, so it must know its
+// callers: by a client certificate (mutual TLS) or by the secret — and the
+// secret only inside TLS, where no one on the path reads it. A secret in
+// the clear, or TLS that lets any client in, is refused.
 func (c *Config) checkListen() error {
 	if c.Listen == "" {
 		return nil
 	}
-	if network, _ := splitAddr(c.Listen); network == "tcp" && c.SidecarSecret == "" && c.SidecarTLSCert == "" {
-		return fmt.Errorf("engine.listen %s is tcp: set engine.sidecar_secret (SECKILL_ENGINE_SIDECAR_SECRET) "+
-			"or engine.sidecar_tls_cert and engine.sidecar_tls_key, or listen on a unix:// socket", c.Listen)
+	if network, _ := splitAddr(c.Listen); network == "tcp" {
+		switch {
+		case c.SidecarTLSCert == "":
+			return fmt.Errorf("engine.listen %s is tcp: set engine.sidecar_tls_cert and engine.sidecar_tls_key "+
+				"(TLS) with engine.sidecar_tls_ca (client certificates) or engine.sidecar_secret "+
+				"(SECKILL_ENGINE_SIDECAR_SECRET, sent only inside TLS), or listen on a unix:// socket", c.Listen)
+		case c.SidecarTLSCA == "" && c.SidecarSecret == "":
+			return fmt.Errorf("engine.listen %s: TLS without client authentication lets any caller occupy for any user: "+
+				"set engine.sidecar_tls_ca (the CA of the callers' certificates) or engine.sidecar_secret", c.Listen)
+		}
 	}
 	return c.Kafka.Security.Validate("engine.kafka")
 }

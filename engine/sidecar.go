@@ -107,8 +107,9 @@ type Server struct {
 // the wire are looked up; cfg is the engine section: occupy_timeout bounds a
 // reload of cat after a miss, sidecar_secret is the bearer secret every
 // call must carry (none: none), sidecar_tls_cert and _key make it serve TLS,
-// sidecar_read/write/idle_timeout bound its connections. The error is a
-// TLS pair that does not load.
+// sidecar_tls_ca with them makes it require a client certificate that CA
+// signed, sidecar_read/write/idle_timeout bound its connections. The error
+// is a TLS pair or CA that does not load.
 func NewServer(eng Engine, cat *catalog.Catalog, cfg Config, log *zap.Logger) (*Server, error) {
 	s := &Server{eng: eng, cat: cat, timeout: cfg.OccupyTimeout, log: log}
 	if cfg.SidecarSecret != "" {
@@ -120,6 +121,13 @@ func NewServer(eng Engine, cat *catalog.Catalog, cfg Config, log *zap.Logger) (*
 			return nil, fmt.Errorf("engine.sidecar_tls_cert and engine.sidecar_tls_key: %w", err)
 		}
 		s.tls = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+		if cfg.SidecarTLSCA != "" {
+			pool, err := loadCA(cfg.SidecarTLSCA)
+			if err != nil {
+				return nil, err
+			}
+			s.tls.ClientCAs, s.tls.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		}
 	}
 	s.srv = &fasthttp.Server{
 		Handler:                       s.handle,
@@ -320,7 +328,8 @@ type ClientConfig struct {
 	// (engine.sidecar_secret of the sidecar). Default none.
 	Secret string
 	// TLS, if set, makes the client speak TLS with it (the server name is
-	// the address's host when the config names none). Default nil.
+	// the address's host when the config names none; ClientTLS builds it
+	// from the configuration). Default nil.
 	TLS *tls.Config
 }
 

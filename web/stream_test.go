@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/results"
 	"seckill/internal/sale"
@@ -261,5 +263,44 @@ func TestPushedResultsCostNoPolling(t *testing.T) {
 		if got[k] != v {
 			t.Fatalf("commands %v, want %v", got, want)
 		}
+	}
+}
+
+// A panic in a stream's writer (here the database fallback, asked on the
+// stream's second read) closes that stream only: it is counted, the
+// stream's slot is given back, and the process serves the next stream.
+// (Before: the writer's goroutine had no recover and the panic ended the
+// process.)
+func TestAPanickingStreamClosesThatStreamOnly(t *testing.T) {
+	s := newStreamRig(t, StreamConfig{Heartbeat: time.Minute, MaxWait: 10 * time.Second, Recheck: 20 * time.Millisecond}, 5*time.Second, false)
+	var calls atomic.Int64
+	s.h.fallback = func(_ context.Context, _ int64, rn string) (results.Entry, error) {
+		if rn == "1-1001-666" && calls.Add(1) > 1 {
+			panic("fallback bug")
+		}
+		return results.Entry{RequestNo: rn, Activity: 1, SKU: 1001, Owner: 7, State: sale.ResultQueuing}, nil
+	}
+	s.h.fallbackPoll = 0
+	s.h.Log = zaptest.NewLogger(t)
+	st := s.open(t, "1-1001-666", 7)
+	if st.resp.StatusCode != 200 {
+		t.Fatalf("stream: %d", st.resp.StatusCode)
+	}
+	if l := st.next(t, "data: ", time.Second); !strings.Contains(l, "QUEUING") {
+		t.Fatalf("first event %q", l)
+	}
+	if l := st.next(t, "data: ", 2*time.Second); l != "" {
+		t.Fatalf("the panicked stream went on: %q", l)
+	}
+	waitFor(t, "the stream's slot to be given back", time.Second, func() bool { return s.h.Open() == 0 })
+	if n := s.h.Panics(); n != 1 {
+		t.Fatalf("panics counted %d, want 1", n)
+	}
+	other := s.open(t, "1-1001-667", 7)
+	if other.resp.StatusCode != 200 {
+		t.Fatalf("the next stream: %d", other.resp.StatusCode)
+	}
+	if l := other.next(t, "data: ", time.Second); !strings.Contains(l, "QUEUING") {
+		t.Fatalf("the next stream's first event %q", l)
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"seckill/internal/identity"
 	"seckill/internal/results"
@@ -149,8 +150,14 @@ type ResultEvents struct {
 	// (a restart without persistence lost it): the orders database, as for
 	// the result route. While the answer comes from it, the stream reads
 	// at most once per fallbackPoll (1s), to spare the database.
-	fallback     func(ctx context.Context, requestNo string) (results.Entry, error)
+	// The fallback is told the stream's user, so that it can bound one
+	// user's reads (edge.DBBound).
+	fallback     func(ctx context.Context, user int64, requestNo string) (results.Entry, error)
 	fallbackPoll time.Duration
+	// Log hears of a stream whose writer panicked (the stream is closed,
+	// the process lives); nil: no log. Set it before the first request.
+	Log    *zap.Logger
+	panics atomic.Int64
 
 	mu     sync.Mutex
 	open   map[int64]int // user -> open streams
@@ -161,7 +168,7 @@ type ResultEvents struct {
 // NewResultEvents returns the stream handler. hub may be nil (then each
 // stream polls every cfg.Recheck, 100ms by default), fallback too.
 func NewResultEvents(res *results.Store, hub *ResultHub, cfg StreamConfig,
-	fallback func(ctx context.Context, requestNo string) (results.Entry, error)) *ResultEvents {
+	fallback func(ctx context.Context, user int64, requestNo string) (results.Entry, error)) *ResultEvents {
 	d := DefaultStreamConfig()
 	if hub == nil {
 		d.Recheck = 100 * time.Millisecond
@@ -181,6 +188,23 @@ func NewResultEvents(res *results.Store, hub *ResultHub, cfg StreamConfig,
 
 // Open is the number of streams open now.
 func (h *ResultEvents) Open() int64 { return h.total.Load() }
+
+// Panics is the number of streams whose writer panicked (and was closed):
+// seckill_result_stream_panics_total.
+func (h *ResultEvents) Panics() int64 { return h.panics.Load() }
+
+// recoverStream ends a stream whose writer panicked: it runs on a
+// goroutine of its own, where a panic would otherwise end the process
+// with every buyer's stream; this one closes, counted and logged.
+func (h *ResultEvents) recoverStream(rn string) {
+	if v := recover(); v != nil {
+		h.panics.Add(1)
+		if h.Log != nil {
+			h.Log.Error("result stream writer panicked; the stream is closed", zap.String("requestNo", rn),
+				zap.Any("panic", v), zap.StackSkip("stack", 1))
+		}
+	}
+}
 
 // Close ends every open stream (at its next wake-up) and refuses new ones.
 func (h *ResultEvents) Close() {
@@ -216,12 +240,12 @@ func (h *ResultEvents) give(user int64) {
 
 // read reads the ticket's result from Redis, else from the fallback; fromDB
 // tells which answered.
-func (h *ResultEvents) read(rn string) (e results.Entry, fromDB bool, err error) {
+func (h *ResultEvents) read(user int64, rn string) (e results.Entry, fromDB bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	e, err = h.results.Read(ctx, rn)
 	if errors.Is(err, results.ErrNotFound) && h.fallback != nil {
-		e, err = h.fallback(ctx, rn)
+		e, err = h.fallback(ctx, user, rn)
 		return e, true, err
 	}
 	return e, false, err
@@ -269,7 +293,7 @@ func (h *ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 		// wakes the stream.
 		wakeup, stop = h.hub.watch(rn)
 	}
-	first, fromDB, err := h.read(rn)
+	first, fromDB, err := h.read(user, rn)
 	if err != nil || first.Owner != user {
 		stop()
 		h.give(user)
@@ -277,6 +301,8 @@ func (h *ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 			notFound(ctx)
 			return
 		}
+		// Redis, the database or the bound on one user's database reads.
+		ctx.Response.Header.Set("Retry-After", "1")
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 		ctx.SetContentType("application/json")
 		ctx.SetBodyString(`{"code":"BUSY","message":"system busy, try again"}`)
@@ -295,6 +321,7 @@ func (h *ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer h.give(user)
 		defer stop()
+		defer h.recoverStream(rn)
 		send := func(b ...[]byte) bool {
 			_ = conn.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout))
 			for _, p := range b {
@@ -336,7 +363,7 @@ func (h *ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 			case <-h.closed:
 				return
 			}
-			next, db, err := h.read(rn)
+			next, db, err := h.read(user, rn)
 			lastRead = time.Now()
 			if err == nil && next.Owner == user {
 				cur, fromDB = next, db

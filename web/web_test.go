@@ -147,7 +147,7 @@ func TestResultStreamFallsBackWhenRedisLosesTheResult(t *testing.T) {
 	}
 	asked := make(chan string, 16)
 	h := NewResultEvents(res, nil, StreamConfig{Recheck: 20 * time.Millisecond, MaxWait: 3 * time.Second},
-		func(_ context.Context, rn string) (results.Entry, error) {
+		func(_ context.Context, _ int64, rn string) (results.Entry, error) {
 			asked <- rn
 			if rn != "1-1001-42" {
 				return results.Entry{}, results.ErrNotFound

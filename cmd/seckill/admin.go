@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,10 +17,12 @@ import (
 	"time"
 )
 
-const adminUsage = `usage: seckill admin [--addr URL] [--token TOKEN] [--json] <command> [args]
+const adminUsage = `usage: seckill admin [--addr URL] [--token-file FILE] [--json] <command> [args]
 
-The address and token also come from SECKILL_ADMIN_ADDR (default
-http://127.0.0.1:8081) and SECKILL_ADMIN_TOKEN. Every command prints a
+The address comes from --addr or SECKILL_ADMIN_ADDR (default
+http://127.0.0.1:8081), the token from SECKILL_ADMIN_TOKEN or the first
+line of --token-file ("-" reads stdin). --token TOKEN still works but
+shows the token to anyone who lists processes (ps): it warns. Every command prints a
 table; --json prints the admin API's answer instead. Flags may come
 before or after the command.
 
@@ -46,13 +49,48 @@ commands:
                                       JSON object per frame)
 `
 
+// adminWarnings is where the admin CLI warns (not its output, which
+// scripts read).
+var adminWarnings io.Writer = os.Stderr
+
+// cliAdminToken is the admin token of the CLI: --token-file's first line,
+// else --token (with a warning: the command line is world-readable in
+// ps and /proc), else SECKILL_ADMIN_TOKEN. Both flags at once is an error.
+func cliAdminToken(flagToken, file string) (string, error) {
+	switch {
+	case file != "" && flagToken != "":
+		return "", errors.New("--token and --token-file: give one")
+	case file != "":
+		var b []byte
+		var err error
+		if file == "-" {
+			b, err = io.ReadAll(io.LimitReader(os.Stdin, 4096))
+		} else {
+			b, err = os.ReadFile(file)
+		}
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		tok, _, _ := strings.Cut(string(b), "\n")
+		if tok = strings.TrimSpace(tok); tok == "" {
+			return "", fmt.Errorf("--token-file %s: the first line is empty", file)
+		}
+		return tok, nil
+	case flagToken != "":
+		fmt.Fprintln(adminWarnings, "seckill admin: warning: --token is visible to every user of this machine (ps); use SECKILL_ADMIN_TOKEN or --token-file")
+		return flagToken, nil
+	}
+	return os.Getenv("SECKILL_ADMIN_TOKEN"), nil
+}
+
 // runAdmin is `seckill admin`: one call of the admin API per command, or
 // the live console (watch).
 func runAdmin(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
 	fs.SetOutput(out)
 	addr := fs.String("addr", envOr("SECKILL_ADMIN_ADDR", "http://127.0.0.1:8081"), "admin API base URL")
-	tok := fs.String("token", os.Getenv("SECKILL_ADMIN_TOKEN"), "admin bearer token")
+	tok := fs.String("token", "", "admin bearer token (visible in ps: prefer SECKILL_ADMIN_TOKEN or --token-file)")
+	tokFile := fs.String("token-file", "", "file whose first line is the admin bearer token (- reads stdin)")
 	asJSON := fs.Bool("json", false, "print the admin API's JSON answer instead of a table")
 	repair := fs.Bool("repair", false, "reconcile: apply the provably safe repairs")
 	interval := fs.Duration("interval", time.Second, "watch: time between frames")
@@ -66,7 +104,11 @@ func runAdmin(args []string, out io.Writer) error {
 		fmt.Fprint(out, adminUsage)
 		return nil
 	}
-	c := adminClient{base: strings.TrimRight(*addr, "/"), token: *tok, http: &http.Client{Timeout: 30 * time.Second}}
+	token, err := cliAdminToken(*tok, *tokFile)
+	if err != nil {
+		return err
+	}
+	c := adminClient{base: strings.TrimRight(*addr, "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}}
 	var (
 		method, path string
 		body         any

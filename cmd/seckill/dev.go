@@ -140,7 +140,7 @@ seckill dev is up (data in %s)
 
   load it:    wrk -t2 -c256 -d10s -s bench/flash_sale_unique.lua http://%s/api/v1/flash-sale/order
   seed script wrk -t2 -c64 -d5s -s bench/flash_sale.lua http://%s/api/v1/flash-sale/order
-  then:       ./bin/seckill admin --addr http://%s --token %s stock 1
+  then:       SECKILL_ADMIN_ADDR=http://%s SECKILL_ADMIN_TOKEN=%s ./bin/seckill admin stock 1
 
 Ctrl-C drains in-flight tickets into orders and stops.
 `, dir, pub, pub, pub, adm, cfg.Admin.Token, redisDef.Addr, redisHot.Addr, kafka.Addrs[0], pub, pub, adm, cfg.Admin.Token)

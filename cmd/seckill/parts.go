@@ -32,6 +32,9 @@ func runEdge(args []string) error {
 	if err := cfg.CheckSecrets(true); err != nil {
 		return err
 	}
+	if err := cfg.CheckStoreSecret(); err != nil {
+		return err
+	}
 	if err := cfg.Redis.CheckAuth(); err != nil {
 		return err
 	}
@@ -132,6 +135,9 @@ func runConsumer(args []string) error {
 		return err
 	}
 	if err := cfg.CheckSecrets(false); err != nil {
+		return err
+	}
+	if err := cfg.CheckStoreSecret(); err != nil {
 		return err
 	}
 	if err := cfg.Redis.CheckAuth(); err != nil {

@@ -73,15 +73,21 @@ func TestProductionRefusesShippedAndShortSecretsAtStart(t *testing.T) {
 	}
 }
 
-func TestATCPEngineWithoutASecretRefusesToStart(t *testing.T) {
+func TestATCPEngineWithoutClientAuthenticationRefusesToStart(t *testing.T) {
 	clearSeckillEnv(t)
 	addr := fmt.Sprintf("tcp://127.0.0.1:%d", testenv.FreePort(t))
 	err := runBounded(t, runEngine, "--config", "../../configs/prod.yaml", "--listen", addr)
-	if err == nil || !strings.Contains(err.Error(), "engine.sidecar_secret") {
-		t.Fatalf("seckill engine on tcp without a secret: %v, want a refusal naming engine.sidecar_secret", err)
+	if err == nil || !strings.Contains(err.Error(), "engine.sidecar_tls_cert") || !strings.Contains(err.Error(), "engine.sidecar_secret") {
+		t.Fatalf("seckill engine on tcp without TLS or a secret: %v, want a refusal naming the keys", err)
+	}
+	// A good secret without TLS would cross the network in clear.
+	t.Setenv("SECKILL_ENGINE_SIDECAR_SECRET", strings.Repeat("s", 40))
+	err = runBounded(t, runEngine, "--config", "../../configs/prod.yaml", "--listen", addr)
+	if err == nil || !strings.Contains(err.Error(), "engine.sidecar_tls_cert") {
+		t.Fatalf("seckill engine on tcp with a secret and no TLS: %v, want a refusal naming engine.sidecar_tls_cert", err)
 	}
 	t.Setenv("SECKILL_ENGINE_SIDECAR_SECRET", "too-short")
-	err = runBounded(t, runEngine, "--config", "../../configs/prod.yaml", "--listen", addr)
+	err = runBounded(t, runEngine, "--config", "../../configs/prod.yaml", "--listen", "unix://"+t.TempDir()+"/e.sock")
 	if err == nil || !strings.Contains(err.Error(), "engine.sidecar_secret is 9 bytes") {
 		t.Fatalf("seckill engine with a short secret: %v", err)
 	}

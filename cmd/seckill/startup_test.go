@@ -107,7 +107,7 @@ store: {driver: mysql, dsn: "%s"}
 admin: {listen: %s, token: %s}
 token: {keys: [{id: k1, secret: %s}]}
 order_signing: {keys: [{id: o1, secret: %s}]}
-edge: {listen: %s, identity: any}
+edge: {listen: %s, identity: any, identity_insecure: true}
 metrics: {listen: %s}
 `, redisDef, redisPassword, redisHot, redisPassword, sock, kafka, kafka, dsn, adm, adminToken, tokenKey, signingKey, pub, metrics)
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {

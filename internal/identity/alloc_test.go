@@ -14,7 +14,7 @@ import (
 
 // TestSignedDoesNotAllocate: the check runs once per purchase.
 func TestSignedDoesNotAllocate(t *testing.T) {
-	v := mustNew(t, Config{Mode: ModeSigned, Keys: []Key{k2, k1}, Skew: 30 * time.Second})
+	v := mustNew(t, Config{Mode: ModeSigned, Keys: []Key{k2, k1}, Skew: 5 * time.Second})
 	ctx := reqCtx("198.51.100.4", signedHeaders(k1, 42, t0)...)
 	if _, r := v.User(ctx); r != OK {
 		t.Fatal(r)

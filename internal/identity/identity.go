@@ -7,12 +7,17 @@
 //   - any: any peer's X-User-Id (dev and bench only);
 //   - trusted_proxies: only from a TCP peer inside edge.trusted_proxies;
 //     anyone else 401;
-//   - signed: the gateway signs the user id and a Unix timestamp with a
-//     shared key, HMAC-SHA256 over "v1|<userId>|<ts>", sent as
-//     X-User-Id, X-User-Ts and X-User-Sig: <keyid>:<hex>. A missing,
-//     stale (outside the skew window) or wrong signature, or an unknown
-//     key id, is 401. Keys rotate like token keys: the first signs, every
-//     listed key verifies.
+//   - signed: the gateway signs the request with a shared key,
+//     HMAC-SHA256 over
+//     "v2|<METHOD>|<request-target>|<hex SHA-256 of the body>|<userId>|<ts>"
+//     (the request-target exactly as sent: path and query; the body
+//     digest of the bytes sent, the empty body's digest when there is
+//     none), sent as X-User-Id, X-User-Ts and X-User-Sig: <keyid>:<hex>.
+//     A signature is good for that one method, target and body, from ts
+//     until ts + skew (a clock up to FutureSkew ahead passes). A
+//     missing, stale or wrong signature, or an unknown key id, is 401.
+//     Keys rotate like token keys: the first signs, every listed key
+//     verifies.
 //
 // In every mode the id itself is 1 to 18 decimal digits, positive
 // (sale.ParseUserID), and a request with more than one X-User-Id header is
@@ -123,6 +128,14 @@ type Config struct {
 // MinSecret is the shortest accepted signing secret.
 const MinSecret = 32
 
+// MaxSkew is the longest accepted identity_skew: a signature is a bearer
+// credential for its one request until it is this old.
+const MaxSkew = 30 * time.Second
+
+// FutureSkew is how far ahead of the edge's clock X-User-Ts may be (a
+// gateway whose clock runs a little fast).
+const FutureSkew = 2 * time.Second
+
 // Validate names the first bad setting.
 func (c *Config) Validate() error { return c.validate(false) }
 
@@ -155,8 +168,8 @@ func (c *Config) validate(complete bool) error {
 				return fmt.Errorf("edge.identity_keys[%d].secret must be at least %d characters", i, MinSecret)
 			}
 		}
-		if c.Skew <= 0 || c.Skew > 5*time.Minute {
-			return errors.New("edge.identity_skew must be positive and at most 5m")
+		if c.Skew < time.Second || c.Skew > MaxSkew {
+			return errors.New("edge.identity_skew must be 1s to 30s")
 		}
 	default:
 		return fmt.Errorf("edge.identity must be %s, %s or %s", ModeAny, ModeTrustedProxies, ModeSigned)
@@ -178,12 +191,14 @@ type verifyKey struct {
 	pool *sync.Pool // of *macState
 }
 
-// macState is one HMAC state and its scratch space: pooled, so a check
-// allocates nothing.
+// macState is one HMAC state, a body hash and their scratch space:
+// pooled, so a check allocates nothing.
 type macState struct {
-	h   hash.Hash
-	sum [sha256.Size]byte
-	got [sha256.Size]byte
+	h      hash.Hash
+	body   hash.Hash
+	sum    [sha256.Size]byte
+	got    [sha256.Size]byte
+	digest [2 * sha256.Size]byte
 }
 
 // New builds a Verifier; now is the clock (nil: time.Now).
@@ -198,7 +213,7 @@ func New(c Config, now func() time.Time) (*Verifier, error) {
 	for _, k := range c.Keys {
 		secret := []byte(k.Secret)
 		v.keys = append(v.keys, verifyKey{id: k.ID, pool: &sync.Pool{New: func() any {
-			return &macState{h: hmac.New(sha256.New, secret)}
+			return &macState{h: hmac.New(sha256.New, secret), body: sha256.New()}
 		}}})
 	}
 	return v, nil
@@ -288,9 +303,12 @@ func peerAddr(ctx *fasthttp.RequestCtx) (netip.Addr, bool) {
 }
 
 var (
-	prefix = []byte("v1|")
+	prefix = []byte("v2|")
 	sep    = []byte("|")
 )
+
+// future is FutureSkew in seconds.
+const future = int64(FutureSkew / time.Second)
 
 func (v *Verifier) signed(ctx *fasthttp.RequestCtx, user []byte) bool {
 	ts := ctx.Request.Header.Peek(HeaderTs)
@@ -299,7 +317,7 @@ func (v *Verifier) signed(ctx *fasthttp.RequestCtx, user []byte) bool {
 	if !ok {
 		return false
 	}
-	if d := v.now().Unix() - t; d > v.skew || d < -v.skew {
+	if d := v.now().Unix() - t; d > v.skew || d < -future {
 		return false
 	}
 	i := indexByte(sig, ':')
@@ -314,8 +332,17 @@ func (v *Verifier) signed(ctx *fasthttp.RequestCtx, user []byte) bool {
 		m := v.keys[k].pool.Get().(*macState)
 		ok := false
 		if _, err := hex.Decode(m.got[:], hexSig); err == nil {
+			m.body.Reset()
+			m.body.Write(ctx.Request.Body())
+			hex.Encode(m.digest[:], m.body.Sum(m.sum[:0]))
 			m.h.Reset()
 			m.h.Write(prefix)
+			m.h.Write(ctx.Method())
+			m.h.Write(sep)
+			m.h.Write(ctx.Request.Header.RequestURI())
+			m.h.Write(sep)
+			m.h.Write(m.digest[:])
+			m.h.Write(sep)
 			m.h.Write(user)
 			m.h.Write(sep)
 			m.h.Write(ts)
@@ -352,11 +379,14 @@ func parseTs(b []byte) (int64, bool) {
 }
 
 // Sign returns the X-User-Ts and X-User-Sig values a gateway sends for
-// user at now under key (the first of the configured keys signs). Tests
+// user's request method target (path and query, exactly as sent) with
+// body, at now under key (the first of the configured keys signs). Tests
 // and tools use it; the gateway implements the same few lines.
-func Sign(key Key, user int64, now time.Time) (ts, sig string) {
+func Sign(key Key, method, target string, body []byte, user int64, now time.Time) (ts, sig string) {
 	ts = strconv.FormatInt(now.Unix(), 10)
+	digest := sha256.Sum256(body)
 	h := hmac.New(sha256.New, []byte(key.Secret))
-	h.Write([]byte("v1|" + strconv.FormatInt(user, 10) + "|" + ts))
+	h.Write([]byte("v2|" + method + "|" + target + "|" + hex.EncodeToString(digest[:]) + "|" +
+		strconv.FormatInt(user, 10) + "|" + ts))
 	return ts, key.ID + ":" + hex.EncodeToString(h.Sum(nil))
 }

@@ -7,14 +7,11 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -31,7 +28,6 @@ import (
 	"seckill/engine"
 	"seckill/internal/blocklist"
 	"seckill/internal/catalog"
-	"seckill/internal/identity"
 	"seckill/internal/lag"
 	"seckill/internal/obs"
 	"seckill/internal/results"
@@ -79,6 +75,7 @@ type System struct {
 	// Streams serves the result streams of the edge; StreamHub is its one
 	// subscription to pushed results.
 	Streams   *web.ResultEvents
+	dbBound   *edge.DBBound // nil without an edge or with edge.db_reads_per_user 0
 	StreamHub *web.ResultHub
 	jobs      *jobs // bookkeeping jobs (jobs.go)
 
@@ -232,10 +229,17 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		if s.jobs.reqlog != nil {
 			eopts = append(eopts, edge.WithRiskLog(s.jobs.reqlog))
 		}
-		var fallback edge.ResultFallback
+		// One bound on the database reads a user's ids cause, shared by
+		// the result route, the result stream and pay.
+		if s.dbBound, err = edge.NewDBBound(&cfg.Edge); err != nil {
+			return nil, err
+		}
+		eopts = append(eopts, edge.WithDBBound(s.dbBound))
+		var fallback func(context.Context, int64, string) (results.Entry, error)
 		if s.Store != nil {
-			fallback = resultFromStore(s.Store)
-			eopts = append(eopts, edge.WithResultFallback(fallback))
+			f := resultFromStore(s.Store)
+			eopts = append(eopts, edge.WithResultFallback(f))
+			fallback = s.dbBound.Fallback(f)
 		}
 		res, pay, stock, st, payTimeout := s.Results, s.Payments, s.Stock, s.Store, cfg.Order.PayTimeout
 		eopts = append(eopts, edge.WithStockCheck(func(ctx context.Context, a, k int64) (bool, error) {
@@ -253,11 +257,15 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		s.StreamHub = web.NewResultHub(s.Shards.Default, log.Named("streams"))
 		s.Streams = web.NewResultEvents(res, s.StreamHub, cfg.Edge.ResultStream, fallback)
 		s.Streams.Identity = ident
-		streams := s.Streams
+		s.Streams.Log = log.Named("streams")
+		streams, dbBound := s.Streams, s.dbBound
+		s.Reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "seckill_result_stream_panics_total",
+			Help: "Result streams whose writer panicked and was closed (the process lives)."},
+			func() float64 { return float64(streams.Panics()) }))
 		eopts = append(eopts, edge.WithRoutes(func(r *router.Router) {
 			mountBuyerPages(r, streams, st, payTimeout, ident)
 			if pay != nil {
-				r.POST(payment.PayPath, identity.Guard(ident, payment.Handler(pay, 0)))
+				r.POST(payment.PayPath, dbBound.Guard(ident, payment.Handler(pay, 0)))
 				// The provider's callback proves itself by its signature.
 				r.POST(payment.CallbackPath, payment.CallbackHandler(pay, 0))
 			}
@@ -313,7 +321,7 @@ func (s *System) forwardEvent(e sale.Event) {
 func (s *System) ready(ctx context.Context) error {
 	for _, d := range s.dependencies() {
 		if err := d.Ping(ctx); err != nil {
-			return fmt.Errorf("%s: %w", d.Name, err)
+			return &edge.NotReady{Check: d.Name, Err: err}
 		}
 	}
 	return nil
@@ -432,8 +440,9 @@ func (s *System) metricsMux() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		if err := s.ready(ctx); err != nil {
+			s.Log.Warn("not ready", zap.String("check", edge.ReadyCheck(err)), zap.Error(err))
 			w.WriteHeader(http.StatusServiceUnavailable)
-			b, _ := json.Marshal(map[string]string{"code": "NOT_READY", "message": err.Error()})
+			b, _ := json.Marshal(map[string]string{"code": "NOT_READY", "message": edge.NotReadyMessage(err)})
 			_, _ = w.Write(b)
 			return
 		}
@@ -517,6 +526,7 @@ func (s *System) drain(ctx context.Context) error {
 }
 
 func (s *System) close() {
+	s.dbBound.Close()
 	if s.Lag != nil {
 		s.Lag.Close()
 	}
@@ -530,22 +540,14 @@ func (s *System) close() {
 
 // sidecarClientConfig is the edge's side of the sidecar's trust: the
 // secret (edge.engine_secret, else engine.sidecar_secret) and, with
-// engine.sidecar_tls_ca, TLS verified against that CA.
+// engine.sidecar_tls_ca, TLS verified against that CA, presenting
+// edge.engine_tls_cert when set.
 func sidecarClientConfig(cfg config.Config) (engine.ClientConfig, error) {
 	cc := engine.ClientConfig{Secret: cfg.Edge.EngineSecret}
 	if cc.Secret == "" {
 		cc.Secret = cfg.Engine.SidecarSecret
 	}
-	if cfg.Engine.SidecarTLSCA != "" {
-		pem, err := os.ReadFile(cfg.Engine.SidecarTLSCA)
-		if err != nil {
-			return cc, fmt.Errorf("engine.sidecar_tls_ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return cc, fmt.Errorf("engine.sidecar_tls_ca %s holds no PEM certificate", cfg.Engine.SidecarTLSCA)
-		}
-		cc.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	}
-	return cc, nil
+	var err error
+	cc.TLS, err = engine.ClientTLS(cfg.Engine.SidecarTLSCA, cfg.Edge.EngineTLSCert, cfg.Edge.EngineTLSKey)
+	return cc, err
 }

@@ -3,6 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // ShippedSecrets are the admin tokens and signing secrets this repository
@@ -24,8 +27,8 @@ const MinSecretBytes = 32
 // CheckSecrets is the start-up check of every process but `seckill dev`,
 // made before any connection is dialled: admin.token (required when
 // needAdmin: the process serves the admin API), every token.keys secret,
-// order_signing.keys secret, engine.sidecar_secret, edge.engine_secret and
-// payment.provider_key that
+// order_signing.keys secret, edge.identity_keys secret,
+// engine.sidecar_secret, edge.engine_secret and payment.provider_key that
 // is set must be at least MinSecretBytes long and none of ShippedSecrets;
 // token and order-signing key ids must not repeat. The message names the setting and its
 // variable, never the value.
@@ -56,6 +59,9 @@ func (c *Config) CheckSecrets(needAdmin bool) error {
 		seen[k.ID] = i
 		list = append(list, secret{fmt.Sprintf("order_signing.keys[%d].secret", i), "SECKILL_ORDER_SIGNING_KEYS", k.Secret})
 	}
+	for i, k := range c.Edge.IdentityKeys {
+		list = append(list, secret{fmt.Sprintf("edge.identity_keys[%d].secret", i), "SECKILL_EDGE_IDENTITY_KEYS", k.Secret})
+	}
 	for _, s := range list {
 		if s.value == "" {
 			continue
@@ -70,4 +76,45 @@ func (c *Config) CheckSecrets(needAdmin bool) error {
 		}
 	}
 	return nil
+}
+
+// ShippedDBPasswords are the database passwords this repository ships
+// (prod.yaml's store.dsn, docker-compose's MYSQL_PASSWORD default).
+var ShippedDBPasswords = []string{"seckill"}
+
+// CheckStoreSecret is the start-up check of the processes that open the
+// orders database (edge, consumer), outside `seckill dev`: a mysql
+// store.dsn must not carry a password this repository ships, nor go
+// without one to a database over the network (a unix socket or a
+// loopback address may rely on the server's own authentication). The
+// message names the setting, never the value.
+func (c *Config) CheckStoreSecret() error {
+	if c.Store.Driver != "mysql" {
+		return nil
+	}
+	d, err := mysql.ParseDSN(c.Store.DSN)
+	if err != nil {
+		return errors.New("store.dsn is not a mysql DSN (user:password@tcp(host:3306)/seckill)")
+	}
+	for _, pub := range ShippedDBPasswords {
+		if d.Passwd == pub {
+			return errors.New("store.dsn carries a password this repository ships (public): set SECKILL_STORE_DSN with the database's own password")
+		}
+	}
+	if d.Passwd == "" && d.Net != "unix" && !loopback(d.Addr) {
+		return fmt.Errorf("store.dsn has no password for a database over the network (%s): set SECKILL_STORE_DSN with one", d.Addr)
+	}
+	return nil
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

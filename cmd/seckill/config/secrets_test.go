@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"seckill/internal/identity"
 	"seckill/internal/token"
 )
 
@@ -18,6 +19,7 @@ func TestCheckSecretsRefusesPublicShortAndRepeatedSecrets(t *testing.T) {
 		c.Token.Keys = []token.Key{{ID: "k2", Secret: strongSecret('b')}, {ID: "k1", Secret: strongSecret('c')}}
 		c.Engine.SidecarSecret = strongSecret('d')
 		c.Payment.ProviderKey = strongSecret('e')
+		c.Edge.IdentityKeys = []identity.Key{{ID: "g1", Secret: strongSecret('f')}}
 		return c
 	}
 	if c := good(); c.CheckSecrets(true) != nil {
@@ -36,6 +38,10 @@ func TestCheckSecretsRefusesPublicShortAndRepeatedSecrets(t *testing.T) {
 		{"a short sidecar secret", "engine.sidecar_secret", func(c *Config) { c.Engine.SidecarSecret = "short" }},
 		{"a short secret on the edge's side", "edge.engine_secret", func(c *Config) { c.Edge.EngineSecret = "short" }},
 		{"the dev payment key", "payment.provider_key", func(c *Config) { c.Payment.ProviderKey = "dev-payment-provider-key-not-for-production" }},
+		{"a shipped gateway identity secret", "edge.identity_keys[0].secret", func(c *Config) {
+			c.Edge.IdentityKeys[0].Secret = "dev-order-secret-not-for-production"
+		}},
+		{"a short gateway identity secret", "edge.identity_keys[0].secret", func(c *Config) { c.Edge.IdentityKeys[0].Secret = "short" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good()
@@ -55,6 +61,37 @@ func TestCheckSecretsRefusesPublicShortAndRepeatedSecrets(t *testing.T) {
 	c.Admin.Token = ""
 	if err := c.CheckSecrets(false); err != nil {
 		t.Fatalf("a process without the admin API needs no admin token: %v", err)
+	}
+}
+
+func TestCheckStoreSecretRefusesShippedAndMissingPasswords(t *testing.T) {
+	for _, tc := range []struct {
+		name, driver, dsn string
+		refuse            bool
+	}{
+		{"prod.yaml's shipped password", "mysql", "seckill:seckill@tcp(mariadb:3306)/seckill?parseTime=true", true},
+		{"no password over the network", "mysql", "seckill@tcp(mariadb:3306)/seckill", true},
+		{"an empty password over the network", "mysql", "seckill:@tcp(10.0.0.5:3306)/seckill", true},
+		{"not a DSN", "mysql", "seckill:pw@tcp(mariadb:3306", true},
+		{"a real password", "mysql", "seckill:Real-Pa55word-here@tcp(mariadb:3306)/seckill", false},
+		{"no password on loopback (the server's own auth)", "mysql", "root@tcp(127.0.0.1:3306)/seckill", false},
+		{"no password over a unix socket", "mysql", "root@unix(/run/mysqld/mysqld.sock)/seckill", false},
+		{"sqlite has no password", "sqlite", "seckill.db", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			c.Store.Driver, c.Store.DSN = tc.driver, tc.dsn
+			err := c.CheckStoreSecret()
+			if tc.refuse != (err != nil) {
+				t.Fatalf("CheckStoreSecret: %v", err)
+			}
+			if err != nil && (!strings.Contains(err.Error(), "store.dsn") || strings.Contains(err.Error(), ":seckill@")) {
+				t.Fatalf("the refusal must name store.dsn and not show the password: %v", err)
+			}
+		})
+	}
+	if c := mustLoad(t, "../../../configs/prod.yaml"); c.CheckStoreSecret() == nil {
+		t.Fatal("prod.yaml's store.dsn as shipped passes the production check")
 	}
 }
 
