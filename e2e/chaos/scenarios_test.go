@@ -245,13 +245,13 @@ func TestDatabaseUnreachable(t *testing.T) {
 	s := sc.s
 	sc.withFault(faultPlan{
 		Name: "cut MariaDB off for 6s", At: 2 * time.Second,
-		Inject: func() error { s.proxy.partition(); return nil },
+		Inject: func() error { s.proxy.Partition(); return nil },
 		HealAt: 8 * time.Second,
 		Heal: func() error {
 			// Tickets kept coming and piled up in Kafka meanwhile.
 			n, err := s.lag()
 			s.t.Logf("consumer lag after 6s without a database: %d (%v)", n, err)
-			s.proxy.healNow()
+			s.proxy.Heal()
 			if err == nil && n == 0 {
 				return fmt.Errorf("no messages waited for the database: the outage did not meet arriving messages")
 			}
