@@ -81,8 +81,8 @@ type System struct {
 
 	edgeAddr, adminAddr string
 	cfgPath             string
-	dsn                 string // what the processes use (through the proxy if any)
-	directDSN           string // what the checker uses
+	dsn                 string            // what the processes use (through the proxy if any)
+	directDSN           string            // what the checker uses
 	proxy               *faultproxy.Proxy // DBProxy only
 	brokerProxy         *faultproxy.Proxy // BrokerProxy only
 	brokerListen        string            // where the broker listens (brokerAddr unless proxied)

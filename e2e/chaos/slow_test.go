@@ -136,7 +136,10 @@ func TestDatabaseSlow(t *testing.T) {
 	s := sc.s
 	sc.withFault(faultPlan{
 		Name: "MariaDB's answers +1s for 6s", At: 2 * time.Second,
-		Inject: func() error { s.proxy.SetLatency(faultproxy.ToClient, faultproxy.Latency{Delay: time.Second}); return nil },
+		Inject: func() error {
+			s.proxy.SetLatency(faultproxy.ToClient, faultproxy.Latency{Delay: time.Second})
+			return nil
+		},
 		HealAt: 8 * time.Second,
 		Heal: func() error {
 			n, err := s.lag()
