@@ -58,7 +58,10 @@ type metrics struct {
 	blockIPs    prometheus.Gauge
 	liveEdges   prometheus.Gauge   // fleet.go
 	heartbeats  prometheus.Counter // failed heartbeats (fleet.go)
-	blockUsers  prometheus.Gauge
+
+	// The backlog backpressure (backlog.go): 0 while it is off.
+	backlogSeconds, backlogRate, backlogShedding prometheus.Gauge
+	blockUsers                                   prometheus.Gauge
 
 	// The risk check (risk.go): every series exists with risk off too.
 	riskVerdicts [nRiskVerdicts][nRiskSources]prometheus.Counter
@@ -134,8 +137,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "seckill_edge_heartbeat_errors_total",
 		Help: "Heartbeats to the live edge set that failed; the edge kept its last live edge count.",
 	})
+	m.backlogSeconds = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_edge_backlog_seconds",
+		Help: "Seconds the consumer group needs to drain its lag at the rate it committed over the last samples (+Inf: a lag and nothing committed for the whole window); 0 without consumer.lag_high.",
+	})
+	m.backlogRate = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_edge_backlog_drain_per_second",
+		Help: "Messages the consumer group committed per second over the last samples, as this edge measured it.",
+	})
+	m.backlogShedding = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_edge_backlog_shedding",
+		Help: "1 while the consumers' backlog is over consumer.lag_high and this edge admits only a share of their drain rate (429 BACKLOG), 0 otherwise.",
+	})
 	for _, c := range []prometheus.Collector{m.requestsVec, rejections, engineCalls, seconds, m.propagation, blocklist,
-		riskVerdicts, riskFailures, riskDegraded, riskSeconds, m.skuPurchases, m.liveEdges, m.heartbeats} {
+		riskVerdicts, riskFailures, riskDegraded, riskSeconds, m.skuPurchases, m.liveEdges, m.heartbeats,
+		m.backlogSeconds, m.backlogRate, m.backlogShedding} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge metrics: %w", err)
 		}

@@ -419,9 +419,15 @@ func (s *System) get(path string, user int64) (int, []byte, error) {
 }
 
 func (s *System) do(method, url string, user int64, body []byte, hdr map[string]string) (int, []byte, error) {
+	st, b, _, err := s.doHeader(method, url, user, body, hdr)
+	return st, b, err
+}
+
+// doHeader is do that also returns the answer's headers.
+func (s *System) doHeader(method, url string, user int64, body []byte, hdr map[string]string) (int, []byte, http.Header, error) {
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if user > 0 {
 		req.Header.Set("X-User-Id", fmt.Sprint(user))
@@ -434,11 +440,11 @@ func (s *System) do(method, url string, user int64, body []byte, hdr map[string]
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	return resp.StatusCode, b, resp.Header, err
 }
 
 // admin calls the admin API with the right token.

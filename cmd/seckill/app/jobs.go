@@ -152,6 +152,27 @@ func (l *lazyLag) ConsumedThrough(ctx context.Context) (time.Time, error) {
 	return l.r.ConsumedThrough(ctx)
 }
 
+// Sum is lag.Reader.Sum on the reader, connected on first use; after a
+// failure the next call connects afresh (a broker that came back at
+// another address, a client that lost its metadata).
+func (l *lazyLag) Sum(ctx context.Context) (lag.Offsets, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.r == nil {
+		r, err := lag.New(l.brokers, l.group, l.topic)
+		if err != nil {
+			return lag.Offsets{}, err
+		}
+		l.r = r
+	}
+	o, err := l.r.Sum(ctx)
+	if err != nil {
+		l.r.Close()
+		l.r = nil
+	}
+	return o, err
+}
+
 func (l *lazyLag) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
