@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -15,8 +14,9 @@ import (
 // Backlog backpressure (DESIGN §11, seed §16 scenario 2): an edge that
 // keeps answering QUEUING while the consumers fall behind only makes the
 // wait for results longer. The edge samples the consumer group's offsets;
-// when the lag needs more than High seconds to drain at the rate the group
-// has been committing, the admission gate for new purchases shrinks to a
+// when the lag needs more than High to drain at the rate the group has been
+// committing (or has waited longer than High with nothing committed:
+// lag.Drain), the admission gate for new purchases shrinks to a
 // share of that drain rate (backlogAdmitShare, split among the live
 // edges), so the backlog shrinks while the sale goes on at the pace the
 // consumers keep, and every purchase past it is answered 429 BACKLOG with
@@ -167,7 +167,7 @@ func (b *backlog) observe(now time.Time, off lag.Offsets) {
 // on.
 func (b *backlog) set(on bool, e lag.Estimate) {
 	if on {
-		b.retry.Store(int64(backlogRetry(e.Seconds, b.cfg.Low, b.cfg.High)))
+		b.retry.Store(int64(backlogRetry(e.Seconds, b.cfg.Low)))
 		var iv int64
 		if admit := backlogAdmitShare * e.Rate / float64(max(b.live.Load(), 1)); admit > 0 {
 			iv = int64(float64(time.Second) / admit)
@@ -184,14 +184,9 @@ func (b *backlog) set(on bool, e lag.Estimate) {
 	}
 }
 
-// backlogRetry is how long the lag needs to come down to low at the
-// measured rate (seconds − low), at least a second and at most
-// backlogRetryMax; for a stalled group, of which nothing says when it
-// drains, high (the longest backlog the sale accepts).
-func backlogRetry(seconds float64, low, high time.Duration) time.Duration {
-	if math.IsInf(seconds, 1) {
-		return max(high, time.Second)
-	}
+// backlogRetry is how long the lag needs to come down to low (seconds −
+// low), at least a second and at most backlogRetryMax.
+func backlogRetry(seconds float64, low time.Duration) time.Duration {
 	d := time.Duration((seconds - low.Seconds()) * float64(time.Second))
 	return min(max(d, time.Second), backlogRetryMax)
 }

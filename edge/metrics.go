@@ -139,7 +139,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	})
 	m.backlogSeconds = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "seckill_edge_backlog_seconds",
-		Help: "Seconds the consumer group needs to drain its lag at the rate it committed over the last samples (+Inf: a lag and nothing committed for the whole window); 0 without consumer.lag_high.",
+		Help: "Seconds the consumer group needs to drain its lag at the rate it committed over the last samples, at least as long as the lag has waited with nothing committed; 0 without consumer.lag_high.",
 	})
 	m.backlogRate = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "seckill_edge_backlog_drain_per_second",
