@@ -50,11 +50,11 @@ type Config struct {
 	// LagHigh, LagLow and LagInterval are the backlog backpressure the
 	// edges apply (DESIGN §11): each edge samples the group's offsets
 	// every LagInterval; once the lag needs more than LagHigh to drain at
-	// the rate the group committed over the last ten samples (or has
-	// waited longer than LagHigh with nothing committed), the edges
-	// admit only half that rate and answer the rest 429 BACKLOG with a
-	// Retry-After of the drain time left; at most LagLow, they admit
-	// everyone again. Defaults 30s, 10s and 1s; LagHigh 0 turns it off.
+	// the rate the group drains at when busy (measured over the last ten
+	// samples), or has waited longer than LagHigh with nothing committed,
+	// the edges admit only half the rate it commits and answer the rest
+	// 429 BACKLOG with a Retry-After of the drain time left; at most
+	// LagLow, they admit everyone again. Defaults 30s, 10s and 1s; LagHigh 0 turns it off.
 	LagHigh     time.Duration `yaml:"lag_high"`
 	LagLow      time.Duration `yaml:"lag_low"`
 	LagInterval time.Duration `yaml:"lag_interval"`

@@ -14,10 +14,10 @@ import (
 // Backlog backpressure (DESIGN §11, seed §16 scenario 2): an edge that
 // keeps answering QUEUING while the consumers fall behind only makes the
 // wait for results longer. The edge samples the consumer group's offsets;
-// when the lag needs more than High to drain at the rate the group has been
-// committing (or has waited longer than High with nothing committed:
-// lag.Drain), the admission gate for new purchases shrinks to a
-// share of that drain rate (backlogAdmitShare, split among the live
+// when the lag needs more than High to drain at the rate the group drains
+// at when busy (or has waited longer than High with nothing committed:
+// lag.Drain), the admission gate for new purchases shrinks to a share of
+// the rate the group commits (backlogAdmitShare, split among the live
 // edges), so the backlog shrinks while the sale goes on at the pace the
 // consumers keep, and every purchase past it is answered 429 BACKLOG with
 // a Retry-After of the time the lag needs to come down to Low. Once the
@@ -151,7 +151,7 @@ func (b *backlog) observe(now time.Time, off lag.Offsets) {
 	switch {
 	case !on && e.Seconds > b.cfg.High.Seconds():
 		b.log.Warn("edge backlog: the consumers fall behind; shrinking admission to the drain rate",
-			zap.Int64("lag", e.Lag), zap.Float64("drainPerSecond", e.Rate), zap.Float64("drainSeconds", e.Seconds),
+			zap.Int64("lag", e.Lag), zap.Float64("drainPerSecond", e.Rate), zap.Float64("committingPerSecond", e.Committing), zap.Float64("drainSeconds", e.Seconds),
 			zap.Duration("lagHigh", b.cfg.High))
 		b.set(true, e)
 	case on && e.Seconds <= b.cfg.Low.Seconds():
@@ -169,7 +169,9 @@ func (b *backlog) set(on bool, e lag.Estimate) {
 	if on {
 		b.retry.Store(int64(backlogRetry(e.Seconds, b.cfg.Low)))
 		var iv int64
-		if admit := backlogAdmitShare * e.Rate / float64(max(b.live.Load(), 1)); admit > 0 {
+		// A share of what the group commits now, not of what it could:
+		// a stalled group admits nothing.
+		if admit := backlogAdmitShare * e.Committing / float64(max(b.live.Load(), 1)); admit > 0 {
 			iv = int64(float64(time.Second) / admit)
 		}
 		b.interval.Store(iv)

@@ -3,21 +3,24 @@ package lag
 import "time"
 
 // Drain estimates, from samples of a group's offsets, how long it needs to
-// drain its lag: the lag over the rate it committed over the last window
-// samples (or, while it commits nothing, the last rate it had), and at
-// least as long as the lag has been waiting without the group committing
-// anything. Not safe for concurrent use: one sampler owns it.
+// drain its lag. Not safe for concurrent use: one sampler owns it.
 //
-// The second bound is what makes a stalled group visible: one that commits
-// nothing while messages wait needs ever longer, counted from the first
-// sample that found the lag waiting with no commit since the one before,
-// whatever rate it had before; a group that has no lag, or commits at every
-// sample, is never stalled. With fewer than two
-// samples, or no lag, the estimate is zero.
+// The rate it drains at is measured only over the busy intervals of the
+// last window samples: those that began with at least as many messages
+// waiting as the group committed during them, so it could have worked the
+// whole interval. A group that keeps up with a light load commits what
+// arrives, which says nothing of what it could do, and a sale's burst
+// must not be judged at the pace of the quiet minute before it. Without a
+// busy interval in the window the last rate measured stands.
+//
+// The drain time is the lag at that rate, and at least as long as the lag
+// has been waiting with nothing committed — counted from the first sample
+// that found it so — which makes a stalled group visible whatever rate it
+// had. With fewer than two samples, or no lag, it is zero.
 type Drain struct {
 	window  int
 	samples []drainSample // oldest first, at most window
-	rate    float64       // the last positive rate measured
+	rate    float64       // the last busy rate measured
 	since   time.Time     // the first sample of the current stall (lag, no commit); zero: not stalled
 }
 
@@ -28,9 +31,15 @@ type drainSample struct {
 
 // Estimate is one reading of Drain.
 type Estimate struct {
-	Lag     int64   // messages not yet committed
-	Rate    float64 // messages committed per second over the window (0 while stalled)
-	Seconds float64 // seconds to drain: Lag at the last positive rate, at least the time stalled
+	Lag int64 // messages not yet committed
+	// Committing is what the group committed per second over the window,
+	// busy or not (0 while it is stalled).
+	Committing float64
+	// Rate is what it drains at when busy: the busy intervals' rate, or
+	// the last one measured (0: never seen busy).
+	Rate float64
+	// Seconds is the lag at Rate, at least the time it has been stalled.
+	Seconds float64
 }
 
 // NewDrain returns an estimator over the last window samples (at least 2).
@@ -68,14 +77,25 @@ func (d *Drain) Observe(at time.Time, off Offsets) Estimate {
 		return e
 	}
 	first := d.samples[0]
-	if e.Rate = float64(off.Committed-first.off.Committed) / at.Sub(first.at).Seconds(); e.Rate > 0 {
-		d.rate = e.Rate
+	e.Committing = float64(off.Committed-first.off.Committed) / at.Sub(first.at).Seconds()
+	var busyN int64
+	var busyT time.Duration
+	for i := 1; i < len(d.samples); i++ {
+		prev, s := d.samples[i-1], d.samples[i]
+		if n := s.off.Committed - prev.off.Committed; prev.off.Lag() > 0 && prev.off.Lag() >= n {
+			busyN += n
+			busyT += s.at.Sub(prev.at)
+		}
 	}
+	if busyN > 0 {
+		d.rate = float64(busyN) / busyT.Seconds()
+	}
+	e.Rate = d.rate
 	if e.Lag == 0 {
 		return e
 	}
-	if d.rate > 0 {
-		e.Seconds = float64(e.Lag) / d.rate
+	if e.Rate > 0 {
+		e.Seconds = float64(e.Lag) / e.Rate
 	}
 	if !d.since.IsZero() {
 		e.Seconds = max(e.Seconds, at.Sub(d.since).Seconds())
