@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +11,7 @@ import (
 
 	"seckill/bench/benchkit"
 	"seckill/internal/faultproxy"
+	"seckill/internal/testenv"
 )
 
 // -slow: the system under a slow dependency, not a dead one. The parts run
@@ -192,42 +191,16 @@ func stallRedis(addr string, stop <-chan struct{}) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		if err := redisCommand(addr, "CLIENT", "PAUSE", fmt.Sprint(stallPause.Milliseconds()), "WRITE"); err != nil {
+		if _, err := testenv.Command(addr, "CLIENT", "PAUSE", fmt.Sprint(stallPause.Milliseconds()), "WRITE"); err != nil {
 			return err
 		}
 		select {
 		case <-stop:
-			return redisCommand(addr, "CLIENT", "UNPAUSE")
+			_, err := testenv.Command(addr, "CLIENT", "UNPAUSE")
+			return err
 		case <-t.C:
 		}
 	}
-}
-
-// redisCommand sends one command over a fresh RESP connection and fails on
-// an error reply.
-func redisCommand(addr string, args ...string) error {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := c.Write([]byte(b.String())); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if strings.HasPrefix(line, "-") {
-		return fmt.Errorf("%s: %s", strings.Join(args, " "), strings.TrimSpace(line[1:]))
-	}
-	return nil
 }
 
 // dsnHost is the host:port of a DSN's tcp(…).
