@@ -6,12 +6,13 @@ import "time"
 // drain its lag. Not safe for concurrent use: one sampler owns it.
 //
 // The rate it drains at is measured only over the busy intervals of the
-// last window samples: those that began with at least as many messages
-// waiting as the group committed during them, so it could have worked the
-// whole interval. A group that keeps up with a light load commits what
+// last window samples: those in which it committed and that began with at
+// least as many messages waiting as it committed, so it could have worked
+// the whole interval. A group that keeps up with a light load commits what
 // arrives, which says nothing of what it could do, and a sale's burst
-// must not be judged at the pace of the quiet minute before it. Without a
-// busy interval in the window the last rate measured stands.
+// must not be judged at the pace of the quiet minute before it; intervals
+// with no commit are the stall bound's (below), not a rate of zero.
+// Without a busy interval in the window the last rate measured stands.
 //
 // The drain time is the lag at that rate, and at least as long as the lag
 // has been waiting with nothing committed — counted from the first sample
@@ -82,7 +83,7 @@ func (d *Drain) Observe(at time.Time, off Offsets) Estimate {
 	var busyT time.Duration
 	for i := 1; i < len(d.samples); i++ {
 		prev, s := d.samples[i-1], d.samples[i]
-		if n := s.off.Committed - prev.off.Committed; prev.off.Lag() > 0 && prev.off.Lag() >= n {
+		if n := s.off.Committed - prev.off.Committed; n > 0 && prev.off.Lag() >= n {
 			busyN += n
 			busyT += s.at.Sub(prev.at)
 		}

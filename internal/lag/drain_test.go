@@ -34,6 +34,10 @@ func TestDrainEstimate(t *testing.T) {
 			Estimate{Lag: 50}},
 		{"a lag that waits with nothing committed needs at least as long as it waited", 4, []obs{{0, 10, 0}, {1, 30, 0}, {2, 50, 0}, {5, 60, 0}},
 			Estimate{Lag: 60, Seconds: 5}},
+		// A partition: nothing committed for 5 s, then the consumer
+		// resumes at 400/s; the stalled intervals are not a rate.
+		{"intervals with no commit do not lower the rate", 8, []obs{{0, 100, 0}, {1, 200, 0}, {2, 300, 0}, {3, 400, 0}, {4, 500, 0}, {5, 600, 0}, {6, 700, 400}},
+			Estimate{Lag: 300, Committing: 400.0 / 6, Rate: 400, Seconds: 0.75}},
 		{"a stall is judged at the last busy rate the group had", 2, []obs{{0, 200, 0}, {1, 300, 100}, {2, 1000, 200}, {3, 2000, 200}},
 			Estimate{Lag: 1800, Rate: 100, Seconds: 18}},
 		{"a stall longer than the lag at the last rate counts as long as it lasts", 2, []obs{{0, 200, 0}, {1, 300, 100}, {2, 310, 100}, {30, 320, 100}},
