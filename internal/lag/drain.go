@@ -5,14 +5,15 @@ import "time"
 // Drain estimates, from samples of a group's offsets, how long it needs to
 // drain its lag. Not safe for concurrent use: one sampler owns it.
 //
-// The rate it drains at is measured only over the busy intervals of the
-// last window samples: those in which it committed and that began with at
-// least as many messages waiting as it committed, so it could have worked
-// the whole interval. A group that keeps up with a light load commits what
-// arrives, which says nothing of what it could do, and a sale's burst
-// must not be judged at the pace of the quiet minute before it; intervals
-// with no commit are the stall bound's (below), not a rate of zero.
-// Without a busy interval in the window the last rate measured stands.
+// The rate it drains at is measured between the commits seen in the last
+// window samples (a group commits in steps — Sarama's auto-commit — so a
+// sample between two commits says nothing of the rate), and only over the
+// busy spans: those that began with at least as many messages waiting as
+// the group committed by their end, so it could have worked the whole
+// span. A group that keeps up with a light load commits what arrives,
+// which says nothing of what it could do, and a sale's burst must not be
+// judged at the pace of the quiet minute before it. Without a busy span in
+// the window the last rate measured stands.
 //
 // The drain time is the lag at that rate, and at least as long as the lag
 // has been waiting with nothing committed — counted from the first sample
@@ -81,12 +82,19 @@ func (d *Drain) Observe(at time.Time, off Offsets) Estimate {
 	e.Committing = float64(off.Committed-first.off.Committed) / at.Sub(first.at).Seconds()
 	var busyN int64
 	var busyT time.Duration
+	from := -1 // the last sample that saw a commit
 	for i := 1; i < len(d.samples); i++ {
-		prev, s := d.samples[i-1], d.samples[i]
-		if n := s.off.Committed - prev.off.Committed; n > 0 && prev.off.Lag() >= n {
-			busyN += n
-			busyT += s.at.Sub(prev.at)
+		if d.samples[i].off.Committed == d.samples[i-1].off.Committed {
+			continue
 		}
+		if from >= 0 {
+			prev, s := d.samples[from], d.samples[i]
+			if n := s.off.Committed - prev.off.Committed; prev.off.Lag() >= n {
+				busyN += n
+				busyT += s.at.Sub(prev.at)
+			}
+		}
+		from = i
 	}
 	if busyN > 0 {
 		d.rate = float64(busyN) / busyT.Seconds()
