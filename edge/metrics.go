@@ -143,7 +143,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	})
 	m.backlogRate = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "seckill_edge_backlog_drain_per_second",
-		Help: "Messages per second the consumer group drains when it has a backlog (measured over the busy intervals of the last samples), as this edge measured it; 0 until it was seen busy.",
+		Help: "Messages per second the consumer group drains when it has a backlog (measured between its commits over the busy spans of the last samples), as this edge measured it; 0 until it was seen busy.",
 	})
 	m.backlogShedding = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "seckill_edge_backlog_shedding",
