@@ -52,7 +52,8 @@ type Config struct {
 	// every LagInterval; once the lag needs more than LagHigh to drain at
 	// the rate the group drains at when busy (measured over the last ten
 	// samples), or has waited longer than LagHigh with nothing committed,
-	// the edges admit only half the rate it commits and answer the rest
+	// on five samples in a row, the edges admit only half the rate it
+	// commits and answer the rest
 	// 429 BACKLOG with a Retry-After of the drain time left; at most
 	// LagLow, they admit everyone again. Defaults 30s, 10s and 1s; LagHigh 0 turns it off.
 	LagHigh     time.Duration `yaml:"lag_high"`

@@ -14,7 +14,8 @@ import (
 // Backlog backpressure (DESIGN §11, seed §16 scenario 2): an edge that
 // keeps answering QUEUING while the consumers fall behind only makes the
 // wait for results longer. The edge samples the consumer group's offsets;
-// when the lag needs more than High to drain at the rate the group drains
+// when the lag needs more than High to drain (on backlogSustain samples in
+// a row) at the rate the group drains
 // at when busy (or has waited longer than High with nothing committed:
 // lag.Drain), the admission gate for new purchases shrinks to a share of
 // the rate the group commits (backlogAdmitShare, split among the live
@@ -50,6 +51,12 @@ const (
 	// refusing buyers on an old reading (the consumers are not on their
 	// path, and a broker that is really away fails the purchase anyway).
 	backlogStale = 3
+	// backlogSustain is how many samples in a row the drain time must be
+	// over High before the gate shrinks: a consumer that comes back from
+	// a failed batch drains slowly for a moment (message by message, one
+	// partition after the other) before it finds its pace again, and one
+	// slow reading must not turn buyers away.
+	backlogSustain = 5
 	// backlogRetryMax bounds the Retry-After of 429 BACKLOG: a buyer told
 	// to come back in more than a minute has left the sale.
 	backlogRetryMax = time.Minute
@@ -73,6 +80,7 @@ type backlog struct {
 	log   *zap.Logger
 	warn  *rareWarner
 
+	over     int // samples in a row over High; the sampler's own
 	shedding atomic.Bool
 	interval atomic.Int64 // nanoseconds between admitted purchases while shedding; 0: none admitted
 	retry    atomic.Int64 // Retry-After while shedding, nanoseconds
@@ -148,8 +156,13 @@ func (b *backlog) observe(now time.Time, off lag.Offsets) {
 	b.seconds.Set(e.Seconds)
 	b.rate.Set(e.Rate)
 	on := b.shedding.Load()
+	if e.Seconds > b.cfg.High.Seconds() {
+		b.over++
+	} else {
+		b.over = 0
+	}
 	switch {
-	case !on && e.Seconds > b.cfg.High.Seconds():
+	case !on && b.over >= backlogSustain:
 		b.log.Warn("edge backlog: the consumers fall behind; shrinking admission to the drain rate",
 			zap.Int64("lag", e.Lag), zap.Float64("drainPerSecond", e.Rate), zap.Float64("committingPerSecond", e.Committing), zap.Float64("drainSeconds", e.Seconds),
 			zap.Duration("lagHigh", b.cfg.High))

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/lag"
 	"seckill/internal/results"
@@ -180,4 +184,45 @@ func TestBacklogRetry(t *testing.T) {
 			t.Errorf("backlogRetry(%v) = %v, want %v", tc.seconds, got, tc.want)
 		}
 	}
+}
+
+// A consumer coming back from a failed batch drains slowly for a moment:
+// one slow reading, or four, turns nobody away; the fifth in a row does.
+func TestBacklogSustainedOverHighOnly(t *testing.T) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live atomic.Int64
+	live.Store(1)
+	log := zaptest.NewLogger(t)
+	b := newBacklog(Backlog{High: 2 * time.Second, Low: time.Second, Every: time.Second}, &live, m, log, &rareWarner{log: log})
+	t0 := time.Unix(1000, 0)
+	committed := int64(0)
+	sample := func(s int, lag int64) {
+		committed += 100 // 100 a second, busy: the lag is at least that
+		b.observe(t0.Add(time.Duration(s)*time.Second), lag2offsets(committed, lag))
+	}
+	sample(0, 1000)
+	for s := 1; s <= 4; s++ {
+		sample(s, 1000) // 10 s of drain, over High
+	}
+	if b.shedding.Load() {
+		t.Fatal("shedding after four readings over lag_high")
+	}
+	sample(5, 100) // 1 s: back under
+	for s := 6; s <= 9; s++ {
+		sample(s, 1000)
+	}
+	if b.shedding.Load() {
+		t.Fatal("shedding after a reading under lag_high broke the run")
+	}
+	sample(10, 1000)
+	if !b.shedding.Load() {
+		t.Fatal("not shedding after five readings in a row over lag_high")
+	}
+}
+
+func lag2offsets(committed, n int64) lag.Offsets {
+	return lag.Offsets{Newest: committed + n, Committed: committed}
 }
