@@ -163,15 +163,17 @@ func TestDatabaseSlow(t *testing.T) {
 // TestBacklogBackpressure (seed §16 scenario 2, "MQ backlog rising"):
 // MariaDB answers a second late for 5 s, so the consumer falls behind the
 // crowd and a backlog builds in Kafka while the edge would go on answering
-// QUEUING. With consumer.lag_high 2s and lag_low 500ms, the edge sees the
-// lag need more than 2 s to drain (or wait longer with nothing committed)
+// QUEUING. With consumer.lag_high 3s and lag_low 1s (a healthy consumer's
+// lag, committed batch by batch on two busy cores, shows up to ~2 s), the
+// edge sees the lag need more than 3 s to drain (or wait longer with
+// nothing committed)
 // and admits only half the rate the consumer commits: the rest of the crowd is answered 429
 // BACKLOG with a Retry-After; a buyer's result stays readable meanwhile;
 // once the database is fast again the consumer drains the backlog and the
 // edge admits everyone again by itself. The books hold.
 func TestBacklogBackpressure(t *testing.T) {
 	sc := newScenario(t, Options{DBProxy: true, EdgeEnv: []string{
-		"SECKILL_CONSUMER_LAG_HIGH=2s", "SECKILL_CONSUMER_LAG_LOW=500ms", "SECKILL_CONSUMER_LAG_INTERVAL=250ms"}})
+		"SECKILL_CONSUMER_LAG_HIGH=3s", "SECKILL_CONSUMER_LAG_LOW=1s", "SECKILL_CONSUMER_LAG_INTERVAL=250ms"}})
 	s := sc.s
 	load, skus := crowd()
 	// A longer crowd (24 s): the recovery waits for the consumer's
