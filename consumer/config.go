@@ -58,6 +58,18 @@ type Config struct {
 	// SessionTimeout (set it to cover a restart). Letters, digits, '.',
 	// '_' and '-', at most 249. Default empty: dynamic membership.
 	InstanceID string `yaml:"instance_id"`
+	// LagHigh, LagLow and LagInterval are the backlog backpressure the
+	// edges apply (DESIGN §11): each edge samples the group's offsets
+	// every LagInterval; once the lag needs more than LagHigh to drain at
+	// the rate the group drains at when busy (measured over the last ten
+	// samples), or has waited longer than LagHigh with nothing committed,
+	// on five samples in a row, the edges admit only half the rate it
+	// commits and answer the rest
+	// 429 BACKLOG with a Retry-After of the drain time left; at most
+	// LagLow, they admit everyone again. Defaults 30s, 10s and 1s; LagHigh 0 turns it off.
+	LagHigh     time.Duration `yaml:"lag_high"`
+	LagLow      time.Duration `yaml:"lag_low"`
+	LagInterval time.Duration `yaml:"lag_interval"`
 	// Signing holds the keys order messages are verified by: the
 	// top-level order_signing section (SECKILL_ORDER_SIGNING_KEYS), the
 	// engine's, copied here by the app. At least one key; a message no
@@ -88,6 +100,9 @@ func DefaultConfig() Config {
 		HeartbeatInterval: 3 * time.Second,
 		RebalanceTimeout:  30 * time.Second,
 		RejoinBackoff:     2 * time.Second,
+		LagHigh:           30 * time.Second,
+		LagLow:            10 * time.Second,
+		LagInterval:       time.Second,
 		PriceTTL:          5 * time.Second,
 	}
 }
@@ -121,6 +136,12 @@ func (c *Config) Validate() error {
 		return errors.New("consumer.rebalance_timeout must be positive")
 	case c.RejoinBackoff <= 0:
 		return errors.New("consumer.rejoin_backoff must be positive")
+	case c.LagHigh < 0:
+		return errors.New("consumer.lag_high must not be negative (0 turns the backlog backpressure off)")
+	case c.LagHigh > 0 && (c.LagLow < 0 || c.LagLow >= c.LagHigh):
+		return errors.New("consumer.lag_low must be at least 0 and below consumer.lag_high")
+	case c.LagHigh > 0 && c.LagInterval <= 0:
+		return errors.New("consumer.lag_interval must be positive")
 	case c.PriceTTL < 0:
 		return errors.New("consumer.price_ttl must not be negative (0: read for every batch)")
 	case !validInstanceID(c.InstanceID):

@@ -1,7 +1,9 @@
 package consumer
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -28,5 +30,29 @@ func TestGroupAndDLQConfigsCarryKafkaSecurity(t *testing.T) {
 			c.Net.SASL.User != "consumer" || c.Net.SASL.Password != "pw" || c.Net.SASL.SCRAMClientGeneratorFunc == nil {
 			t.Errorf("%s config: tls %v sasl %+v", name, c.Net.TLS.Enable, c.Net.SASL)
 		}
+	}
+}
+
+func TestBacklogKeysValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string // "" valid
+	}{
+		{"the defaults are valid", func(*Config) {}, ""},
+		{"lag_high 0 turns it off whatever lag_low says", func(c *Config) { c.LagHigh, c.LagLow, c.LagInterval = 0, time.Hour, 0 }, ""},
+		{"a negative lag_high is refused", func(c *Config) { c.LagHigh = -time.Second }, "consumer.lag_high"},
+		{"lag_low at lag_high is refused", func(c *Config) { c.LagLow = c.LagHigh }, "consumer.lag_low"},
+		{"a negative lag_low is refused", func(c *Config) { c.LagLow = -time.Second }, "consumer.lag_low"},
+		{"lag_interval 0 is refused while on", func(c *Config) { c.LagInterval = 0 }, "consumer.lag_interval"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.edit(&c)
+			err := c.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate = %v, want %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -23,7 +23,9 @@ import (
 //     the user blocklist
 //     (403), the per-user limit (429);
 //  3. purchases that passed every local check (body, window, sold-out flag,
-//     token signature): a place among the SKU's attempts in flight
+//     token signature): while the consumers' backlog is over
+//     consumer.lag_high, a share of their drain rate (backlog.go; 429
+//     BACKLOG); a place among the SKU's attempts in flight
 //     (edge.rate.sku_inflight; 429), held until the engine has answered,
 //     then the per-SKU admission gate (429).
 //
@@ -50,6 +52,7 @@ type admission struct {
 	gate     *ratelimit.Gate        // edge.rate.gate_*
 	live     atomic.Int64           // the live edge count last seen (fleet.go), at least 1
 	inflight *ratelimit.Inflight    // edge.rate.sku_inflight
+	backlog  *backlog               // consumer.lag_high (backlog.go); nil: off
 	rateMu   sync.Mutex             // serialises setRate; never taken by a request
 }
 
@@ -213,6 +216,14 @@ func (a *admission) userRate(ctx *fasthttp.RequestCtx, user int64) bool {
 // of sku, which the caller must give back (done) once the engine has
 // answered or the attempt ends.
 func (a *admission) purchase(ctx *fasthttp.RequestCtx, sku int64) bool {
+	// A backlog of orders refuses before anything is held: the attempt
+	// would only add to it.
+	if b := a.backlog; b != nil {
+		if ok, wait := b.allow(); !ok {
+			a.out.retry(ctx, ansBacklog, wait)
+			return false
+		}
+	}
 	// First: under overload attempts wait here, parked at no cost, for a
 	// place (edge.rate.sku_inflight_wait), and the bound caps the engine's
 	// queue for the SKU. Retry-After is the least, one second: a place

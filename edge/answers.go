@@ -61,6 +61,7 @@ const (
 	reasonUntrustedUser          // X-User-Id from a peer that is not a trusted proxy (edge.identity trusted_proxies)
 	reasonBadUserSig             // X-User-Id signature missing, stale or wrong (edge.identity signed)
 	reasonMediaType              // order or token body not application/json
+	reasonBacklog                // the consumers' backlog shrank admission (backlog.go)
 	nReasons
 )
 
@@ -92,6 +93,7 @@ var reasons = [nReasons]string{
 	reasonUntrustedUser:   "untrusted_user",
 	reasonBadUserSig:      "bad_user_sig",
 	reasonMediaType:       "media_type",
+	reasonBacklog:         "backlog",
 }
 
 // identityAnswers are the refusals of the identity check, by result.
@@ -134,6 +136,7 @@ var (
 	ansRateUser    = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateUser, "too many requests from your account; retry after the number of seconds in Retry-After")
 	ansRateUserSKU = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateUserSKU, "too many attempts on this item; retry after the number of seconds in Retry-After")
 	ansGate        = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonGate, "very high demand for this item; retry after the number of seconds in Retry-After")
+	ansBacklog     = newAnswer(fasthttp.StatusTooManyRequests, "BACKLOG", reasonBacklog, "orders are being processed behind a backlog; retry after the number of seconds in Retry-After")
 	ansInflight    = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonInflight, "too many purchases of this item are being processed right now; retry after the number of seconds in Retry-After")
 
 	// Token issuing.

@@ -59,7 +59,10 @@ type metrics struct {
 	liveEdges   prometheus.Gauge   // fleet.go
 	heartbeats  prometheus.Counter // failed heartbeats (fleet.go)
 	fleetOver   prometheus.Counter // live edge counts past edge.fleet_max_edges (fleet.go)
-	blockUsers  prometheus.Gauge
+
+	// The backlog backpressure (backlog.go): 0 while it is off.
+	backlogSeconds, backlogRate, backlogShedding prometheus.Gauge
+	blockUsers                                   prometheus.Gauge
 
 	// The risk check (risk.go): every series exists with risk off too.
 	riskVerdicts [nRiskVerdicts][nRiskSources]prometheus.Counter
@@ -139,8 +142,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "seckill_edge_fleet_refused_total",
 		Help: "Heartbeats whose live edge count exceeded edge.fleet_max_edges (members forged into sk:edges, or a fleet larger than the bound); the edge kept its last count within the bound.",
 	})
+	m.backlogSeconds = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_edge_backlog_seconds",
+		Help: "Seconds the consumer group needs to drain its lag at the rate it committed over the last samples, at least as long as the lag has waited with nothing committed; 0 without consumer.lag_high.",
+	})
+	m.backlogRate = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_edge_backlog_drain_per_second",
+		Help: "Messages per second the consumer group drains when it has a backlog (measured between its commits over the busy spans of the last samples), as this edge measured it; 0 until it was seen busy.",
+	})
+	m.backlogShedding = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_edge_backlog_shedding",
+		Help: "1 while the consumers' backlog is over consumer.lag_high and this edge admits only a share of their drain rate (429 BACKLOG), 0 otherwise.",
+	})
 	for _, c := range []prometheus.Collector{m.requestsVec, rejections, engineCalls, seconds, m.propagation, blocklist,
-		riskVerdicts, riskFailures, riskDegraded, riskSeconds, m.skuPurchases, m.liveEdges, m.heartbeats, m.fleetOver} {
+		riskVerdicts, riskFailures, riskDegraded, riskSeconds, m.skuPurchases, m.liveEdges, m.heartbeats, m.fleetOver,
+		m.backlogSeconds, m.backlogRate, m.backlogShedding} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge metrics: %w", err)
 		}

@@ -56,6 +56,7 @@ type Server struct {
 	gather         prometheus.Gatherer
 	mounts         []func(*router.Router)
 	resultFallback ResultFallback // answers for results Redis lost (result.go)
+	backlogCfg     *Backlog       // WithBacklog; nil: no backlog backpressure
 	dbBound        *DBBound       // bounds resultFallback per user (dbbound.go); nil: none
 
 	subscribed     atomic.Bool
@@ -162,6 +163,9 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	static, _ := blocklist.NewSet(cfg.Blocklist.IPs, cfg.Blocklist.Users) // Validate has parsed them
 	block := newBlocklists(static, blocklist.NewStore(rdb), s.m, s.warn)
 	s.admit = newAdmission(&cfg, block, s.out, log)
+	if s.backlogCfg != nil {
+		s.admit.backlog = newBacklog(*s.backlogCfg, &s.admit.live, s.m, log, s.warn)
+	}
 
 	// fasthttp logs every broken client connection: at debug only, or a
 	// flood of bad clients becomes a flood of log lines.
@@ -226,6 +230,10 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		onCount: s.admit.setLive, live: s.m.liveEdges, errs: s.m.heartbeats, log: log,
 		maxEdges: cfg.FleetMaxEdges, over: s.m.fleetOver}
 	s.fleet.start(s.bgCtx)
+	if b := s.admit.backlog; b != nil {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); b.run(s.bgCtx) }()
+	}
 	s.wg.Add(4)
 	go s.subscribe(s.bgCtx)
 	go s.poll(s.bgCtx, cfg.RefreshInterval, s.views.kick, true,

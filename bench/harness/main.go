@@ -26,6 +26,8 @@
 // goes through scripts/mariadb-test.sh. Run from the repository root:
 //
 //	go run ./bench/harness [-d 10s] [-c 256] [-bigc 10000] [-out bench/out]
+//
+// -slow runs only the slow-dependency figures instead (slow.go).
 package main
 
 import (
@@ -47,6 +49,7 @@ type options struct {
 	bigConns           int
 	out, config, root  string
 	noSync, parts      bool
+	slow               bool
 	seckillBin         string
 	drainRows, drainBt int
 }
@@ -62,6 +65,7 @@ func main() {
 	flag.StringVar(&o.config, "config", "configs/bench.yaml", "the system's configuration")
 	flag.BoolVar(&o.noSync, "no-sync", false, "skip the MariaDB references (sync baseline, INSERT IGNORE)")
 	flag.BoolVar(&o.parts, "parts", true, "run (f): the accept load on seckill broker, edge and consumer as separate processes, for the CPU per part")
+	flag.BoolVar(&o.slow, "slow", false, "run only the slow-dependency figures (slow.go): a Redis stall, a slow broker, a slow database, on the parts")
 	flag.StringVar(&o.seckillBin, "seckill", "", "a prebuilt seckill binary to run instead of building ./cmd/seckill")
 	flag.IntVar(&o.drainRows, "drain-rows", 200000, "rows of the INSERT IGNORE reference")
 	flag.IntVar(&o.drainBt, "drain-batch", 500, "rows per INSERT IGNORE statement of the reference")
@@ -108,6 +112,18 @@ func run(o options) error {
 		}
 	}
 	bin := filepath.Join(out, "bin")
+	if o.slow {
+		seckillBin := o.seckillBin
+		if seckillBin == "" {
+			seckillBin = filepath.Join(bin, "seckill")
+			build := exec.Command("go", "build", "-o", bin+"/", "./cmd/seckill")
+			build.Stdout, build.Stderr = os.Stderr, os.Stderr
+			if err := build.Run(); err != nil {
+				return fmt.Errorf("go build: %w", err)
+			}
+		}
+		return runSlow(out, seckillBin, o)
+	}
 	logf("building seckill and the reference servers into %s", bin)
 	pkgs := []string{"./bench/refs/bare", "./bench/refs/evalsha", "./bench/refs/syncdb"}
 	seckillBin := o.seckillBin

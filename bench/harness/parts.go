@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,7 +23,24 @@ import (
 // consumer, so the edge's CPU is the request path (and the monitor, which
 // every edge runs).
 func startParts(out, bin, config string) (*system, error) {
+	return startPartsWith(out, bin, config, partsOpts{})
+}
+
+// partsOpts change what startPartsWith runs the parts on (-slow: MariaDB
+// and the broker behind fault proxies).
+type partsOpts struct {
+	// mysqlDSN, when set, is the orders database (a MySQL DSN naming its
+	// database) instead of the SQLite file.
+	mysqlDSN string
+	// brokerListen and brokerAdvertise, when set: the broker listens on
+	// brokerListen and names brokerAdvertise (a proxy to it) in metadata,
+	// which the parts bootstrap from.
+	brokerListen, brokerAdvertise string
+}
+
+func startPartsWith(out, bin, config string, po partsOpts) (*system, error) {
 	s := newSystem(bin, filepath.Join(out, "parts-data"), benchActivity)
+	s.mysqlDSN = po.mysqlDSN
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return s, err
 	}
@@ -41,30 +59,37 @@ func startParts(out, bin, config string) (*system, error) {
 	}
 	s.procs = append(s.procs, redisHot)
 
-	brokerAddr := benchkit.FreeAddr()
-	broker, err := benchkit.Start(out, "parts-broker", bin, nil, "broker", "--listen", brokerAddr,
-		"--data-dir", filepath.Join(s.dir, "broker"), "--partitions", strconv.Itoa(partitions))
+	brokerAddr, listen := benchkit.FreeAddr(), []string{}
+	if po.brokerListen != "" {
+		brokerAddr, listen = po.brokerAdvertise, []string{"--advertise", po.brokerAdvertise}
+	}
+	brokerListen := cmp.Or(po.brokerListen, brokerAddr)
+	broker, err := benchkit.Start(out, "parts-broker", bin, nil, append([]string{"broker", "--listen", brokerListen,
+		"--data-dir", filepath.Join(s.dir, "broker"), "--partitions", strconv.Itoa(partitions)}, listen...)...)
 	if err != nil {
 		return s, err
 	}
 	s.procs = append(s.procs, broker)
-	if err := benchkit.WaitPort(broker, brokerAddr, 20*time.Second); err != nil {
+	if err := benchkit.WaitPort(broker, brokerListen, 20*time.Second); err != nil {
 		return s, err
 	}
+	store := []string{"SECKILL_STORE_DSN=" + filepath.Join(s.dir, "seckill.db")}
+	if po.mysqlDSN != "" {
+		store = []string{"SECKILL_STORE_DRIVER=mysql", "SECKILL_STORE_DSN=" + po.mysqlDSN}
+	}
 
-	env := []string{
-		"SECKILL_REDIS_DEFAULT_ADDRS=" + defAddr,
-		"SECKILL_REDIS_HOT_ADDRS=" + hotAddr,
-		"SECKILL_ENGINE_KAFKA_BROKERS=" + brokerAddr,
-		"SECKILL_CONSUMER_BROKERS=" + brokerAddr,
-		"SECKILL_STORE_DSN=" + filepath.Join(s.dir, "seckill.db"),
-		"SECKILL_ADMIN_TOKEN=" + adminToken,
+	env := append(store,
+		"SECKILL_REDIS_DEFAULT_ADDRS="+defAddr,
+		"SECKILL_REDIS_HOT_ADDRS="+hotAddr,
+		"SECKILL_ENGINE_KAFKA_BROKERS="+brokerAddr,
+		"SECKILL_CONSUMER_BROKERS="+brokerAddr,
+		"SECKILL_ADMIN_TOKEN="+adminToken,
 		// The parts are production processes: bench.yaml's public dev
 		// secrets are refused there, so the harness brings its own.
 		"SECKILL_TOKEN_KEYS=bench1:bench-harness-token-key-0123456789abcdef",
 		"SECKILL_PAYMENT_PROVIDER_KEY=bench-harness-payment-key-0123456789abcdef",
 		"SECKILL_ORDER_SIGNING_KEYS=bench1:bench-harness-order-signing-key-0123456789",
-	}
+	)
 	edge, err := benchkit.Start(out, "parts-edge", bin, append(env, "SECKILL_RECONCILE_JOBS=false"),
 		"edge", "--config", config, "--listen", s.edge, "--admin-listen", s.admin)
 	if err != nil {

@@ -32,11 +32,17 @@ func runBroker(args []string) error {
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	listenAddr := fs.String("listen", "127.0.0.1:9092", "host:port to serve the Kafka protocol on")
 	dataDir := fs.String("data-dir", "", "persist the log here (a restart keeps it); empty: in memory only")
+	advertise := fs.String("advertise", "", "host:port to name in metadata instead of --listen (a proxy in front of the broker); empty: --listen")
 	partitions := fs.Int("partitions", 4, "partitions of the orders and dead-letter topics")
 	trimGroups := fs.String("trim-groups", "", "comma-separated consumer groups: delete the orders every one of them has committed (empty: keep every order)")
 	trimEvery := fs.Duration("trim-interval", devserver.DefaultTrimInterval, "how often to delete what the --trim-groups have committed")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *advertise != "" {
+		if _, _, err := net.SplitHostPort(*advertise); err != nil {
+			return fmt.Errorf("--advertise %q: %w", *advertise, err)
+		}
 	}
 	if *partitions <= 0 || *partitions > 1024 {
 		return errors.New("--partitions must be 1..1024")
@@ -59,7 +65,7 @@ func runBroker(args []string) error {
 	if len(groups) > 0 && *trimEvery <= 0 {
 		return errors.New("--trim-interval must be positive")
 	}
-	k, err := devserver.StartKafka(devserver.KafkaConfig{Dir: *dataDir, Listen: *listenAddr, Partitions: int32(*partitions)})
+	k, err := devserver.StartKafka(devserver.KafkaConfig{Dir: *dataDir, Listen: *listenAddr, Advertise: *advertise, Partitions: int32(*partitions)})
 	if err != nil {
 		return fmt.Errorf("broker on %s: %w", *listenAddr, err)
 	}

@@ -16,7 +16,9 @@
 // writes its replica never got, on a real master and replica, and check
 // what DESIGN "What a Redis failover can lose" says becomes of them.
 //
-// It is a black box: it imports only internal/testenv from the project. It
+// It is a black box: it imports only internal/testenv and
+// internal/faultproxy (the proxy that makes a dependency slow, refused or
+// partitioned) from the project. It
 // reads Redis keys and SQL rows by their documented names (names_test.go),
 // writes the configuration file, the activity and the tokens it needs from
 // the documentation, and counts the ledger itself; the admin stock report and

@@ -82,6 +82,7 @@ func startFleet(t *testing.T, hotShards int) *fleet {
 
 	free := func() string { return fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)) }
 	s.brokerAddr = free()
+	s.brokerListen = s.brokerAddr
 	var admins []string
 	for range fleetEdges {
 		s.edgeAddrs = append(s.edgeAddrs, free())

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"seckill/internal/faultproxy"
 	"seckill/internal/testenv"
 )
 
@@ -41,9 +42,16 @@ type Options struct {
 	// production does (appendonly yes, appendfsync everysec); otherwise
 	// without any persistence, so a restart comes back empty.
 	RedisPersist bool
-	// DBProxy puts a cuttable TCP proxy between the processes and
-	// MariaDB.
+	// DBProxy puts a fault proxy (internal/faultproxy: latency, refusal,
+	// partition) between the processes and MariaDB.
 	DBProxy bool
+	// BrokerProxy puts a fault proxy between the processes and the broker:
+	// the broker advertises the proxy's address, so every Kafka
+	// connection goes through it.
+	BrokerProxy bool
+	// EdgeEnv and ConsumerEnv are extra SECKILL_* overrides for the edge
+	// and the consumer processes (README "Configuration").
+	EdgeEnv, ConsumerEnv []string
 	// Partitions of the orders topic. Default 4.
 	Partitions int
 	// NoConsumer leaves the consumer out (security tests that need no
@@ -73,9 +81,11 @@ type System struct {
 
 	edgeAddr, adminAddr string
 	cfgPath             string
-	dsn                 string // what the processes use (through the proxy if any)
-	directDSN           string // what the checker uses
-	proxy               *dbProxy
+	dsn                 string            // what the processes use (through the proxy if any)
+	directDSN           string            // what the checker uses
+	proxy               *faultproxy.Proxy // DBProxy only
+	brokerProxy         *faultproxy.Proxy // BrokerProxy only
+	brokerListen        string            // where the broker listens (brokerAddr unless proxied)
 	db                  *sql.DB
 	env                 []string
 	client              *http.Client
@@ -123,8 +133,8 @@ func startSystem(t *testing.T, o Options) *System {
 	s.dsn = s.directDSN
 	if o.DBProxy {
 		host := dsnHost(t, s.directDSN)
-		s.proxy = startDBProxy(t, host)
-		s.dsn = strings.Replace(s.directDSN, "tcp("+host+")", "tcp("+s.proxy.addr()+")", 1)
+		s.proxy = startProxy(t, host)
+		s.dsn = strings.Replace(s.directDSN, "tcp("+host+")", "tcp("+s.proxy.Addr()+")", 1)
 	}
 	db, err := sql.Open("mysql", s.directDSN)
 	if err != nil {
@@ -134,6 +144,14 @@ func startSystem(t *testing.T, o Options) *System {
 	s.db = db
 
 	s.brokerAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	s.brokerListen = s.brokerAddr
+	brokerArgs := []string{}
+	if o.BrokerProxy {
+		s.brokerListen = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+		s.brokerProxy = startProxy(t, s.brokerListen)
+		s.brokerAddr = s.brokerProxy.Addr()
+		brokerArgs = append(brokerArgs, "--advertise", s.brokerAddr)
+	}
 	s.edgeAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	s.adminAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	s.engineAddr = "unix://" + filepath.Join(s.dir, "engine.sock")
@@ -145,8 +163,8 @@ func startSystem(t *testing.T, o Options) *System {
 	}
 	t.Cleanup(s.client.CloseIdleConnections)
 
-	s.Broker = s.newProc("broker", []string{"broker", "--listen", s.brokerAddr,
-		"--data-dir", filepath.Join(s.dir, "broker"), "--partitions", fmt.Sprint(o.Partitions)}, nil)
+	s.Broker = s.newProc("broker", append([]string{"broker", "--listen", s.brokerListen,
+		"--data-dir", filepath.Join(s.dir, "broker"), "--partitions", fmt.Sprint(o.Partitions)}, brokerArgs...), nil)
 	s.mustStart(s.Broker, s.waitBroker)
 	if o.Sidecar {
 		s.Engine = s.newProc("engine", []string{"engine", "--config", s.cfgPath, "--listen", s.engineAddr}, nil)
@@ -156,7 +174,7 @@ func startSystem(t *testing.T, o Options) *System {
 	if o.Sidecar {
 		edgeArgs = append(edgeArgs, "--engine", s.engineAddr)
 	}
-	s.Edge = s.newProc("edge", edgeArgs, nil)
+	s.Edge = s.newProc("edge", edgeArgs, o.EdgeEnv)
 	s.mustStart(s.Edge, s.waitEdge)
 	if !o.NoConsumer {
 		s.Consumer = s.newConsumer("consumer", "")
@@ -189,7 +207,7 @@ func (s *System) cleanupAtEnd() {
 func (s *System) newConsumer(name, group string) *proc {
 	// A static member of its group (consumer.instance_id): restarted after
 	// a SIGKILL, it takes its partitions back at once.
-	env := []string{"SECKILL_CONSUMER_INSTANCE_ID=chaos-" + name}
+	env := append([]string{"SECKILL_CONSUMER_INSTANCE_ID=chaos-" + name}, s.opts.ConsumerEnv...)
 	if group != "" {
 		env = append(env, "SECKILL_CONSUMER_GROUP="+group)
 	}
@@ -223,7 +241,7 @@ func (s *System) restart(p *proc, ready func(*proc) error) error {
 }
 
 func (s *System) waitBroker(p *proc) error {
-	return p.waitFor(20*time.Second, "broker listening", func() error { return dialOK("tcp", s.brokerAddr) })
+	return p.waitFor(20*time.Second, "broker listening", func() error { return dialOK("tcp", s.brokerListen) })
 }
 
 func (s *System) waitEngine(p *proc) error {
@@ -243,6 +261,18 @@ func (s *System) waitEdge(p *proc) error {
 		}
 		return nil
 	})
+}
+
+// startProxy starts a fault proxy to upstream, closed at the end of the
+// test.
+func startProxy(t testing.TB, upstream string) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.Start(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 func dialOK(network, addr string) error {
@@ -391,9 +421,15 @@ func (s *System) get(path string, user int64) (int, []byte, error) {
 }
 
 func (s *System) do(method, url string, user int64, body []byte, hdr map[string]string) (int, []byte, error) {
+	st, b, _, err := s.doHeader(method, url, user, body, hdr)
+	return st, b, err
+}
+
+// doHeader is do that also returns the answer's headers.
+func (s *System) doHeader(method, url string, user int64, body []byte, hdr map[string]string) (int, []byte, http.Header, error) {
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if user > 0 {
 		req.Header.Set("X-User-Id", fmt.Sprint(user))
@@ -406,11 +442,11 @@ func (s *System) do(method, url string, user int64, body []byte, hdr map[string]
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	return resp.StatusCode, b, resp.Header, err
 }
 
 // admin calls the admin API with the right token.

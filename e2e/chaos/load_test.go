@@ -36,6 +36,8 @@ type attempt struct {
 	Code      string
 	RequestNo string
 	Err       string
+	// RetryAfter is the answer's Retry-After header ("" without one).
+	RetryAfter string
 }
 
 // answer is the attempt's answer as the status sets name it: "200
@@ -190,8 +192,9 @@ dispatch:
 func (s *System) attempt(a *attempt) {
 	a.Sent = time.Now()
 	body := []byte(fmt.Sprintf(`{"activityId":%d,"skuId":%d,"quantity":1}`, activityID, a.SKU))
-	st, b, err := s.do("POST", s.buyURL(a.User), a.User, body, nil)
+	st, b, hdr, err := s.doHeader("POST", s.buyURL(a.User), a.User, body, nil)
 	a.Took = time.Since(a.Sent)
+	a.RetryAfter = hdr.Get("Retry-After")
 	s.answers.Add(1)
 	if err != nil {
 		a.Err = err.Error()

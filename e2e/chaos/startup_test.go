@@ -173,7 +173,7 @@ func TestPartsWaitForBrokerAndDatabase(t *testing.T) {
 		p.kill(syscall.SIGTERM)
 	}
 	s.Broker.kill(syscall.SIGTERM)
-	s.proxy.partition()
+	s.proxy.Partition()
 
 	metrics := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	consumer := s.newProc("consumer-metrics", []string{"consumer", "--config", s.cfgPath},
@@ -233,7 +233,7 @@ func TestPartsWaitForBrokerAndDatabase(t *testing.T) {
 		s.expect(p.name+" still waits for the database once the broker is back", p.running() && !strings.Contains(p.sinceStart(), "\tdependency ready\t{\"dependency\": \"database\""),
 			"running %v", p.running())
 	}
-	s.proxy.healNow()
+	s.proxy.Heal()
 	if err := firstErr(s.waitEngine(s.Engine), s.waitEdge(s.Edge)); err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,11 @@ type KafkaConfig struct {
 	Listen string
 	// Port on 127.0.0.1 when Listen is empty; 0 picks a free one.
 	Port int
+	// Advertise, when set with Listen, is the host:port metadata names
+	// instead of Listen: clients that bootstrap from it keep every
+	// connection on it (a fault proxy in front of the broker). Empty:
+	// Listen.
+	Advertise string
 	// Partitions of the orders and dead-letter topics. Default 4.
 	Partitions int32
 	// SegmentBytes is the log's segment size; 0: DefaultSegmentBytes.
@@ -70,8 +75,17 @@ func StartKafka(cfg KafkaConfig) (*Kafka, error) {
 			return nil, fmt.Errorf("embedded kafka: listen %q: %w", cfg.Listen, err)
 		}
 		// kfake asks for 127.0.0.1:port; serve the address given instead
-		// (and advertise it in metadata).
-		opts = append(opts, kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, cfg.Listen) }))
+		// (and advertise it, or Advertise, in metadata: kfake names its
+		// listener's Addr).
+		opts = append(opts, kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+			ln, err := net.Listen(network, cfg.Listen)
+			if err != nil || cfg.Advertise == "" {
+				return ln, err
+			}
+			return advertised{ln, cfg.Advertise}, nil
+		}))
+	case cfg.Advertise != "":
+		return nil, errors.New("embedded kafka: advertise needs listen")
 	case cfg.Port != 0:
 		opts = append(opts, kfake.Ports(cfg.Port))
 	}
@@ -87,6 +101,20 @@ func StartKafka(cfg KafkaConfig) (*Kafka, error) {
 	}
 	return &Kafka{Addrs: c.ListenAddrs(), Cluster: c}, nil
 }
+
+// advertised is a listener whose Addr is another address: the one kfake
+// puts in metadata.
+type advertised struct {
+	net.Listener
+	addr string
+}
+
+func (a advertised) Addr() net.Addr { return advertAddr(a.addr) }
+
+type advertAddr string
+
+func (a advertAddr) Network() string { return "tcp" }
+func (a advertAddr) String() string  { return string(a) }
 
 // Stop ends the trimming (after one last pass, so a clean stop leaves only
 // what no group has consumed) and closes the broker, which writes its

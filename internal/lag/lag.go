@@ -42,6 +42,42 @@ func New(brokers []string, group, topic string) (*Reader, error) {
 // Partitions returns the lag of every partition. A partition the group has
 // never committed counts from the oldest offset.
 func (r *Reader) Partitions(ctx context.Context) (map[int32]int64, error) {
+	ps, err := r.offsets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]int64, len(ps))
+	for p, o := range ps {
+		out[p] = o.Lag()
+	}
+	return out, nil
+}
+
+// Offsets are a partition's (or a topic's, summed) newest offset and the
+// group's committed one (the oldest offset where it never committed).
+type Offsets struct {
+	Newest, Committed int64
+}
+
+// Lag is Newest − Committed, never below zero.
+func (o Offsets) Lag() int64 { return max(o.Newest-o.Committed, 0) }
+
+// Sum returns the offsets summed over the partitions: the lag of the
+// whole topic, and a committed count whose growth is the group's drain.
+func (r *Reader) Sum(ctx context.Context) (Offsets, error) {
+	ps, err := r.offsets(ctx)
+	if err != nil {
+		return Offsets{}, err
+	}
+	var sum Offsets
+	for _, o := range ps {
+		sum.Newest += o.Newest
+		sum.Committed += min(o.Committed, o.Newest)
+	}
+	return sum, nil
+}
+
+func (r *Reader) offsets(ctx context.Context) (map[int32]Offsets, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -58,7 +94,7 @@ func (r *Reader) Partitions(ctx context.Context) (map[int32]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lag offsets of %s: %w", r.group, err)
 	}
-	out := make(map[int32]int64, len(parts))
+	out := make(map[int32]Offsets, len(parts))
 	for _, p := range parts {
 		newest, err := r.client.GetOffset(r.topic, p, sarama.OffsetNewest)
 		if err != nil {
@@ -75,7 +111,7 @@ func (r *Reader) Partitions(ctx context.Context) (map[int32]int64, error) {
 			}
 			done = oldest
 		}
-		out[p] = max(newest-done, 0)
+		out[p] = Offsets{Newest: newest, Committed: done}
 	}
 	return out, nil
 }

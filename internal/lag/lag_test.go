@@ -52,3 +52,22 @@ func lagRig(t *testing.T, group string) (*testenv.Kafka, *Reader, sarama.SyncPro
 	t.Cleanup(func() { prod.Close() })
 	return k, r, prod
 }
+
+// Sum is what the edge's backlog guard samples: the topic's newest offsets
+// and the group's committed ones, summed.
+func TestSumFollowsNewestAndCommitted(t *testing.T) {
+	k, r, prod := lagRig(t, "summed")
+	ctx := context.Background()
+	for range 5 {
+		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: sale.OrdersTopic, Value: sarama.StringEncoder("m")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o, err := r.Sum(ctx); err != nil || o != (Offsets{Newest: 5, Committed: 0}) {
+		t.Fatalf("5 messages, nothing committed: %+v, %v", o, err)
+	}
+	commitUpTo(t, k.Addrs, "summed", 4)
+	if o, err := r.Sum(ctx); err != nil || o != (Offsets{Newest: 5, Committed: 4}) || o.Lag() != 1 {
+		t.Fatalf("4 of 5 committed: %+v, %v", o, err)
+	}
+}

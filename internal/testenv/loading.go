@@ -232,11 +232,16 @@ func (r *Redis) info(section string) (map[string]string, error) {
 	return out, nil
 }
 
-// command sends one command over a fresh connection and returns a status
-// or bulk string reply; an error reply is an error. A raw connection, not
-// rueidis: a loading server refuses the client's handshake.
-func (r *Redis) command(args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", r.Addr, time.Second)
+// command is Command on this server.
+func (r *Redis) command(args ...string) (string, error) { return Command(r.Addr, args...) }
+
+// Command sends one command to the redis-server at addr over a fresh
+// connection and returns a status or bulk string reply; an error reply is
+// an error. A raw connection, not rueidis: a loading server refuses the
+// client's handshake, and a tool that pauses a server (CLIENT PAUSE) needs
+// no client of its own.
+func Command(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return "", err
 	}

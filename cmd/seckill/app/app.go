@@ -78,6 +78,9 @@ type System struct {
 	dbBound   *edge.DBBound // nil without an edge or with edge.db_reads_per_user 0
 	StreamHub *web.ResultHub
 	jobs      *jobs // bookkeeping jobs (jobs.go)
+	// backlogLag is the edge's backlog backpressure's own lag reader
+	// (consumer.lag_high), nil when off.
+	backlogLag *lazyLag
 
 	edgeHook func(sale.Event)
 	hookMu   sync.RWMutex
@@ -270,6 +273,10 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 				r.POST(payment.CallbackPath, payment.CallbackHandler(pay, 0))
 			}
 		}))
+		if c := cfg.Consumer; c.LagHigh > 0 {
+			s.backlogLag = &lazyLag{brokers: c.Brokers, group: c.Group, topic: c.Topic}
+			eopts = append(eopts, edge.WithBacklog(edge.Backlog{High: c.LagHigh, Low: c.LagLow, Every: c.LagInterval, Read: s.backlogLag.Sum}))
+		}
 		eopts = append(eopts, o.edgeOpts...)
 		if s.Edge, err = edge.New(cfg.Edge, s.Engine, s.Catalog, s.Results, s.Shards.Default, log.Named("edge"), s.Reg, eopts...); err != nil {
 			return nil, err
@@ -526,6 +533,9 @@ func (s *System) drain(ctx context.Context) error {
 }
 
 func (s *System) close() {
+	if s.backlogLag != nil {
+		s.backlogLag.close()
+	}
 	s.dbBound.Close()
 	if s.Lag != nil {
 		s.Lag.Close()

@@ -142,14 +142,41 @@ type lazyLag struct {
 func (l *lazyLag) ConsumedThrough(ctx context.Context) (time.Time, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	r, err := l.reader()
+	if err != nil {
+		return time.Time{}, err
+	}
+	return r.ConsumedThrough(ctx)
+}
+
+// Sum is lag.Reader.Sum on the reader; after a failure the next call
+// connects afresh (a broker that came back, a client that lost its
+// metadata).
+func (l *lazyLag) Sum(ctx context.Context) (lag.Offsets, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, err := l.reader()
+	if err != nil {
+		return lag.Offsets{}, err
+	}
+	o, err := r.Sum(ctx)
+	if err != nil {
+		r.Close()
+		l.r = nil
+	}
+	return o, err
+}
+
+// reader connects the reader if it is not; l.mu held.
+func (l *lazyLag) reader() (*lag.Reader, error) {
 	if l.r == nil {
 		r, err := lag.New(l.brokers, l.group, l.topic)
 		if err != nil {
-			return time.Time{}, err
+			return nil, err
 		}
 		l.r = r
 	}
-	return l.r.ConsumedThrough(ctx)
+	return l.r, nil
 }
 
 func (l *lazyLag) close() {

@@ -25,6 +25,7 @@ var documentedMetrics = []string{
 	"seckill_edge_request_seconds", "seckill_edge_soldout_propagation_seconds", "seckill_edge_blocklist_entries",
 	"seckill_edge_risk_verdicts_total", "seckill_edge_risk_failures_total", "seckill_edge_risk_degraded_total",
 	"seckill_edge_risk_call_seconds", "seckill_edge_sku_purchases_total",
+	"seckill_edge_backlog_seconds", "seckill_edge_backlog_drain_per_second", "seckill_edge_backlog_shedding",
 	// engine
 	"seckill_engine_occupy_total", "seckill_engine_lua_seconds", "seckill_engine_lua_errors_total",
 	"seckill_engine_occupy_batch_buyers", "seckill_engine_produce_seconds", "seckill_engine_produce_errors_total",
@@ -68,6 +69,8 @@ func TestEveryDocumentedSignalIsOnMetricsFromTheStart(t *testing.T) {
 	}
 	for _, series := range []string{
 		`seckill_edge_rejections_total{reason="sold_out"} 0`,
+		`seckill_edge_rejections_total{reason="backlog"} 0`,
+		`seckill_edge_backlog_shedding 0`,
 		`seckill_edge_risk_degraded_total{policy="allow"} 0`,
 		`seckill_engine_occupy_total{code="duplicate"} 0`,
 		`seckill_consumer_messages_total{outcome="dlq"} 0`,
