@@ -172,6 +172,10 @@ type fullInputs struct {
 	through    time.Time
 	pending    map[string]bool   // requestNos of closes whose Redis half is pending
 	pendingSKU map[[2]int64]bool // their SKUs
+	// unpaidBefore's read: the oldest order waiting for its payment
+	// (zero: none).
+	unpaidRead   bool
+	oldestUnpaid time.Time
 }
 
 func (r *Reconciler) fullInputs(ctx context.Context, rep *Report) (*fullInputs, error) {

@@ -50,6 +50,8 @@ func (r *Reconciler) retire(ctx context.Context, a *sale.Activity, k *sale.SKU, 
 			held = "the consumer has not provably passed the sale's end"
 		case in.pendingSKU[key]:
 			held = "a closed order's release is still pending"
+		case in.unpaidBefore(ctx, r, a.End):
+			held = "unpaid orders past their deadline are not closed yet"
 		default:
 			if line, err = r.checkSKU(ctx, a, k, in.through, in.pending, repair); err != nil {
 				return line, false, err
@@ -105,4 +107,24 @@ func (r *Reconciler) forget(ctx context.Context, a *sale.Activity) error {
 	r.stock.Publish(ctx, sale.Event{Kind: sale.EventActivity, Activity: a.ID})
 	r.pass.forgotten[a.ID] = true
 	return nil
+}
+
+// unpaidBefore reports whether an order made before t is still waiting
+// for its payment: past the retention it is past its deadline too, and the
+// closer, behind, will write its close (and its result) to the SKU's keys.
+// One indexed read of the oldest unpaid order per pass; an error counts as
+// yes.
+func (in *fullInputs) unpaidBefore(ctx context.Context, r *Reconciler, t time.Time) bool {
+	if !in.unpaidRead {
+		in.unpaidRead = true
+		os, err := r.st.ExpiredOrders(ctx, r.now(), 1)
+		switch {
+		case err != nil:
+			r.log.Warn("unpaid orders not read; no keys expire this pass", zap.Error(err))
+			in.oldestUnpaid = time.Unix(1<<40, 0) // after every end
+		case len(os) > 0:
+			in.oldestUnpaid = os[0].Created
+		}
+	}
+	return !in.oldestUnpaid.IsZero() && in.oldestUnpaid.Before(t)
 }
