@@ -31,12 +31,19 @@ type Config struct {
 	// WatchInterval between two checks that Redis still holds every SKU
 	// of the database's open activities. Default 1s.
 	WatchInterval time.Duration `yaml:"watch_interval"`
+	// KeepAfterEnd is how long an ended activity's Redis keys are kept
+	// after its end: the last pay deadline (order.pay_timeout) plus
+	// order.redis_retention, set from those keys by the process (no key
+	// of its own). Then the periodic pass reconciles each SKU in full and
+	// expires its keys (DESIGN §5, key lifetimes). 0 keeps them. Default
+	// 15m + 48h.
+	KeepAfterEnd time.Duration `yaml:"-"`
 }
 
 // DefaultConfig returns the defaults named on each field.
 func DefaultConfig() Config {
 	return Config{Jobs: true, Interval: time.Minute, OrphanGrace: 30 * time.Second,
-		SweepInterval: 10 * time.Second, WatchInterval: time.Second}
+		SweepInterval: 10 * time.Second, WatchInterval: time.Second, KeepAfterEnd: 15*time.Minute + 48*time.Hour}
 }
 
 // Validate names the first bad key.

@@ -15,7 +15,11 @@ import (
 //	seckill_reconcile_repairs_total{kind}        repairs applied, by drift kind
 //	seckill_reconcile_orphans_released_total     occupancies released by the sweeper
 //	seckill_reconcile_rebuilds_total             SKUs written back into a Redis that lost them
+//	seckill_reconcile_expired_total              ended SKUs whose keys expired after their retention
+//	seckill_reconcile_expiry_held                SKUs past their retention whose keys the last pass kept (drift, pending closes, consumer progress unknown)
 type metrics struct {
+	expired  prometheus.Counter
+	held     prometheus.Gauge
 	drift    *prometheus.GaugeVec
 	runs     *prometheus.CounterVec
 	repairs  *prometheus.CounterVec
@@ -36,6 +40,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "seckill_reconcile_orphans_released_total", Help: "Orphan occupancies released by the sweeper."}),
 		rebuilds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_reconcile_rebuilds_total", Help: "SKUs written back from the database into a Redis that lost them."}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_reconcile_expired_total", Help: "Ended SKUs whose Redis keys expired after their retention."}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "seckill_reconcile_expiry_held", Help: "SKUs past their retention whose Redis keys the last pass kept."}),
 	}
 	for _, o := range []string{"ok", "error"} {
 		m.runs.WithLabelValues(o)
@@ -44,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.repairs.WithLabelValues(k)
 	}
 	if reg != nil {
-		reg.MustRegister(m.drift, m.runs, m.repairs, m.orphans, m.rebuilds)
+		reg.MustRegister(m.drift, m.runs, m.repairs, m.orphans, m.rebuilds, m.expired, m.held)
 	}
 	return m
 }

@@ -13,7 +13,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -95,7 +94,11 @@ type Report struct {
 type SKUReport struct {
 	ActivityID int64 `json:"activityId"`
 	SKUID      int64 `json:"skuId"`
-	Redis      struct {
+	// Mode says how the SKU was compared: ModeFull (Run, and the periodic
+	// pass after a sale), ModeCounters (the periodic pass while it runs),
+	// ModeExpired (its keys outlived their retention and are gone).
+	Mode  string `json:"mode"`
+	Redis struct {
 		Present   bool  `json:"present"`
 		Initial   int64 `json:"initial"`
 		Remaining int64 `json:"remaining"`
@@ -151,6 +154,7 @@ type Reconciler struct {
 	watchMu sync.Mutex
 	missing map[[2]int64]bool // SKUs the last Watch found missing
 	loading bool              // the last Watch met a loading Redis (watchMu)
+	pass    passState         // the periodic pass's watermark and memory (runMu)
 }
 
 // Option is a test seam.
@@ -163,7 +167,8 @@ func WithClock(now func() time.Time) Option { return func(r *Reconciler) { r.now
 // stale (no orphan release, no stale-claim repair).
 func New(cfg Config, stock *stock.Stock, st store.Store, res *results.Store, through Through, log *zap.Logger,
 	reg prometheus.Registerer, opts ...Option) *Reconciler {
-	r := &Reconciler{stock: stock, st: st, res: res, through: through, log: log, cfg: cfg, now: time.Now, m: newMetrics(reg)}
+	r := &Reconciler{stock: stock, st: st, res: res, through: through, log: log, cfg: cfg, now: time.Now, m: newMetrics(reg),
+		pass: passState{audited: map[[2]int64]bool{}, expired: map[[2]int64]bool{}, forgotten: map[int64]bool{}, bySKU: map[[2]int64][]int{}}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -245,22 +250,10 @@ func (r *Reconciler) Run(ctx context.Context, repair bool) (Report, error) {
 				r.m.runs.WithLabelValues("error").Inc()
 				return rep, fmt.Errorf("reconcile activity %d sku %d: %w", a.ID, a.SKUs[j].ID, err)
 			}
-			r.m.set(&line)
-			for _, d := range line.Drifts {
-				r.log.Warn("drift", zap.Int64("activityId", a.ID), zap.Int64("skuId", line.SKUID),
-					zap.String("kind", d.Kind), zap.Int64("amount", d.Amount), zap.String("detail", d.Detail))
-			}
-			rep.Drifts += len(line.Drifts)
-			rep.Repairs += len(line.Repairs)
-			rep.SKUs = append(rep.SKUs, line)
+			r.report(&rep, a, line)
 		}
 	}
-	sort.Slice(rep.SKUs, func(i, j int) bool {
-		if rep.SKUs[i].ActivityID != rep.SKUs[j].ActivityID {
-			return rep.SKUs[i].ActivityID < rep.SKUs[j].ActivityID
-		}
-		return rep.SKUs[i].SKUID < rep.SKUs[j].SKUID
-	})
+	sortLines(rep.SKUs)
 	r.m.runs.WithLabelValues("ok").Inc()
 	if rep.Drifts == 0 {
 		r.log.Debug("reconciled: the books add up", zap.Int("skus", len(rep.SKUs)))
@@ -290,7 +283,7 @@ type ticket struct {
 
 func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU, through time.Time,
 	pending map[string]bool, repair bool) (SKUReport, error) {
-	line := SKUReport{ActivityID: a.ID, SKUID: k.ID}
+	line := SKUReport{ActivityID: a.ID, SKUID: k.ID, Mode: ModeFull}
 	add := func(kind string, amount int64, format string, args ...any) {
 		if amount != 0 {
 			line.Drifts = append(line.Drifts, Drift{Kind: kind, Amount: amount, Detail: fmt.Sprintf(format, args...)})
@@ -351,6 +344,10 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 			before.Sold, after.Sold, before.Available, after.Available)
 	}
 	if !led.Present {
+		if r.retired(a, readAt) {
+			line.Mode = ModeExpired // the database answers for the sale
+			return line, nil
+		}
 		add(KindRedisMissing, 1, "no meta key in Redis: the watcher rebuilds the SKU from the database")
 		return line, nil
 	}

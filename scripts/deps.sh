@@ -4,7 +4,8 @@
 # wrk; with --test also chromium (the browser tests of `make test`),
 # promtool (Debian's prometheus package: the alert rule tests) and
 # docker-compose (Debian's, used only for `docker-compose config`, which
-# validates docker-compose.yml without a Docker engine). When all are
+# validates docker-compose.yml without a Docker engine) and sqlite3 (the
+# shell builds the reconciler test's million orders). When all are
 # present it does not touch apt at all. Debian/Ubuntu, as root (or with
 # sudo).
 set -euo pipefail
@@ -26,10 +27,11 @@ if [ "${1:-}" = --test ]; then
 	have chromium || missing+=(chromium)
 	have promtool || missing+=(prometheus)
 	have docker-compose || missing+=(docker-compose)
+	have sqlite3 || missing+=(sqlite3)
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then
-	echo "deps: redis-server, mariadbd, wrk${1:+, chromium, promtool and docker-compose} are installed"
+	echo "deps: redis-server, mariadbd, wrk${1:+, chromium, promtool, docker-compose and sqlite3} are installed"
 	exit 0
 fi
 

@@ -284,3 +284,34 @@ func (s *Stock) Rebuild(ctx context.Context, a *sale.Activity, sku *sale.SKU, in
 	}
 	return true, nil
 }
+
+// HoldersOf sets dst[i] to the requestNo holding users[i]'s record on
+// (activity, sku), "" where the user holds none: one HMGET, for the
+// reconciler's check of the orders made since its last pass. dst is
+// reused when it has room.
+func (s *Stock) HoldersOf(ctx context.Context, activity int64, sku *sale.SKU, users []int64, dst []string) ([]string, error) {
+	dst = dst[:0]
+	if len(users) == 0 {
+		return dst, nil
+	}
+	fields := make([]string, len(users))
+	for i, u := range users {
+		fields[i] = strconv.FormatInt(u, 10)
+	}
+	c := s.skuClient(activity, sku)
+	vs, err := c.Do(ctx, c.B().Hmget().Key(sale.KeysFor(activity, sku.ID).Users).Field(fields...).Build()).ToArray()
+	if err != nil {
+		return dst, fmt.Errorf("holders activity %d sku %d: %w", activity, sku.ID, err)
+	}
+	if len(vs) != len(users) {
+		return dst, fmt.Errorf("holders activity %d sku %d: %d values for %d users", activity, sku.ID, len(vs), len(users))
+	}
+	for _, v := range vs {
+		rn, err := v.ToString()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return dst, fmt.Errorf("holders activity %d sku %d: %w", activity, sku.ID, err)
+		}
+		dst = append(dst, rn)
+	}
+	return dst, nil
+}

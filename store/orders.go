@@ -242,6 +242,35 @@ func (s *sqlStore) Ledger(ctx context.Context, activity, sku int64) (Snapshot, [
 	return sn, refs, nil
 }
 
+func (s *sqlStore) OrdersAfter(ctx context.Context, after int64, limit int, dst []OrderRow) ([]OrderRow, error) {
+	if limit <= 0 {
+		return dst, nil
+	}
+	// The primary pool: a replica behind the primary would let the
+	// watermark pass orders it has not replayed yet.
+	rows, err := s.w.QueryContext(ctx, `SELECT id, activity_id, sku_id, request_no, user_id, quantity, status, created_ms
+		FROM seckill_order WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	if err != nil {
+		return dst, fmt.Errorf("orders after %d: %w", after, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			o  OrderRow
+			ms int64
+		)
+		if err := rows.Scan(&o.ID, &o.ActivityID, &o.SKUID, &o.RequestNo, &o.UserID, &o.Quantity, &o.Status, &ms); err != nil {
+			return dst, fmt.Errorf("orders after %d: %w", after, err)
+		}
+		o.Created = time.UnixMilli(ms)
+		dst = append(dst, o)
+	}
+	if err := rows.Err(); err != nil {
+		return dst, fmt.Errorf("orders after %d: %w", after, err)
+	}
+	return dst, nil
+}
+
 func (s *sqlStore) RecountSnapshot(ctx context.Context, activity, sku int64) (before, after Snapshot, err error) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		before = Snapshot{ActivityID: activity, SKUID: sku}

@@ -98,6 +98,11 @@ type Store interface {
 	// Ledger reads the snapshot and every order (closed ones too) of
 	// (activity, sku) in one consistent read, for the reconciler.
 	Ledger(ctx context.Context, activity, sku int64) (Snapshot, []OrderRef, error)
+	// OrdersAfter appends to dst at most limit orders (closed ones too) of
+	// every activity with an id above after, by id: the reconciler's
+	// incremental audit pages through the orders made since its watermark
+	// by the primary key, whatever number of orders came before.
+	OrdersAfter(ctx context.Context, after int64, limit int, dst []OrderRow) ([]OrderRow, error)
 	// RecountSnapshot sets the snapshot's sold to the units of the live
 	// orders and available to initial − sold, under the snapshot's row lock
 	// (the lock every order insert and close takes first), and returns it
@@ -239,6 +244,15 @@ type OrderRef struct {
 
 // Live reports whether the order holds stock (it is not CLOSED).
 func (o OrderRef) Live() bool { return o.Status != OrderClosed }
+
+// OrderRow is an order as OrdersAfter reads it: its id (the watermark),
+// activity and SKU, and the part the reconciler compares with Redis.
+type OrderRow struct {
+	ID         int64
+	ActivityID int64
+	SKUID      int64
+	OrderRef
+}
 
 // Release is a durable marker of a closed order whose unit must go back to
 // Redis: written in the transaction that closes the order, marked done

@@ -86,6 +86,35 @@ func (c *Catalog) Put(ctx context.Context, a sale.Activity) error {
 	return nil
 }
 
+// Remove deletes activity id from Redis and from the local snapshot (an
+// ended activity whose keys outlived their retention). Idempotent.
+func (c *Catalog) Remove(ctx context.Context, id int64) error {
+	cmds := rueidis.Commands{
+		c.rdb.B().Srem().Key(sale.ActivitiesKey).Member(strconv.FormatInt(id, 10)).Build(),
+		c.rdb.B().Unlink().Key(sale.ActivityKey(id)).Build(),
+	}
+	for _, r := range c.rdb.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("catalog remove activity %d: %w", id, err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.snap.Load()
+	if _, ok := old.acts[id]; !ok {
+		return nil
+	}
+	acts := make([]*sale.Activity, 0, len(old.acts))
+	for x, a := range old.acts {
+		if x != id {
+			acts = append(acts, a)
+		}
+	}
+	c.snap.Store(build(acts))
+	c.gen.Add(1)
+	return nil
+}
+
 // ErrUnknownActivity is Update's error for an activity the catalog does not
 // hold.
 var ErrUnknownActivity = errors.New("unknown activity")

@@ -49,7 +49,7 @@ func newJobs(s *System, roles Roles, o *options) *jobs {
 		o.engineOpts = append(o.engineOpts, engine.WithRequestLog(j.reqlog))
 	}
 	j.lag = &lazyLag{brokers: cfg.Consumer.Brokers, group: cfg.Consumer.Group, topic: cfg.Consumer.Topic}
-	j.recon = reconcile.New(cfg.Reconcile, s.Stock, s.Store, s.Results, j.lag, s.Log.Named("reconcile"), s.Reg)
+	j.recon = reconcile.New(cfg.ReconcileConfig(), s.Stock, s.Store, s.Results, j.lag, s.Log.Named("reconcile"), s.Reg)
 	if cfg.Reconcile.Jobs {
 		j.closer = payment.NewCloser(s.Store, s.Stock, s.Results, cfg.Order.PayTimeout, s.Log.Named("closer"), s.Reg)
 	}
@@ -109,7 +109,9 @@ func (j *jobs) start() {
 		if err := j.recon.Know(ctx); err != nil {
 			return err
 		}
-		_, err := j.recon.Run(ctx, cfg.Repair)
+		// The periodic pass costs what changed since the last one; the
+		// full comparison (Run) is on demand and after each sale.
+		_, err := j.recon.Pass(ctx, cfg.Repair)
 		return err
 	}))
 	j.wg.Go(func() { j.closer.Run(ctx) })

@@ -73,6 +73,12 @@ type Admin struct {
 type Order struct {
 	// PayTimeout closes an unpaid order after this long. Default 15m.
 	PayTimeout time.Duration `yaml:"pay_timeout"`
+	// RedisRetention is how long an ended activity's per-SKU Redis keys
+	// (records, counters, results…) outlive its last pay deadline (end +
+	// pay_timeout): then the reconciler compares them with the database
+	// in full and expires them; the database answers for the sale from
+	// then on. 0 keeps them for ever. Default 48h.
+	RedisRetention time.Duration `yaml:"redis_retention"`
 }
 
 // Dev configures `seckill dev`, the all-in-one process.
@@ -105,7 +111,7 @@ func Default() Config {
 		Store:    store.DefaultConfig(),
 		Token:    token.DefaultConfig(),
 		Admin:    Admin{Listen: "127.0.0.1:8081"},
-		Order:    Order{PayTimeout: 15 * time.Minute},
+		Order:    Order{PayTimeout: 15 * time.Minute, RedisRetention: 48 * time.Hour},
 		Payment:  payment.DefaultConfig(),
 		Dev:      Dev{DataDir: "data", Demo: true, Partitions: 4},
 		Metrics:  Metrics{SampleInterval: time.Second},
@@ -152,6 +158,18 @@ func LoadDev(path string) (Config, error) {
 	return c, nil
 }
 
+// ReconcileConfig is the reconcile section with what it takes from the
+// order section: an ended activity's keys are kept until its last pay
+// deadline plus order.redis_retention (0: kept for ever).
+func (c *Config) ReconcileConfig() reconcile.Config {
+	r := c.Reconcile
+	r.KeepAfterEnd = 0
+	if c.Order.RedisRetention > 0 {
+		r.KeepAfterEnd = c.Order.PayTimeout + c.Order.RedisRetention
+	}
+	return r
+}
+
 // Validate checks every section.
 func (c *Config) Validate() error {
 	for _, v := range []interface{ Validate() error }{&c.Redis, &c.Engine, &c.Edge, &c.Consumer, &c.Store, &c.Token, &c.OrderSigning, &c.Payment, &c.Reconcile} {
@@ -164,6 +182,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Order.PayTimeout < time.Second {
 		return errors.New("order.pay_timeout must be at least 1s")
+	}
+	if c.Order.RedisRetention < 0 {
+		return errors.New("order.redis_retention must not be negative")
 	}
 	if c.Metrics.SampleInterval < 100*time.Millisecond {
 		return errors.New("metrics.sample_interval must be at least 100ms")

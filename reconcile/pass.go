@@ -1,0 +1,385 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+
+	"seckill/internal/sale"
+	"seckill/stock"
+	"seckill/store"
+)
+
+// auditPage is how many orders one read of the incremental audit returns.
+const auditPage = 1000
+
+// Line modes (SKUReport.Mode).
+const (
+	// ModeCounters: the SKU's counters against each other and the
+	// database snapshot, and the orders made since the last pass.
+	ModeCounters = "counters"
+	// ModeFull: every record and claim against every order (Run's).
+	ModeFull = "full"
+	// ModeExpired: the sale ended, its keys outlived their retention and
+	// are gone from Redis; the database answers for it.
+	ModeExpired = "expired"
+)
+
+// passState is what the periodic pass remembers between two passes
+// (runMu).
+type passState struct {
+	mark      int64              // the id of the last order the incremental audit judged
+	audited   map[[2]int64]bool  // ended SKUs compared in full by this process
+	expired   map[[2]int64]bool  // SKUs whose keys this process expired (or found expired)
+	forgotten map[int64]bool     // activities this process removed from the catalog
+	rows      []store.OrderRow   // the audit's page, reused
+	holders   []string           // HoldersOf's answer, reused
+	users     []int64            // the users of one SKU's group, reused
+	bySKU     map[[2]int64][]int // one page's row indexes by SKU, reused
+}
+
+// Pass is the periodic reconciliation (reconcile.interval). Its cost
+// follows the change since the last pass, never the size of a sale:
+//
+//   - each SKU's counters, read atomically from Redis (ledger.lua) and from
+//     the database snapshot's row: initial, redis_ledger, redis_records
+//     (one unit per ticket), the snapshot against itself (db_snapshot),
+//     oversell, ledger (units ordered that Redis's sold does not count)
+//     and redis_missing;
+//   - the orders made since the last pass, read by the primary key from a
+//     watermark a page of auditPage at a time, each live one checked
+//     against its buyer's record in Redis (one HMGET per SKU and page):
+//     order_without_claim, restored on repair;
+//   - once an activity has ended and its last tickets are past the grace
+//     period (end + reconcile.orphan_grace), the full comparison of each
+//     of its SKUs (Run's), once per process;
+//   - once an ended activity's keys have outlived their retention
+//     (Config.KeepAfterEnd), the full comparison again and then the
+//     expiry of its keys (retire.go).
+//
+// Run stays the full comparison of every SKU, for on-call and after the
+// sale. The first pass of a process starts its watermark at 0: it pages
+// through every order once, in bounded memory.
+func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	rep := Report{At: r.now(), Repair: repair}
+	fail := func(err error) (Report, error) {
+		r.m.runs.WithLabelValues("error").Inc()
+		return rep, fmt.Errorf("reconcile pass: %w", err)
+	}
+	acts, err := r.st.Activities(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	r.m.know(acts)
+	now := rep.At
+	skus := make(map[[2]int64]*skuOf, 8)
+	for i := range acts {
+		a := &acts[i]
+		for j := range a.SKUs {
+			skus[[2]int64{a.ID, a.SKUs[j].ID}] = &skuOf{a: a, k: &a.SKUs[j]}
+		}
+	}
+	if err := r.auditNew(ctx, skus, now, repair); err != nil {
+		return fail(err)
+	}
+	// The full comparisons need the consumer's progress and the closes
+	// whose Redis half is pending; read them only when one is due.
+	var (
+		full    *fullInputs
+		held    int
+		fullErr error
+	)
+	inputs := func() (*fullInputs, error) {
+		if full == nil && fullErr == nil {
+			full, fullErr = r.fullInputs(ctx, &rep)
+		}
+		return full, fullErr
+	}
+	for i := range acts {
+		a := &acts[i]
+		var line SKUReport
+		retired := 0
+		for j := range a.SKUs {
+			k := &a.SKUs[j]
+			key := [2]int64{a.ID, k.ID}
+			s := skus[key]
+			switch {
+			case r.retired(a, now):
+				in, err := inputs()
+				if err != nil {
+					return fail(err)
+				}
+				var ok bool
+				if line, ok, err = r.retire(ctx, a, k, in, repair); err != nil {
+					return fail(fmt.Errorf("activity %d sku %d: %w", a.ID, k.ID, err))
+				}
+				if ok {
+					retired++
+				} else {
+					held++
+				}
+			case !r.pass.audited[key] && !now.Before(a.End.Add(r.cfg.OrphanGrace)):
+				in, err := inputs()
+				if err != nil {
+					return fail(err)
+				}
+				if line, err = r.checkSKU(ctx, a, k, in.through, in.pending, repair); err != nil {
+					return fail(fmt.Errorf("activity %d sku %d: %w", a.ID, k.ID, err))
+				}
+				r.pass.audited[key] = true
+			default:
+				if line, err = r.counters(ctx, a, k, now); err != nil {
+					return fail(fmt.Errorf("activity %d sku %d: %w", a.ID, k.ID, err))
+				}
+			}
+			line.Drifts = append(line.Drifts, s.drifts...)
+			line.Repairs = append(line.Repairs, s.repairs...)
+			r.report(&rep, a, line)
+		}
+		if retired == len(a.SKUs) && len(a.SKUs) > 0 {
+			if err := r.forget(ctx, a); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	r.m.held.Set(float64(held))
+	sortLines(rep.SKUs)
+	r.m.runs.WithLabelValues("ok").Inc()
+	if rep.Drifts > 0 {
+		r.log.Warn("reconciled with drift", zap.Int("skus", len(rep.SKUs)), zap.Int("drifts", rep.Drifts),
+			zap.Int("repairs", rep.Repairs), zap.Bool("repair", repair))
+	}
+	return rep, nil
+}
+
+// skuOf is one SKU of the database's activities and what the incremental
+// audit found on it this pass.
+type skuOf struct {
+	a       *sale.Activity
+	k       *sale.SKU
+	drifts  []Drift
+	repairs []Repair
+}
+
+// fullInputs is what a full comparison needs besides the SKU.
+type fullInputs struct {
+	through    time.Time
+	pending    map[string]bool   // requestNos of closes whose Redis half is pending
+	pendingSKU map[[2]int64]bool // their SKUs
+	// unpaidBefore's read: the oldest order waiting for its payment
+	// (zero: none).
+	unpaidRead   bool
+	oldestUnpaid time.Time
+}
+
+func (r *Reconciler) fullInputs(ctx context.Context, rep *Report) (*fullInputs, error) {
+	in := &fullInputs{}
+	through, err := r.consumedThrough(ctx)
+	if err != nil {
+		rep.Warnings = append(rep.Warnings, "consumer progress unknown, no occupancy judged stale: "+err.Error())
+	} else if !through.IsZero() {
+		rep.ConsumedThrough = &through
+		in.through = through
+	}
+	rel, err := r.st.PendingReleases(ctx, 100000)
+	if err != nil {
+		return nil, err
+	}
+	in.pending, in.pendingSKU = make(map[string]bool, len(rel)), map[[2]int64]bool{}
+	for _, x := range rel {
+		in.pending[x.RequestNo] = true
+		in.pendingSKU[[2]int64{x.ActivityID, x.SKUID}] = true
+	}
+	if err := r.stock.Catalog().Load(ctx); err != nil {
+		rep.Warnings = append(rep.Warnings, "catalog not loaded: "+err.Error())
+	}
+	return in, nil
+}
+
+// report adds line to rep: metric, one log line per drift, totals.
+func (r *Reconciler) report(rep *Report, a *sale.Activity, line SKUReport) {
+	r.m.set(&line)
+	for _, d := range line.Drifts {
+		r.log.Warn("drift", zap.Int64("activityId", a.ID), zap.Int64("skuId", line.SKUID),
+			zap.String("kind", d.Kind), zap.Int64("amount", d.Amount), zap.String("detail", d.Detail))
+	}
+	rep.Drifts += len(line.Drifts)
+	rep.Repairs += len(line.Repairs)
+	rep.SKUs = append(rep.SKUs, line)
+}
+
+func sortLines(ls []SKUReport) {
+	sort.Slice(ls, func(i, j int) bool {
+		if ls[i].ActivityID != ls[j].ActivityID {
+			return ls[i].ActivityID < ls[j].ActivityID
+		}
+		return ls[i].SKUID < ls[j].SKUID
+	})
+}
+
+// counters compares one SKU's counters: O(1) reads on each side.
+func (r *Reconciler) counters(ctx context.Context, a *sale.Activity, k *sale.SKU, now time.Time) (SKUReport, error) {
+	line := SKUReport{ActivityID: a.ID, SKUID: k.ID, Mode: ModeCounters}
+	add := func(kind string, amount int64, format string, args ...any) {
+		if amount != 0 {
+			line.Drifts = append(line.Drifts, Drift{Kind: kind, Amount: amount, Detail: fmt.Sprintf(format, args...)})
+		}
+	}
+	led, err := r.stock.Ledger(ctx, a.ID, k)
+	if err != nil {
+		return line, err
+	}
+	line.Redis.Present, line.Redis.Initial, line.Redis.Remaining = led.Present, led.Initial, led.Remaining
+	line.Redis.Sold, line.Redis.Records, line.Redis.Claimed = led.Sold, led.Holders, led.Claimed
+	line.Redis.Pending = led.Pending
+	sn, err := r.st.Snapshot(ctx, a.ID, k.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return line, nil // an activity being created: its snapshot comes with its items
+	}
+	if err != nil {
+		return line, err
+	}
+	line.DB.Initial, line.DB.Available, line.DB.Sold = sn.Initial, sn.Available, sn.Sold
+	line.DB.Units = sn.Sold
+	add(KindDBSnapshot, sn.Initial-sn.Available-sn.Sold, "snapshot sold %d + available %d vs initial %d",
+		sn.Sold, sn.Available, sn.Initial)
+	add(KindOversell, max(sn.Sold-sn.Initial, 0), "the snapshot sold %d units of %d", sn.Sold, sn.Initial)
+	if !led.Present {
+		if r.retired(a, now) {
+			line.Mode = ModeExpired
+			return line, nil
+		}
+		add(KindRedisMissing, 1, "no meta key in Redis: the watcher rebuilds the SKU from the database")
+		return line, nil
+	}
+	add(KindInitial, led.Initial-sn.Initial, "Redis initial %d, snapshot initial %d", led.Initial, sn.Initial)
+	add(KindRedisLedger, led.Remaining+led.Sold-led.Initial, "remaining %d + sold %d vs initial %d",
+		led.Remaining, led.Sold, led.Initial)
+	if k.LimitPerUser <= 1 {
+		add(KindRedisRecords, led.Sold-led.Holders, "sold %d, %d user records", led.Sold, led.Holders)
+	}
+	// Every ordered unit was occupied first and stays counted in Redis's
+	// sold until its order closes (the database first): units the
+	// snapshot sold above Redis's sold are orders Redis lost.
+	add(KindLedger, max(sn.Sold-led.Sold, 0), "the snapshot sold %d units, Redis counts %d", sn.Sold, led.Sold)
+	return line, nil
+}
+
+// auditNew checks the orders made since the watermark against their
+// buyers' records, page by page: a live order older than orderCutoff
+// whose buyer's record does not name it is order_without_claim (restored
+// on repair). The watermark stops before the first order younger than the
+// cutoff (its transaction's neighbours may still commit below it), so the
+// next pass starts there.
+func (r *Reconciler) auditNew(ctx context.Context, skus map[[2]int64]*skuOf, now time.Time, repair bool) error {
+	p := &r.pass
+	cutoff := now.Add(-orderCutoff)
+	for {
+		rows, err := r.st.OrdersAfter(ctx, p.mark, auditPage, p.rows[:0])
+		p.rows = rows
+		if err != nil {
+			return err
+		}
+		n := len(rows)
+		for i := range rows {
+			if rows[i].Created.After(cutoff) {
+				n = i
+				break
+			}
+		}
+		clear(p.bySKU)
+		for i := range rows[:n] {
+			o := &rows[i]
+			if !o.Live() {
+				continue
+			}
+			key := [2]int64{o.ActivityID, o.SKUID}
+			if skus[key] != nil {
+				p.bySKU[key] = append(p.bySKU[key], i)
+			}
+		}
+		for key, idx := range p.bySKU {
+			if err := r.auditGroup(ctx, skus[key], rows, idx, repair); err != nil {
+				return err
+			}
+		}
+		if n > 0 {
+			p.mark = rows[n-1].ID
+		}
+		if n < auditPage {
+			return nil
+		}
+	}
+}
+
+// auditGroup checks one page's live orders of one SKU.
+func (r *Reconciler) auditGroup(ctx context.Context, s *skuOf, rows []store.OrderRow, idx []int, repair bool) error {
+	p := &r.pass
+	p.users = p.users[:0]
+	for _, i := range idx {
+		p.users = append(p.users, rows[i].UserID)
+	}
+	hs, err := r.stock.HoldersOf(ctx, s.a.ID, s.k, p.users, p.holders)
+	p.holders = hs
+	if err != nil {
+		return err
+	}
+	var (
+		lost    []stock.Hold
+		present *bool
+	)
+	for j, i := range idx {
+		o := &rows[i].OrderRef
+		if hs[j] == o.RequestNo {
+			continue
+		}
+		if present == nil {
+			// A SKU Redis lost whole is the watcher's (redis_missing),
+			// not one drift per order.
+			led, err := r.stock.Ledger(ctx, s.a.ID, s.k)
+			if err != nil {
+				return err
+			}
+			present = &led.Present
+		}
+		if !*present {
+			return nil
+		}
+		// An order closed since the page was read gave its record back
+		// (the close is written to the database first): read it again.
+		cur, err := r.st.OrderByRequest(ctx, o.RequestNo)
+		if errors.Is(err, store.ErrNotFound) || err == nil && cur.Status == store.OrderClosed {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		lost = append(lost, stock.Hold{UserID: o.UserID, RequestNo: o.RequestNo, Quantity: o.Quantity})
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	s.drifts = append(s.drifts, Drift{Kind: KindOrderWithoutClaim, Amount: int64(len(lost)),
+		Detail: fmt.Sprintf("%d orders made since the last pass have no record in Redis", len(lost))})
+	if !repair {
+		return nil
+	}
+	restored, err := r.stock.RestoreRecords(ctx, s.a.ID, s.k, lost)
+	if err != nil {
+		return err
+	}
+	if restored > 0 {
+		s.repairs = append(s.repairs, Repair{Kind: KindOrderWithoutClaim, Amount: restored,
+			Detail: fmt.Sprintf("restored %d claimed records of live orders (counters unchanged)", restored)})
+		r.m.repairs.WithLabelValues(KindOrderWithoutClaim).Inc()
+		r.log.Warn("repaired", zap.Int64("activityId", s.a.ID), zap.Int64("skuId", s.k.ID),
+			zap.String("kind", KindOrderWithoutClaim), zap.Int64("amount", restored))
+	}
+	return nil
+}

@@ -1,0 +1,293 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"seckill/internal/sale"
+	"seckill/stock/stocktest"
+	"seckill/store"
+)
+
+// TestPassJudgesWhatChanged: while the sale runs the periodic pass reads
+// counters and the orders made since its last pass — an order whose record
+// Redis lost is found once, restored on repair, and the next pass does not
+// read it again; counters that do not add up are found without reading a
+// record.
+func TestPassJudgesWhatChanged(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		now := time.Now()
+		for u := int64(1); u <= 4; u++ {
+			r.order(t, 501, u)
+		}
+		r.occupy(t, 502, 9) // an occupancy without an order: the sweeper's, never this pass's
+		at := now.Add(time.Minute)
+		rc, _ := r.reconciler(t, at)
+		rep, err := rc.Pass(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Drifts != 0 {
+			t.Fatalf("books that add up: %+v", rep)
+		}
+		for _, l := range rep.SKUs {
+			if l.Mode != ModeCounters {
+				t.Fatalf("a running sale compared by %s: %+v", l.Mode, l)
+			}
+		}
+		if rc.pass.mark == 0 {
+			t.Fatal("the watermark did not move past the orders judged")
+		}
+
+		// One order more, whose buyer's record Redis then loses.
+		m := r.order(t, 501, 5)
+		r.redis.Do(t, "HDEL", sale.KeysFor(r.act.ID, 501).Users, "5")
+		rep, err = rc.Pass(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := lineOf(t, rep, 501)
+		if got := driftOf(line, KindOrderWithoutClaim); got != 1 {
+			t.Fatalf("order_without_claim %d, want 1: %+v", got, line)
+		}
+		// The record's unit is still in sold: the counters see it too.
+		if got := driftOf(line, KindRedisRecords); got != 1 {
+			t.Fatalf("redis_records %d, want 1: %+v", got, line)
+		}
+		// The repair's pass: judged already, the order is not read again.
+		rep, err = rc.Pass(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := driftOf(lineOf(t, rep, 501), KindOrderWithoutClaim); got != 0 {
+			t.Fatalf("the pass read an order it judged before: %+v", rep)
+		}
+		// A fresh reconciler (a restarted process) pages from the start,
+		// finds it and restores it.
+		rc2, _ := r.reconciler(t, at)
+		rep, err = rc2.Pass(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(lineOf(t, rep, 501).Repairs) != 1 {
+			t.Fatalf("not restored: %+v", lineOf(t, rep, 501))
+		}
+		rn, claimed, err := r.stock.Holder(ctx, r.act.ID, 501, 5)
+		if err != nil || rn != m.RequestNo || !claimed {
+			t.Fatalf("record after the repair: %q %v %v", rn, claimed, err)
+		}
+
+		// A unit sold behind Redis's back: the counters say so.
+		r.redis.Do(t, "INCRBY", sale.KeysFor(r.act.ID, 503).Stock, "1")
+		rep, err = rc2.Pass(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := driftOf(lineOf(t, rep, 503), KindRedisLedger); got != 1 {
+			t.Fatalf("redis_ledger %d, want 1: %+v", got, lineOf(t, rep, 503))
+		}
+	})
+}
+
+// TestPassSkipsOrdersOfAClosedSale: an order closed after the page was read
+// gave its record back; the pass must not call it lost (and restore a record
+// for a closed order, which would hold a unit for ever).
+func TestPassSkipsClosedOrders(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		m := r.order(t, 501, 1)
+		o, err := r.st.OrderByRequest(ctx, m.RequestNo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, closed, err := r.st.CloseOrder(ctx, o.OrderNo, time.Now().Add(time.Hour)); err != nil || !closed {
+			t.Fatalf("close: %v %v", closed, err)
+		}
+		if _, err := r.stock.ReleaseClosed(ctx, &m); err != nil {
+			t.Fatal(err)
+		}
+		rc, _ := r.reconciler(t, time.Now().Add(time.Minute))
+		rep, err := rc.Pass(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := lineOf(t, rep, 501); len(l.Drifts)+len(l.Repairs) != 0 {
+			t.Fatalf("a closed order judged: %+v", l)
+		}
+		if rn, _, err := r.stock.Holder(ctx, r.act.ID, 501, 1); err != nil || rn != "" {
+			t.Fatalf("record of the closed order: %q %v", rn, err)
+		}
+	})
+}
+
+// TestPassComparesAnEndedSaleInFull: once the sale has ended and its
+// tickets are past the grace period, each SKU is compared record by record
+// once (finding what counters cannot: an orphan), then by counters again.
+func TestPassComparesAnEndedSaleInFull(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		r.order(t, 501, 1)
+		r.occupy(t, 502, 2) // never ordered: an orphan
+		after := r.act.End.Add(time.Hour)
+		rc, _ := r.reconciler(t, after)
+		rep, err := rc.Pass(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := lineOf(t, rep, 502)
+		if l.Mode != ModeFull || driftOf(l, KindOrphan) != 1 {
+			t.Fatalf("the ended sale's first pass: %+v", l)
+		}
+		rep, err = rc.Pass(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := lineOf(t, rep, 502); l.Mode != ModeCounters {
+			t.Fatalf("compared in full twice: %+v", l)
+		}
+	})
+}
+
+func lineOf(t *testing.T, rep Report, sku int64) SKUReport {
+	t.Helper()
+	for _, l := range rep.SKUs {
+		if l.SKUID == sku {
+			return l
+		}
+	}
+	t.Fatalf("no line for sku %d: %+v", sku, rep)
+	return SKUReport{}
+}
+
+func driftOf(l SKUReport, kind string) int64 {
+	var n int64
+	for _, d := range l.Drifts {
+		if d.Kind == kind {
+			n += d.Amount
+		}
+	}
+	return n
+}
+
+// TestPassCostsTheChangeNotTheCrowd: the periodic pass of a SKU with
+// 1,000,000 orders behind its watermark costs what the pass of one with
+// 1,000 costs — the same 1,000 new orders judged, the same bytes allocated
+// — where the full comparison loads every order and record. -short
+// compares 1,000 with 20,000 instead (whose first pass pages through every
+// order).
+func TestPassCostsTheChangeNotTheCrowd(t *testing.T) {
+	sizes := []int{1000, 1000000}
+	if testing.Short() {
+		sizes[1] = 20000
+	}
+	var base uint64
+	for _, n := range sizes {
+		alloc := passCost(t, n)
+		t.Logf("%d orders behind the watermark: the pass of 1,000 new ones allocated %d bytes", n, alloc)
+		if base == 0 {
+			base = alloc
+			continue
+		}
+		// Other goroutines (the Redis client's, the database pool's)
+		// allocate now and then during a pass: a margin for them, far
+		// below what reading the orders costs (the full comparison of a
+		// million orders allocates hundreds of megabytes).
+		if alloc > 2*base+1<<20 {
+			t.Fatalf("%d orders: %d bytes allocated, %d with 1,000: the pass grows with the crowd", n, alloc, base)
+		}
+	}
+}
+
+// passCost builds a SKU with n orders and their records cheaply (the
+// sqlite3 shell generates the rows in one statement — the Go driver under
+// -race takes a millisecond a row —, a Lua loop writes the records), lets
+// a reconciler judge them, adds 1,000 orders more — one of whose records
+// Redis loses — and returns the bytes the next pass allocates.
+func passCost(t *testing.T, n int) uint64 {
+	t.Helper()
+	sqlite3, err := exec.LookPath("sqlite3")
+	if err != nil {
+		t.Fatalf("the sqlite3 shell builds the orders (scripts/deps.sh --test installs it): %v", err)
+	}
+	ctx := context.Background()
+	cfg := store.DefaultConfig()
+	cfg.DSN = filepath.Join(t.TempDir(), "orders.db")
+	l := stocktest.NewLedger(t, cfg, stocktest.Options{})
+	now := time.Now()
+	const more = 1000
+	act := sale.Activity{ID: 8, Start: now.Add(-time.Hour), End: now.Add(time.Hour), State: sale.StateOnline,
+		SKUs: []sale.SKU{{ID: 801, Stock: int64(n + more), Price: 100, LimitPerUser: 1}}}
+	l.Sell(t, act)
+	fill := func(from, to int, created time.Time) {
+		t.Helper()
+		ms := created.UnixMilli()
+		q := fmt.Sprintf(`BEGIN;
+			INSERT INTO seckill_order (order_no, request_no, activity_id, sku_id, user_id, quantity,
+				unit_price_cents, amount_cents, status, created_ms, updated_ms)
+			WITH RECURSIVE c(x) AS (SELECT %[1]d UNION ALL SELECT x + 1 FROM c WHERE x < %[2]d)
+			SELECT 'O8-801-' || x, '8-801-' || x, 8, 801, x, 1, 100, 100, '%[3]s', %[4]d, %[4]d FROM c;
+			UPDATE seckill_stock_snapshot SET sold = sold + %[5]d, available = available - %[5]d
+				WHERE activity_id = 8 AND sku_id = 801;
+			COMMIT;`, from, to, store.OrderPendingPayment, ms, to-from+1)
+		if out, err := exec.Command(sqlite3, "-cmd", ".timeout 30000", cfg.DSN, q).CombinedOutput(); err != nil {
+			t.Fatalf("sqlite3: %v: %s", err, out)
+		}
+		k := sale.KeysFor(8, 801)
+		for lo := from; lo <= to; lo += 50000 {
+			hi := min(lo+49999, to)
+			if err := l.Redis.Do(t, "EVAL", `for x = tonumber(ARGV[1]), tonumber(ARGV[2]) do
+				redis.call('HSET', KEYS[1], x, '8-801-' .. x) end
+				redis.call('INCRBY', KEYS[2], ARGV[2] - ARGV[1] + 1)
+				redis.call('DECRBY', KEYS[3], ARGV[2] - ARGV[1] + 1)
+				return 1`, "3", k.Users, k.Sold, k.Stock, strconv.Itoa(lo), strconv.Itoa(hi)).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fill(1, n, now.Add(-30*time.Minute))
+	rc := New(DefaultConfig(), l.Stock, l.Store, l.Results, &through{at: now}, zaptest.NewLogger(t),
+		prometheus.NewRegistry(), WithClock(func() time.Time { return now.Add(time.Minute) }))
+	if n <= 20000 {
+		// The first pass pages through every order.
+		if rep, err := rc.Pass(ctx, false); err != nil || rep.Drifts != 0 {
+			t.Fatalf("first pass over %d orders: %+v %v", n, rep, err)
+		}
+	} else {
+		// The first pass over a million orders pages through them as the
+		// smaller sizes show; here a reconciler that judged them already
+		// is what is measured.
+		rc.pass.mark = int64(n)
+	}
+	fill(n+1, n+more, now)
+	l.Redis.Do(t, "HDEL", sale.KeysFor(8, 801).Users, strconv.Itoa(n+7))
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	rep, err := rc.Pass(ctx, false)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := lineOf(t, rep, 801)
+	if got := driftOf(line, KindOrderWithoutClaim); got != 1 {
+		t.Fatalf("%d orders: order_without_claim %d, want 1: %+v", n, got, line)
+	}
+	if line.Redis.Records != int64(n+more-1) || line.DB.Sold != int64(n+more) {
+		t.Fatalf("%d orders: the pass read %+v", n, line)
+	}
+	if rc.pass.mark != int64(n+more) {
+		t.Fatalf("watermark %d, want %d", rc.pass.mark, n+more)
+	}
+	return after.TotalAlloc - before.TotalAlloc
+}
