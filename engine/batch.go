@@ -212,8 +212,9 @@ func (b *Batcher) run(sq *skuQueue, batch []*occupyCall) {
 			b.onBatch(len(live))
 		}
 		first := live[0]
-		buf.keys = stock.AppendBatchKeys(buf.keys, &sq.keys, first.x, buf.buyers)
-		buf.args = stock.AppendBatchArgs(buf.args, first.a.ID, first.sku.ID, first.x, buf.buyers)
+		now := time.Now()
+		buf.keys = stock.AppendBatchKeys(buf.keys, &sq.keys, first.x, now)
+		buf.args = stock.AppendBatchArgs(buf.args, first.a.ID, first.sku.ID, first.x, now, buf.buyers)
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 		out, err := b.stock.OccupyBatchArgs(ctx, first.a, first.sku, buf.keys, buf.buyers, buf.args, buf.out)
 		cancel()

@@ -73,7 +73,8 @@ func main() {
 	x := stock.Extras{WindowLimit: 10, WindowPeriod: 10 * time.Second}
 	args := func(user int64, rn string) (keys, argv []string) {
 		b := []stock.Buyer{{UserID: user, RequestNo: rn, Quantity: 1}}
-		return stock.AppendBatchKeys(nil, &k, x, b), stock.AppendBatchArgs(nil, 1, 1, x, b)
+		now := time.Now()
+		return stock.AppendBatchKeys(nil, &k, x, now), stock.AppendBatchArgs(nil, 1, 1, x, now, b)
 	}
 	switch *which {
 	case "current":
