@@ -24,8 +24,7 @@ import (
 const adminToken = "bench-harness-token-0123456789abcdef"
 
 // system is one seckill deployment under test with its own data directory
-// and loopback listeners: `seckill dev --config configs/bench.yaml`
-// (startSystem), or the parts as separate processes (startParts).
+// and loopback listeners: `seckill dev` (startSystem), or the parts as separate processes (startParts).
 type system struct {
 	p                  *benchkit.Proc   // the process serving the edge
 	procs              []*benchkit.Proc // every process of the system, stopped newest first
@@ -57,12 +56,16 @@ func newSystem(bin, dir string, activities ...int64) *system {
 		http: &http.Client{Timeout: 30 * time.Second}, accepted: map[skuKey]int64{}, unseen: map[skuKey]int64{}}
 }
 
-// startSystem runs `seckill dev` (the demo activity and the bench activity).
+// startSystem runs `seckill dev` (the demo activity and the bench
+// activity), on config, or on its built-in defaults where config is "".
 func startSystem(out, bin, config string) (*system, error) {
 	s := newSystem(bin, filepath.Join(out, "seckill-data"), demoActivity, benchActivity)
 	s.pprof = benchkit.FreeAddr()
-	p, err := benchkit.Start(out, "seckill", bin, []string{"SECKILL_ADMIN_TOKEN=" + adminToken},
-		"dev", "--config", config, "--data-dir", s.dir, "--listen", s.edge, "--admin-listen", s.admin, "--pprof", s.pprof)
+	args := []string{"dev", "--data-dir", s.dir, "--listen", s.edge, "--admin-listen", s.admin, "--pprof", s.pprof}
+	if config != "" {
+		args = append(args, "--config", config)
+	}
+	p, err := benchkit.Start(out, "seckill", bin, []string{"SECKILL_ADMIN_TOKEN=" + adminToken}, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -295,8 +298,9 @@ func (s *system) check() check {
 // profiled is what one profile window showed.
 type profiled struct {
 	cpuTop, allocTop string
-	consumerCPU      float64 // CPU seconds in seckill/consumer during the window
-	orders           int64   // orders that landed during the window
+	consumerCPU      float64   // CPU seconds in seckill/consumer during the window
+	parts            breakdown // the profile's samples by part (breakdown.go)
+	orders           int64     // orders that landed during the window
 }
 
 // consumerRowsPerCPUSecond is the consumer's cost per order turned into a
@@ -349,12 +353,9 @@ func (s *system) profile(out, name string, secs int) (p profiled) {
 	p.allocTop = top("-nodecount=30", "-sample_index=alloc_objects", "-base", base+".allocs0.pb.gz", s.bin, base+".allocs1.pb.gz")
 	_ = os.WriteFile(base+".cpu.top.txt", []byte(p.cpuTop), 0o644)
 	_ = os.WriteFile(base+".allocs.top.txt", []byte(p.allocTop), 0o644)
-	if m := reShowing.FindStringSubmatch(top("-nodecount=1000000", "-nodefraction=0", "-focus=^seckill/consumer\\.", s.bin, base+".cpu.pb.gz")); m != nil {
-		v, _ := strconv.ParseFloat(m[1], 64)
-		if m[2] == "ms" {
-			v /= 1000
-		}
+	if v, err := profileSeconds(s.bin, base+".cpu.pb.gz", `^seckill/consumer\.`, ""); err == nil {
 		p.consumerCPU = v
 	}
+	p.parts, _ = splitProfile(s.bin, base+".cpu.pb.gz")
 	return p
 }
