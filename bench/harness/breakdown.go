@@ -37,7 +37,7 @@ type breakdown struct {
 	total  float64   // seconds of samples in the profile
 }
 
-func (b breakdown) ok() bool { return b.total > 0 && len(b.shares) == len(devParts)+1 }
+func (b breakdown) ok() bool { return b.total > 0 && len(b.shares) > 0 }
 
 // profileSeconds is the sample time `go tool pprof -top` shows for the
 // profile with focus and ignore regexps ("" for none).
@@ -70,8 +70,9 @@ func parseShowing(top string) float64 {
 	return v
 }
 
-// splitProfile measures the parts' shares of the CPU profile prof of bin.
-func splitProfile(bin, prof string) (breakdown, error) {
+// splitProfile measures the shares of parts (devParts for seckill dev) of
+// the CPU profile prof of bin.
+func splitProfile(bin, prof string, parts []part) (breakdown, error) {
 	total, err := profileSeconds(bin, prof, "", "")
 	if err != nil || total <= 0 {
 		return breakdown{}, err
@@ -79,7 +80,7 @@ func splitProfile(bin, prof string) (breakdown, error) {
 	b := breakdown{total: total}
 	var taken float64
 	var earlier []string
-	for _, p := range devParts {
+	for _, p := range parts {
 		v, err := profileSeconds(bin, prof, p.funcs, strings.Join(earlier, "|"))
 		if err != nil {
 			return breakdown{}, err
@@ -96,7 +97,7 @@ func splitProfile(bin, prof string) (breakdown, error) {
 // (seckill dev's process split by b, each redis-server from /proc), the
 // form bench/RESULTS.md's table takes.
 func renderBreakdown(sb *strings.Builder, c cost, b breakdown, ref cost) {
-	if !c.ok() || !b.ok() {
+	if !c.ok() || !b.ok() || len(b.shares) != len(devParts)+1 {
 		return
 	}
 	proc := c.perBuyer(roleServer)

@@ -213,6 +213,7 @@ func run(o options) error {
 		note += fmt.Sprintf("; CPU-profiled for %v of the run (a few %% more CPU)", o.profile)
 	}
 	r.devCost = m.done("(a) accept, seckill dev (one process)", note, r.accept.Codes["200"])
+	r.acceptProf.analyze()
 
 	// (b) reject path: SKU 2002 was bought out at start.
 	logf("(b) reject: wrk -c%d %v on sold-out SKU %d", o.conns, o.dur, soldOutSKU)
@@ -221,6 +222,7 @@ func run(o options) error {
 		return err
 	}
 	r.rejectProf = prof()
+	r.rejectProf.analyze()
 	sys.accepted[skuKey{benchActivity, soldOutSKU}] += r.reject.Codes["200"]
 	sys.unseen[skuKey{benchActivity, soldOutSKU}] += r.reject.Unanswered()
 

@@ -300,6 +300,7 @@ type profiled struct {
 	cpuTop, allocTop string
 	consumerCPU      float64   // CPU seconds in seckill/consumer during the window
 	parts            breakdown // the profile's samples by part (breakdown.go)
+	bin, base        string    // the binary and the profiles' path prefix, for analyze
 	orders           int64     // orders that landed during the window
 }
 
@@ -315,8 +316,8 @@ func (p profiled) consumerRowsPerCPUSecond() float64 {
 var reShowing = regexp.MustCompile(`Showing nodes accounting for ([\d.]+)(ms|s)`)
 
 // profile fetches a CPU profile of secs seconds and a heap-allocation
-// delta over the same window, writes `go tool pprof -top` of both, and
-// measures the consumer's CPU per order landed in the window.
+// delta over the same window and counts the orders landed in it;
+// analyze reads them.
 func (s *system) profile(out, name string, secs int) (p profiled) {
 	get := func(path, file string) error {
 		resp, err := http.Get("http://" + s.pprof + path)
@@ -342,6 +343,18 @@ func (s *system) profile(out, name string, secs int) (p profiled) {
 	orders1, _, _ := s.ordered(s.activities...)
 	p.orders = orders1 - orders0
 	_ = get("/debug/pprof/allocs", base+".allocs1.pb.gz")
+	p.bin, p.base = s.bin, base
+	return p
+}
+
+// analyze reads the profiles p fetched with go tool pprof: their top
+// entries, the consumer's CPU and the split by part. It runs after a cost
+// window closes, so the harness' own pprof runs do not lengthen it.
+func (p *profiled) analyze() {
+	if p.base == "" {
+		return
+	}
+	base := p.base
 	top := func(args ...string) string {
 		b, err := exec.Command("go", append([]string{"tool", "pprof", "-top"}, args...)...).CombinedOutput()
 		if err != nil {
@@ -349,13 +362,12 @@ func (s *system) profile(out, name string, secs int) (p profiled) {
 		}
 		return string(b)
 	}
-	p.cpuTop = top("-nodecount=35", s.bin, base+".cpu.pb.gz")
-	p.allocTop = top("-nodecount=30", "-sample_index=alloc_objects", "-base", base+".allocs0.pb.gz", s.bin, base+".allocs1.pb.gz")
+	p.cpuTop = top("-nodecount=35", p.bin, base+".cpu.pb.gz")
+	p.allocTop = top("-nodecount=30", "-sample_index=alloc_objects", "-base", base+".allocs0.pb.gz", p.bin, base+".allocs1.pb.gz")
 	_ = os.WriteFile(base+".cpu.top.txt", []byte(p.cpuTop), 0o644)
 	_ = os.WriteFile(base+".allocs.top.txt", []byte(p.allocTop), 0o644)
-	if v, err := profileSeconds(s.bin, base+".cpu.pb.gz", `^seckill/consumer\.`, ""); err == nil {
+	if v, err := profileSeconds(p.bin, base+".cpu.pb.gz", `^seckill/consumer\.`, ""); err == nil {
 		p.consumerCPU = v
 	}
-	p.parts, _ = splitProfile(s.bin, base+".cpu.pb.gz")
-	return p
+	p.parts, _ = splitProfile(p.bin, base+".cpu.pb.gz", devParts)
 }
