@@ -9,6 +9,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"go.uber.org/zap"
+
+	"seckill/internal/timeouts"
 )
 
 // Producer sends order messages and waits for each one's ack. It wraps a
@@ -17,7 +19,7 @@ import (
 type Producer struct {
 	ap      sarama.AsyncProducer
 	topic   string
-	timeout time.Duration
+	timeout *timeouts.Shared // engine.kafka.send_timeout, one timer per tick for every send
 	log     *zap.Logger
 	wg      sync.WaitGroup
 }
@@ -71,7 +73,7 @@ func NewProducer(k KafkaConfig, log *zap.Logger) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka producer %v: %w", k.Brokers, err)
 	}
-	p := &Producer{ap: ap, topic: k.Topic, timeout: k.SendTimeout, log: log}
+	p := &Producer{ap: ap, topic: k.Topic, timeout: timeouts.New(k.SendTimeout), log: log}
 	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
@@ -92,17 +94,17 @@ func NewProducer(k KafkaConfig, log *zap.Logger) (*Producer, error) {
 var errSendTimeout = errors.New("kafka ack timed out")
 
 // Send produces value under key and waits for the broker's ack, at most the
-// configured send timeout (or ctx). An error means the message may not be
+// configured send timeout (and up to 1/64 of it more: the sends of one
+// tick share one timer) or ctx. An error means the message may not be
 // durable; it may still arrive later, which the consumer's claim step makes
 // harmless once the caller has released the ticket.
 func (p *Producer) Send(ctx context.Context, key, value []byte) error {
 	a := ackPool.Get().(*ack)
 	msg := &sarama.ProducerMessage{Topic: p.topic, Key: sarama.ByteEncoder(key), Value: sarama.ByteEncoder(value), Metadata: a}
-	t := time.NewTimer(p.timeout)
-	defer t.Stop()
+	expired := p.timeout.After()
 	select {
 	case p.ap.Input() <- msg:
-	case <-t.C:
+	case <-expired:
 		ackPool.Put(a)
 		return errSendTimeout
 	case <-ctx.Done():
@@ -113,7 +115,7 @@ func (p *Producer) Send(ctx context.Context, key, value []byte) error {
 	case err := <-a.ch:
 		ackPool.Put(a) // the dispatcher is done with it
 		return err
-	case <-t.C:
+	case <-expired:
 		// a stays with the in-flight message; the dispatcher's late
 		// answer lands in its buffered channel and is collected by GC.
 		return errSendTimeout
