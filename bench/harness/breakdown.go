@@ -26,8 +26,12 @@ var devParts = []part{
 	{"broker", `^github\.com/twmb/franz-go/pkg/kfake\.|^seckill/internal/devserver\.`},
 	{"database", `^modernc\.org/sqlite|^modernc\.org/libc|^database/sql\.|^seckill/store\.`},
 	{"consumer", `^seckill/consumer\.|^github\.com/IBM/sarama\.\(\*(consumerGroup|consumerGroupSession|consumerGroupClaim|partitionConsumer|brokerConsumer|consumer|offsetManager|partitionOffsetManager)\)`},
-	{"engine", `^seckill/engine\.|^seckill/stock\.|^github\.com/redis/rueidis|^github\.com/IBM/sarama\.\(\*(asyncProducer|syncProducer|topicProducer|partitionProducer|brokerProducer|produceSet)\)`},
+	{"engine", `^seckill/engine\.|^seckill/stock\.|^github\.com/IBM/sarama\.\(\*(asyncProducer|syncProducer|topicProducer|partitionProducer|brokerProducer|produceSet)\)`},
 	{"edge", `^seckill/edge\.|^github\.com/valyala/fasthttp|^github\.com/fasthttp/router`},
+	// The clients' own goroutines (rueidis' pipelines, Sarama's broker
+	// connections) serve the engine and the consumer alike.
+	{"redis client", `^github\.com/redis/rueidis`},
+	{"kafka client", `^github\.com/IBM/sarama`},
 }
 
 // breakdown is the share of a CPU profile's samples per part, runtime
@@ -102,8 +106,9 @@ func renderBreakdown(sb *strings.Builder, c cost, b breakdown, ref cost) {
 	}
 	proc := c.perBuyer(roleServer)
 	fmt.Fprintf(sb, "\nCPU per accepted buyer by part, %s (µs; the process' /proc CPU per buyer split by the shares of its CPU\n", c.name)
-	sb.WriteString("profile, each sample to the first part with a frame on its stack: broker, database, consumer, engine, edge;\n")
-	sb.WriteString("runtime = GC, scheduler and syscalls with no part's frame; each redis-server from /proc):\n\n")
+	sb.WriteString("profile, each sample to the first part with a frame on its stack: broker, database, consumer, engine, edge, then the\n")
+	sb.WriteString("Redis and Kafka clients' own goroutines, which serve engine and consumer alike; runtime = GC, scheduler and\n")
+	sb.WriteString("syscalls with no part's frame; each redis-server from /proc):\n\n")
 	sb.WriteString("| part | µs per accepted buyer | share of seckill | vs ref server + Redis per request |\n|---|---:|---:|---:|\n")
 	refAll := ref.perBuyer()
 	line := func(name string, us, share float64) {

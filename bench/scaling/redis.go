@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"seckill/bench/benchkit"
+	"seckill/bench/refs/seed"
 	"seckill/internal/catalog"
 	"seckill/internal/sale"
 	"seckill/internal/shard"
@@ -102,4 +106,79 @@ func measureRedis(o options) ([]figure, error) {
 		ceiling: perCore(n, cpu), seen: float64(n) / wall.Seconds(),
 		note: fmt.Sprintf("redis-server CPU %.2f µs a buyer; %d callers", float64(cpu.Microseconds())/float64(max(n, 1)), o.workers),
 		cmd:  fmt.Sprintf("go run ./bench/scaling -only redis -d %v -batch %d -workers %d (stock.OccupyBatch loops against one redis-server, its CPU from /proc)", o.dur, o.batch, o.workers)}}, nil
+}
+
+// seedCallers is how many goroutines loop the seed script at once: enough
+// for rueidis to pipeline its calls, as the HTTP reference's 256
+// connections do.
+const seedCallers = 64
+
+// measureSeedRedis is the yardstick of the redis shard's figure: seed 001
+// §9.2's script (bench/refs/seed), one EVALSHA per buyer, a fresh user each,
+// auto-pipelined against one redis-server with the same persistence; its
+// buyers per core of Redis CPU, and the shard's figure as a ratio to it.
+func measureSeedRedis(o options, shard []figure) ([]figure, error) {
+	p, addr, err := benchkit.StartRedis(o.out, "redis-seed", filepath.Join(o.out, "redis-seed"))
+	if err != nil {
+		return nil, err
+	}
+	defer p.StopWithin(10 * time.Second)
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	ctx := context.Background()
+	for _, c := range seed.Preheat(1 << 40) {
+		if err := rc.Do(ctx, rc.B().Arbitrary(c...).Build()).Error(); err != nil {
+			return nil, err
+		}
+	}
+	script := rueidis.NewLuaScript(seed.Script)
+	keys := []string{seed.Stock, seed.Users, seed.Status}
+	logf("redis (seed script): %d callers, one EVALSHA a buyer, %v", seedCallers, o.dur)
+	w, err := startCPU(p.PID())
+	if err != nil {
+		return nil, err
+	}
+	var buyers, user atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(o.dur)
+	for range seedCallers {
+		wg.Go(func() {
+			var buf [20]byte
+			for time.Now().Before(deadline) {
+				u := string(strconv.AppendInt(buf[:0], user.Add(1), 10))
+				code, err := script.Exec(ctx, rc, keys, []string{u}).AsInt64()
+				if err == nil && code != seed.Occupied {
+					err = fmt.Errorf("seed script answered %d, want %d (occupied)", code, seed.Occupied)
+				}
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				buyers.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	cpu, wall, err := w.stop()
+	if err != nil {
+		return nil, err
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	n := buyers.Load()
+	f := figure{part: "redis (seed script)", what: "buyers/s (one EVALSHA a buyer)", ceiling: perCore(n, cpu), seen: float64(n) / wall.Seconds(),
+		note: fmt.Sprintf("redis-server CPU %.2f µs a buyer; %d callers", float64(cpu.Microseconds())/float64(max(n, 1)), seedCallers),
+		cmd:  fmt.Sprintf("go run ./bench/scaling -only redis -d %v (seed 001 §9.2's script, bench/refs/seed, against one redis-server, its CPU from /proc)", o.dur)}
+	for _, s := range shard {
+		if f.ceiling > 0 {
+			f.note += fmt.Sprintf("; the shard's figure is %.2f× of it", s.ceiling/f.ceiling)
+		}
+	}
+	return []figure{f}, nil
 }

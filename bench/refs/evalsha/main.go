@@ -6,7 +6,7 @@
 //
 // -script picks the script:
 //
-//   - seed: seed.lua, seed 001 §9.2's script exactly (GET status,
+//   - seed: bench/refs/seed, seed 001 §9.2's script exactly (GET status,
 //     SISMEMBER, GET stock, DECR, SADD, EXPIRE; three keys on one Redis):
 //     what a user writes first, and the yardstick the accept targets are
 //     stated against. It keeps no record a consumer could turn into an
@@ -43,6 +43,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/valyala/fasthttp"
 
+	"seckill/bench/refs/seed"
 	"seckill/internal/sale"
 	"seckill/lua"
 	"seckill/stock"
@@ -50,16 +51,6 @@ import (
 
 //go:embed occupy_stock_only.lua
 var occupyStockOnly string
-
-//go:embed seed.lua
-var seedScript string
-
-// The seed script's keys, one Redis, no hash tags: the article's shape.
-const (
-	seedStock  = "seckill:stock:1:1"
-	seedUsers  = "seckill:users:1:1"
-	seedStatus = "seckill:status:1"
-)
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:18081", "listen address (loopback)")
@@ -77,9 +68,6 @@ func main() {
 	ctx := context.Background()
 	for _, c := range []rueidis.Completed{
 		rc.B().Del().Key(k.Meta, k.Stock, k.Users, k.Sold, k.Pending).Build(),
-		rc.B().Del().Key(seedStock, seedUsers, seedStatus).Build(),
-		rc.B().Set().Key(seedStatus).Value("ONLINE").Build(),
-		rc.B().Set().Key(seedStock).Value(strconv.FormatInt(*units, 10)).Build(),
 		rc.B().Hset().Key(k.Meta).FieldValue().FieldValue("status", "ONLINE").
 			FieldValue("start_ms", strconv.FormatInt(now-1000, 10)).
 			FieldValue("end_ms", strconv.FormatInt(now+86_400_000, 10)).
@@ -90,12 +78,17 @@ func main() {
 			log.Fatal(err)
 		}
 	}
+	for _, c := range seed.Preheat(*units) {
+		if err := rc.Do(ctx, rc.B().Arbitrary(c...).Build()).Error(); err != nil {
+			log.Fatal(err)
+		}
+	}
 	var seq atomic.Int64
 	ct := []byte("application/json")
 	var handler fasthttp.RequestHandler
 	switch *which {
 	case "seed":
-		handler = seedHandler(rc, rueidis.NewLuaScript(seedScript), &seq, ct)
+		handler = seedHandler(rc, rueidis.NewLuaScript(seed.Script), &seq, ct)
 	case "current":
 		x := stock.Extras{WindowLimit: 10, WindowPeriod: 10 * time.Second}
 		handler = occupyHandler(rc, rueidis.NewLuaScript(lua.OccupyBatch), func(user int64, rn string) (keys, argv []string) {
@@ -115,9 +108,9 @@ func main() {
 	log.Fatal(srv.ListenAndServe(*listen))
 }
 
-// seedHandler runs seed.lua once per request for the X-User-Id buyer.
+// seedHandler runs the seed script once per request for the X-User-Id buyer.
 func seedHandler(rc rueidis.Client, script *rueidis.Lua, seq *atomic.Int64, ct []byte) fasthttp.RequestHandler {
-	keys := []string{seedStock, seedUsers, seedStatus}
+	keys := []string{seed.Stock, seed.Users, seed.Status}
 	return func(ctx *fasthttp.RequestCtx) {
 		user := string(ctx.Request.Header.Peek("X-User-Id"))
 		rn := "1-1-" + strconv.FormatInt(seq.Add(1), 10)
@@ -127,12 +120,12 @@ func seedHandler(rc rueidis.Client, script *rueidis.Lua, seq *atomic.Int64, ct [
 		case err != nil:
 			ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 			ctx.SetBodyString(`{"code":"BUSY"}`)
-		case code == 3:
+		case code == seed.Occupied:
 			ctx.SetBodyString(`{"code":"QUEUING","requestNo":"` + rn + `"}`)
-		case code == 2:
+		case code == seed.Duplicate:
 			ctx.SetStatusCode(fasthttp.StatusConflict)
 			ctx.SetBodyString(`{"code":"DUPLICATE"}`)
-		case code == 1:
+		case code == seed.SoldOut:
 			ctx.SetStatusCode(fasthttp.StatusGone)
 			ctx.SetBodyString(`{"code":"SOLD_OUT"}`)
 		default:
