@@ -3,9 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
-	"maps"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"seckill/internal/sale"
@@ -31,13 +29,9 @@ type Batcher struct {
 	stock   *stock.Stock
 	max     int
 	timeout time.Duration
-	// queues is copied on write (a SKU's first buyer adds its queue) and
-	// read without a lock or a boxed key: a sync.Map boxes each lookup's
-	// key, an allocation per buyer.
-	queues   atomic.Pointer[map[skuKey]*skuQueue]
-	queuesMu sync.Mutex // writers of queues
-	calls    sync.Pool
-	onBatch  func(n int) // the size of each script call (metrics, tests)
+	queues  sync.Map // skuKey -> *skuQueue
+	calls   sync.Pool
+	onBatch func(n int) // the size of each script call (metrics, tests)
 }
 
 type skuKey struct{ activity, sku int64 }
@@ -102,7 +96,11 @@ func (b *Batcher) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, x
 // context and a timer per buyer.
 func (b *Batcher) OccupyWithin(ctx context.Context, expired <-chan struct{}, a *sale.Activity, sku *sale.SKU, x stock.Extras, user int64, requestNo string, q int64) (stock.OccupyResult, error) {
 	key := skuKey{a.ID, sku.ID}
-	sq := b.queue(key)
+	v, ok := b.queues.Load(key)
+	if !ok {
+		v, _ = b.queues.LoadOrStore(key, &skuQueue{keys: sale.KeysFor(a.ID, sku.ID)})
+	}
+	sq := v.(*skuQueue)
 	c := b.calls.Get().(*occupyCall)
 	c.ctx, c.expired, c.a, c.sku, c.x, c.buyer = ctx, expired, a, sku, x, stock.Buyer{UserID: user, RequestNo: requestNo, Quantity: q}
 
@@ -148,36 +146,6 @@ func (c *occupyCall) gone() error {
 	default:
 	}
 	return c.ctx.Err()
-}
-
-// queue is key's queue, made on the SKU's first occupy.
-func (b *Batcher) queue(key skuKey) *skuQueue {
-	if m := b.queues.Load(); m != nil {
-		if sq := (*m)[key]; sq != nil {
-			return sq
-		}
-	}
-	b.queuesMu.Lock()
-	defer b.queuesMu.Unlock()
-	old := b.queues.Load()
-	if old != nil {
-		if sq := (*old)[key]; sq != nil {
-			return sq
-		}
-	}
-	m := make(map[skuKey]*skuQueue, 1+len(deref(old)))
-	maps.Copy(m, deref(old))
-	sq := &skuQueue{keys: sale.KeysFor(key.activity, key.sku)}
-	m[key] = sq
-	b.queues.Store(&m)
-	return sq
-}
-
-func deref(m *map[skuKey]*skuQueue) map[skuKey]*skuQueue {
-	if m == nil {
-		return nil
-	}
-	return *m
 }
 
 // answer takes c's outcome and recycles c.
