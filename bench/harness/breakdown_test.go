@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -30,9 +31,21 @@ func TestDevPartsAreGoRegexps(t *testing.T) {
 	}
 }
 
+// cpuTime is this process' user + system CPU time.
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 //go:noinline
-func burnOuter(until time.Time) (n int) {
-	for time.Now().Before(until) {
+func burnOuter(t *testing.T, cpu time.Duration) (n int) {
+	// CPU time, not wall time: on a busy machine a second of wall time
+	// may hold a few samples only.
+	until, deadline := cpuTime(t)+cpu, time.Now().Add(time.Minute)
+	for cpuTime(t) < until && time.Now().Before(deadline) {
 		n += burnInner(1000)
 		for i := range 1000 {
 			n ^= i * n
@@ -66,7 +79,7 @@ func TestSplitProfileCountsEachSampleOnce(t *testing.T) {
 	if err := pprof.StartCPUProfile(f); err != nil {
 		t.Fatal(err)
 	}
-	sink := burnOuter(time.Now().Add(700 * time.Millisecond))
+	sink := burnOuter(t, 500*time.Millisecond)
 	pprof.StopCPUProfile()
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
@@ -76,7 +89,7 @@ func TestSplitProfileCountsEachSampleOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !b.ok() {
-		t.Fatalf("no breakdown of a %v profile (sink %d): %+v", 700*time.Millisecond, sink, b)
+		t.Fatalf("no breakdown of a profile of 500ms of CPU (sink %d): %+v", sink, b)
 	}
 	if len(b.shares) != 3 || b.shares[0] <= 0 || b.shares[1] <= 0 {
 		t.Fatalf("shares %v of %.2fs: want some in burnInner and some in burnOuter alone", b.shares, b.total)
