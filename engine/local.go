@@ -204,9 +204,9 @@ func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *R
 	start := time.Now()
 	err := e.prod.Send(ctx, key, val)
 	e.m.produce.Observe(time.Since(start).Seconds())
-	if err == nil || !errors.Is(err, errSendTimeout) {
-		// On a timeout Sarama may still hold val; only reuse it when the
-		// send is finished one way or the other.
+	if err == nil || !errors.Is(err, errInFlight) {
+		// Past a timeout or a cancelled ctx Sarama may still hold val;
+		// only reuse it when the send is finished one way or the other.
 		*bp = val
 		e.bufs.Put(bp)
 	}

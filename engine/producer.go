@@ -93,11 +93,18 @@ func NewProducer(k KafkaConfig, log *zap.Logger) (*Producer, error) {
 // errSendTimeout is returned when the ack does not come within the timeout.
 var errSendTimeout = errors.New("kafka ack timed out")
 
+// errInFlight marks a Send that gave up (timeout or ctx) after Sarama took
+// the message: Sarama may still read its key and value, so their buffers
+// must not be reused.
+var errInFlight = errors.New("message still in flight")
+
 // Send produces value under key and waits for the broker's ack, at most the
 // configured send timeout (and up to 1/64 of it more: the sends of one
 // tick share one timer) or ctx. An error means the message may not be
 // durable; it may still arrive later, which the consumer's claim step makes
-// harmless once the caller has released the ticket.
+// harmless once the caller has released the ticket. An error that is
+// errInFlight leaves key and value with Sarama: the caller must not reuse
+// them.
 func (p *Producer) Send(ctx context.Context, key, value []byte) error {
 	a := ackPool.Get().(*ack)
 	msg := &sarama.ProducerMessage{Topic: p.topic, Key: sarama.ByteEncoder(key), Value: sarama.ByteEncoder(value), Metadata: a}
@@ -118,9 +125,9 @@ func (p *Producer) Send(ctx context.Context, key, value []byte) error {
 	case <-expired:
 		// a stays with the in-flight message; the dispatcher's late
 		// answer lands in its buffered channel and is collected by GC.
-		return errSendTimeout
+		return fmt.Errorf("%w (%w)", errSendTimeout, errInFlight)
 	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("%w (%w)", ctx.Err(), errInFlight)
 	}
 }
 
