@@ -24,8 +24,21 @@ type Producer struct {
 	wg      sync.WaitGroup
 }
 
-// ack carries one message's outcome from the dispatcher to its sender.
-type ack struct{ ch chan error }
+// ack carries one message's outcome from the dispatcher to its sender, and
+// the message itself: pooled together, so a send allocates no message and
+// no boxed key or value. It is reused only once Sarama and the dispatcher
+// are done with it (the ack came back, or Sarama never took the message).
+type ack struct {
+	ch       chan error
+	msg      sarama.ProducerMessage
+	key, val sarama.ByteEncoder // behind msg.Key and msg.Value (as pointers: no boxing)
+}
+
+// release drops the message's references and returns a to the pool.
+func (a *ack) release() {
+	a.msg, a.key, a.val = sarama.ProducerMessage{}, nil, nil
+	ackPool.Put(a)
+}
 
 var ackPool = sync.Pool{New: func() any { return &ack{ch: make(chan error, 1)} }}
 
@@ -107,20 +120,21 @@ var errInFlight = errors.New("message still in flight")
 // them.
 func (p *Producer) Send(ctx context.Context, key, value []byte) error {
 	a := ackPool.Get().(*ack)
-	msg := &sarama.ProducerMessage{Topic: p.topic, Key: sarama.ByteEncoder(key), Value: sarama.ByteEncoder(value), Metadata: a}
+	a.key, a.val = key, value
+	a.msg = sarama.ProducerMessage{Topic: p.topic, Key: &a.key, Value: &a.val, Metadata: a}
 	expired := p.timeout.After()
 	select {
-	case p.ap.Input() <- msg:
+	case p.ap.Input() <- &a.msg:
 	case <-expired:
-		ackPool.Put(a)
+		a.release()
 		return errSendTimeout
 	case <-ctx.Done():
-		ackPool.Put(a)
+		a.release()
 		return ctx.Err()
 	}
 	select {
 	case err := <-a.ch:
-		ackPool.Put(a) // the dispatcher is done with it
+		a.release() // Sarama and the dispatcher are done with it
 		return err
 	case <-expired:
 		// a stays with the in-flight message; the dispatcher's late
