@@ -46,14 +46,15 @@ func NewBatcher(st *stock.Stock, cfg BatchConfig, timeout time.Duration) *Batche
 
 // occupyCall is one buyer waiting in a queue.
 type occupyCall struct {
-	ctx   context.Context
-	a     *sale.Activity
-	sku   *sale.SKU
-	x     stock.Extras
-	buyer stock.Buyer
-	res   stock.OccupyResult
-	err   error
-	done  chan struct{} // cap 1: the flusher never blocks on a gone caller
+	ctx     context.Context
+	expired <-chan struct{} // closed when the buyer stops waiting (nil: never, ctx alone)
+	a       *sale.Activity
+	sku     *sale.SKU
+	x       stock.Extras
+	buyer   stock.Buyer
+	res     stock.OccupyResult
+	err     error
+	done    chan struct{} // cap 1: the flusher never blocks on a gone caller
 }
 
 // skuQueue is one SKU's group commit. The goroutine that finds no call in
@@ -85,6 +86,15 @@ type sendBuf struct {
 // while the script may still occupy for it — the orphan case of a timed-out
 // single occupy.
 func (b *Batcher) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, x stock.Extras, user int64, requestNo string, q int64) (stock.OccupyResult, error) {
+	return b.OccupyWithin(ctx, nil, a, sku, x, user, requestNo, q)
+}
+
+// OccupyWithin is Occupy bounded by expired as well as ctx: a buyer stops
+// waiting when either ends (context.DeadlineExceeded for expired), and is
+// dropped from a batch not sent by then. The in-process engine passes a
+// channel shared by the buyers of one tick (internal/timeouts), not a
+// context and a timer per buyer.
+func (b *Batcher) OccupyWithin(ctx context.Context, expired <-chan struct{}, a *sale.Activity, sku *sale.SKU, x stock.Extras, user int64, requestNo string, q int64) (stock.OccupyResult, error) {
 	key := skuKey{a.ID, sku.ID}
 	v, ok := b.queues.Load(key)
 	if !ok {
@@ -92,7 +102,7 @@ func (b *Batcher) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, x
 	}
 	sq := v.(*skuQueue)
 	c := b.calls.Get().(*occupyCall)
-	c.ctx, c.a, c.sku, c.x, c.buyer = ctx, a, sku, x, stock.Buyer{UserID: user, RequestNo: requestNo, Quantity: q}
+	c.ctx, c.expired, c.a, c.sku, c.x, c.buyer = ctx, expired, a, sku, x, stock.Buyer{UserID: user, RequestNo: requestNo, Quantity: q}
 
 	sq.mu.Lock()
 	sq.pending = append(sq.pending, c)
@@ -110,18 +120,32 @@ func (b *Batcher) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, x
 	} else {
 		sq.mu.Unlock()
 	}
+	var err error
 	select {
 	case <-c.done:
 		return b.answer(c)
 	case <-ctx.Done():
-		select {
-		case <-c.done: // answered meanwhile: an OK must not be dropped
-			return b.answer(c)
-		default:
-		}
-		// The flusher still holds c; it is not reused.
-		return stock.OccupyResult{}, fmt.Errorf("occupy sku %d: %w", sku.ID, ctx.Err())
+		err = ctx.Err()
+	case <-expired:
+		err = context.DeadlineExceeded
 	}
+	select {
+	case <-c.done: // answered meanwhile: an OK must not be dropped
+		return b.answer(c)
+	default:
+	}
+	// The flusher still holds c; it is not reused.
+	return stock.OccupyResult{}, fmt.Errorf("occupy sku %d: %w", sku.ID, err)
+}
+
+// gone is why c's buyer stopped waiting, or nil.
+func (c *occupyCall) gone() error {
+	select {
+	case <-c.expired:
+		return context.DeadlineExceeded
+	default:
+	}
+	return c.ctx.Err()
 }
 
 // answer takes c's outcome and recycles c.
@@ -188,7 +212,7 @@ func (sq *skuQueue) give(batch []*occupyCall) {
 func (b *Batcher) run(sq *skuQueue, batch []*occupyCall) {
 	live := batch[:0]
 	for _, c := range batch {
-		if err := c.ctx.Err(); err != nil {
+		if err := c.gone(); err != nil {
 			c.err = fmt.Errorf("occupy sku %d: %w", c.sku.ID, err)
 			c.done <- struct{}{}
 			continue
@@ -212,8 +236,9 @@ func (b *Batcher) run(sq *skuQueue, batch []*occupyCall) {
 			b.onBatch(len(live))
 		}
 		first := live[0]
-		buf.keys = stock.AppendBatchKeys(buf.keys, &sq.keys, first.x, buf.buyers)
-		buf.args = stock.AppendBatchArgs(buf.args, first.a.ID, first.sku.ID, first.x, buf.buyers)
+		now := time.Now()
+		buf.keys = stock.AppendBatchKeys(buf.keys, &sq.keys, first.x, now)
+		buf.args = stock.AppendBatchArgs(buf.args, first.a.ID, first.sku.ID, first.x, now, buf.buyers)
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 		out, err := b.stock.OccupyBatchArgs(ctx, first.a, first.sku, buf.keys, buf.buyers, buf.args, buf.out)
 		cancel()
@@ -239,16 +264,13 @@ func (b *Batcher) run(sq *skuQueue, batch []*occupyCall) {
 	sq.give(batch)
 }
 
-// occupyFunc is Stock.OccupyWith's shape, which Batcher.Occupy shares.
-type occupyFunc func(ctx context.Context, a *sale.Activity, sku *sale.SKU, x stock.Extras, user int64, requestNo string, q int64) (stock.OccupyResult, error)
-
-// newOccupy picks the engine's occupy: group commit when engine.batch is
-// enabled (the default), else one script call per buyer.
-func newOccupy(cfg Config, st *stock.Stock, m *metrics) occupyFunc {
+// newBatcher is the engine's group commit when engine.batch is enabled
+// (the default), else nil: one script call per buyer.
+func newBatcher(cfg Config, st *stock.Stock, m *metrics) *Batcher {
 	if !cfg.Batch.Enabled {
-		return st.OccupyWith
+		return nil
 	}
 	b := NewBatcher(st, cfg.Batch, cfg.OccupyTimeout)
 	b.onBatch = func(n int) { m.batch.Observe(float64(n)) }
-	return b.Occupy
+	return b
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"seckill/internal/sale"
 	"seckill/internal/testenv"
 	"seckill/stock"
 )
@@ -18,6 +19,9 @@ import (
 // run, so every call takes the accept path.
 
 const benchStock = 1 << 40
+
+// occupyFunc is Stock.OccupyWith's shape, which Batcher.Occupy shares.
+type occupyFunc func(ctx context.Context, a *sale.Activity, sku *sale.SKU, x stock.Extras, user int64, requestNo string, q int64) (stock.OccupyResult, error)
 
 // benchmarkCrowd runs, per iteration, a crowd of n concurrent buyers through
 // occupy and waits for all of them: the shape of a flash sale's burst.

@@ -128,7 +128,7 @@ func eachMode(t *testing.T, f func(t *testing.T, r *rig, k *testenv.Kafka, e Eng
 			k := testenv.StartKafka(t, 3)
 			loc := newLocal(t, r, k.Addrs)
 			if mode == "in-process single occupy" {
-				loc.occupy = r.stock.OccupyWith
+				loc.batch = nil
 			}
 			var e Engine = loc
 			if mode == "sidecar" {

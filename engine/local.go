@@ -14,6 +14,7 @@ import (
 
 	"seckill/internal/results"
 	"seckill/internal/sale"
+	"seckill/internal/timeouts"
 
 	"seckill/stock"
 )
@@ -22,7 +23,7 @@ import (
 type Local struct {
 	cfg    Config
 	stock  *stock.Stock
-	occupy occupyFunc                   // stock.OccupyWith, or group commit (engine.batch)
+	batch  *Batcher                     // group commit (engine.batch), or nil: stock.OccupyWith per buyer
 	extras atomic.Pointer[stock.Extras] // result TTL and window of each call; SetWindow swaps it
 	prod   *Producer
 	sign   *sale.Signer
@@ -37,6 +38,9 @@ type Local struct {
 	bufs   sync.Pool
 	// shardLbl[i] labels the occupy script of a SKU on shard i-1 (see New).
 	shardLbl []shardLabels
+	// occupyTimeout bounds a batched occupy (engine.occupy_timeout): one
+	// timer per tick for every buyer, not a context and a timer each.
+	occupyTimeout *timeouts.Shared
 }
 
 // shardLabels are one shard's children of the occupy script metrics.
@@ -73,7 +77,8 @@ func New(cfg Config, st *stock.Stock, res *results.Store, log *zap.Logger, reg p
 	}
 	e := &Local{cfg: cfg, stock: st, prod: prod, sign: sign, res: res, ids: sale.NewRequestNos(cfg.Node), log: log, m: newMetrics(reg), now: time.Now}
 	e.bufs.New = func() any { b := make([]byte, 0, 384); return &b } // a signed message is ~300 bytes
-	e.occupy = newOccupy(cfg, st, e.m)
+	e.batch = newBatcher(cfg, st, e.m)
+	e.occupyTimeout = timeouts.New(cfg.OccupyTimeout)
 	e.extras.Store(&stock.Extras{ResultTTL: cfg.ResultTTL, WindowLimit: cfg.Window.Limit, WindowPeriod: cfg.Window.Period})
 	// One pair of children per shard index (-1 = default … the last hot
 	// shard, then one for a SKU naming a shard not configured), so the
@@ -125,12 +130,10 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	t := Ticket{Remaining: -1}
 	rn := e.ids.Next(a.ID, sku.ID)
 
-	octx, cancel := context.WithTimeout(ctx, e.cfg.OccupyTimeout)
 	start := time.Now()
 	// One script call is all the Redis work of an accepted buyer: it counts
 	// the window, takes the stock and writes the QUEUING result.
-	res, err := e.occupy(octx, a, sku, *e.extras.Load(), r.UserID, rn, r.Quantity)
-	cancel()
+	res, err := e.occupy(ctx, a, sku, *e.extras.Load(), r.UserID, rn, r.Quantity)
 	lbl := &e.shardLbl[min(e.stock.Place(a.ID, sku)+1, len(e.shardLbl)-1)]
 	lbl.lua.Observe(time.Since(start).Seconds())
 	if err != nil {
@@ -156,6 +159,18 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 		return Ticket{Remaining: -1}, err
 	}
 	return t, nil
+}
+
+// occupy runs one buyer's occupy within engine.occupy_timeout: in a group
+// commit batch, bounded by the tick's shared timeout (up to 1/64 of it
+// more), else one script call under a context of its own.
+func (e *Local) occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, x stock.Extras, user int64, rn string, q int64) (stock.OccupyResult, error) {
+	if e.batch != nil {
+		return e.batch.OccupyWithin(ctx, e.occupyTimeout.After(), a, sku, x, user, rn, q)
+	}
+	octx, cancel := context.WithTimeout(ctx, e.cfg.OccupyTimeout)
+	defer cancel()
+	return e.stock.OccupyWith(octx, a, sku, x, user, rn, q)
 }
 
 // queue produces the message of a ticket the occupy script accepted (and
@@ -189,9 +204,9 @@ func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *R
 	start := time.Now()
 	err := e.prod.Send(ctx, key, val)
 	e.m.produce.Observe(time.Since(start).Seconds())
-	if err == nil || !errors.Is(err, errSendTimeout) {
-		// On a timeout Sarama may still hold val; only reuse it when the
-		// send is finished one way or the other.
+	if err == nil || !errors.Is(err, errInFlight) {
+		// Past a timeout or a cancelled ctx Sarama may still hold val;
+		// only reuse it when the send is finished one way or the other.
 		*bp = val
 		e.bufs.Put(bp)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"go.uber.org/zap"
+
+	"seckill/internal/timeouts"
 )
 
 // Producer sends order messages and waits for each one's ack. It wraps a
@@ -17,13 +19,26 @@ import (
 type Producer struct {
 	ap      sarama.AsyncProducer
 	topic   string
-	timeout time.Duration
+	timeout *timeouts.Shared // engine.kafka.send_timeout, one timer per tick for every send
 	log     *zap.Logger
 	wg      sync.WaitGroup
 }
 
-// ack carries one message's outcome from the dispatcher to its sender.
-type ack struct{ ch chan error }
+// ack carries one message's outcome from the dispatcher to its sender, and
+// the message itself: pooled together, so a send allocates no message and
+// no boxed key or value. It is reused only once Sarama and the dispatcher
+// are done with it (the ack came back, or Sarama never took the message).
+type ack struct {
+	ch       chan error
+	msg      sarama.ProducerMessage
+	key, val sarama.ByteEncoder // behind msg.Key and msg.Value (as pointers: no boxing)
+}
+
+// release drops the message's references and returns a to the pool.
+func (a *ack) release() {
+	a.msg, a.key, a.val = sarama.ProducerMessage{}, nil, nil
+	ackPool.Put(a)
+}
 
 var ackPool = sync.Pool{New: func() any { return &ack{ch: make(chan error, 1)} }}
 
@@ -71,7 +86,7 @@ func NewProducer(k KafkaConfig, log *zap.Logger) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka producer %v: %w", k.Brokers, err)
 	}
-	p := &Producer{ap: ap, topic: k.Topic, timeout: k.SendTimeout, log: log}
+	p := &Producer{ap: ap, topic: k.Topic, timeout: timeouts.New(k.SendTimeout), log: log}
 	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
@@ -91,34 +106,42 @@ func NewProducer(k KafkaConfig, log *zap.Logger) (*Producer, error) {
 // errSendTimeout is returned when the ack does not come within the timeout.
 var errSendTimeout = errors.New("kafka ack timed out")
 
+// errInFlight marks a Send that gave up (timeout or ctx) after Sarama took
+// the message: Sarama may still read its key and value, so their buffers
+// must not be reused.
+var errInFlight = errors.New("message still in flight")
+
 // Send produces value under key and waits for the broker's ack, at most the
-// configured send timeout (or ctx). An error means the message may not be
+// configured send timeout (and up to 1/64 of it more: the sends of one
+// tick share one timer) or ctx. An error means the message may not be
 // durable; it may still arrive later, which the consumer's claim step makes
-// harmless once the caller has released the ticket.
+// harmless once the caller has released the ticket. An error that is
+// errInFlight leaves key and value with Sarama: the caller must not reuse
+// them.
 func (p *Producer) Send(ctx context.Context, key, value []byte) error {
 	a := ackPool.Get().(*ack)
-	msg := &sarama.ProducerMessage{Topic: p.topic, Key: sarama.ByteEncoder(key), Value: sarama.ByteEncoder(value), Metadata: a}
-	t := time.NewTimer(p.timeout)
-	defer t.Stop()
+	a.key, a.val = key, value
+	a.msg = sarama.ProducerMessage{Topic: p.topic, Key: &a.key, Value: &a.val, Metadata: a}
+	expired := p.timeout.After()
 	select {
-	case p.ap.Input() <- msg:
-	case <-t.C:
-		ackPool.Put(a)
+	case p.ap.Input() <- &a.msg:
+	case <-expired:
+		a.release()
 		return errSendTimeout
 	case <-ctx.Done():
-		ackPool.Put(a)
+		a.release()
 		return ctx.Err()
 	}
 	select {
 	case err := <-a.ch:
-		ackPool.Put(a) // the dispatcher is done with it
+		a.release() // Sarama and the dispatcher are done with it
 		return err
-	case <-t.C:
+	case <-expired:
 		// a stays with the in-flight message; the dispatcher's late
 		// answer lands in its buffered channel and is collected by GC.
-		return errSendTimeout
+		return fmt.Errorf("%w (%w)", errSendTimeout, errInFlight)
 	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("%w (%w)", ctx.Err(), errInFlight)
 	}
 }
 

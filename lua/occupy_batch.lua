@@ -21,14 +21,18 @@
 --                 of every record not claimed yet (the orphan sweeper's index)
 -- KEYS[8] results hash: requestNo -> "STATE|owner|orderNo|code" of the SKU's
 --                 tickets (sk:{a<A>:s<S>}:r; sale.AppendResultValue)
--- KEYS[8+i]       buyer i's attempt counter (sk:{a<A>:s<S>}:rl:<userId>), i =
---                 1..n, only where the window is on (ARGV[4] > 0)
+-- KEYS[9] the user x SKU window's hash, only where the window is on (ARGV[4]
+--         > 0): sk:{a<A>:s<S>}:rl:<bucket>, bucket = the caller's unix ms /
+--         the window's ms; userId -> attempts in this window. One hash per
+--         SKU and window, with one expiry (the window's end), instead of a
+--         counter key per buyer
 -- ARGV[1] activity id, ARGV[2] sku id (named by every requestNo too)
 -- ARGV[3] the results hash's TTL in seconds (engine.result_ttl), set again by
 --         every call that accepts anyone
 -- ARGV[4] attempts allowed per user x SKU and window (edge.rate.user_sku_limit;
---         0: no window, no counter touched)
--- ARGV[5] the window in milliseconds (edge.rate.user_sku_window)
+--         0: no window, no KEYS[9], no counter touched)
+-- ARGV[5] the end of KEYS[9]'s window, unix ms by the caller's clock:
+--         (bucket + 1) x the window (edge.rate.user_sku_window)
 -- ARGV[5+3i-2] userId, ARGV[5+3i-1] requestNo, ARGV[5+3i] quantity of buyer i
 --              (quantity a positive integer; anything else is OVER_LIMIT —
 --              outside 1..limit — and takes nothing)
@@ -38,7 +42,8 @@
 --                  buyer's decrement; holder = its requestNo
 --   "RATE_LIMITED" the buyer's attempts in the window are over the limit
 --                  (counted first, before any other rule, whatever the sale's
---                  state); holder = milliseconds until the window resets
+--                  state); holder = milliseconds until the window ends (by
+--                  Redis' clock, at least 1)
 --   "MISSING"      no meta hash: Redis lost the SKU (restart without
 --                  persistence, FLUSHALL) and the watcher has not rebuilt it
 --                  from the database yet, or it is not preheated yet. Not a
@@ -52,41 +57,61 @@
 --   "SOLD_OUT"     remaining below quantity (remaining may be above 0), or the
 --                  on-call sold-out mark is set (remaining 0: nothing sellable)
 -- remaining is -1 where stock was not read.
--- Redis work per call, whatever n is: one HMGET of meta, one TIME, one HMGET
+-- Redis work per call, whatever n is: one TIME, one HMGET of meta, one HMGET
 -- of users (and one of closed where rebuy is "0"); where anyone may buy, one
 -- GET; where anyone bought, one DECRBY, one INCRBY, one HSET of the new
 -- records, one ZADD of their pending entries (and one HSET of their units
 -- where limit > 1), one HSET of their QUEUING results and one EXPIRE of the
--- results hash. Per buyer, where the window is on: one INCR, a PEXPIRE on
--- the window's first attempt, a PTTL when over the limit. One new buyer who
--- buys runs 12 commands inside the call (HMGET x2, TIME, GET, DECRBY, INCRBY,
--- HSET x3, ZADD, EXPIRE, INCR, PEXPIRE); 10 without the window; a batch of n
--- new buyers who all buy, 10 + 2n.
+-- results hash; where the window is on, one HMGET, one HSET and one PEXPIRE
+-- of its hash. One new buyer who buys runs 13 commands inside the call
+-- (TIME, HMGET x3, GET, DECRBY, INCRBY, HSET x3, ZADD, EXPIRE, PEXPIRE); 10
+-- without the window; a batch of n new buyers who all buy, 13 as well.
 local n = (#ARGV - 5) / 3
 local out = {}
+local base = 5
+local uids = {}
+for i = 1, n do
+  uids[i] = ARGV[base + 3 * i - 2]
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window = tonumber(ARGV[4])
 local limited = {} -- i -> true: over the window's limit, judged no further
 local open = n     -- buyers not rate-limited
 if window > 0 then
+  local key = KEYS[9]
+  local reset = tonumber(ARGV[5]) - now
+  if reset < 1 then
+    reset = 1
+  end
+  local before = redis.call('HMGET', key, unpack(uids))
+  local count = {} -- userId -> attempts, this call's included
+  local order = {} -- userIds in first-seen order, for one HSET
   for i = 1, n do
-    local key = KEYS[8 + i]
-    local c = redis.call('INCR', key)
-    if c == 1 then
-      redis.call('PEXPIRE', key, ARGV[5])
+    local uid = uids[i]
+    local c = count[uid]
+    if not c then
+      c = tonumber(before[i]) or 0
+      order[#order + 1] = uid
     end
+    c = c + 1
+    count[uid] = c
     if c > window then
-      local ttl = redis.call('PTTL', key)
-      if ttl < 0 then
-        -- A counter without its expiry (restored without it): give it one
-        -- rather than bar the buyer for good.
-        redis.call('PEXPIRE', key, ARGV[5])
-        ttl = tonumber(ARGV[5])
-      end
-      out[3 * i - 2], out[3 * i - 1], out[3 * i] = 'RATE_LIMITED', -1, ttl
+      out[3 * i - 2], out[3 * i - 1], out[3 * i] = 'RATE_LIMITED', -1, reset
       limited[i] = true
       open = open - 1
     end
   end
+  local counts = {}
+  for _, uid in ipairs(order) do
+    counts[#counts + 1] = uid
+    counts[#counts + 1] = count[uid]
+  end
+  redis.call('HSET', key, unpack(counts))
+  -- Every call sets the expiry, so the hash never outlives its window
+  -- without one; the second of grace keeps an engine whose clock runs a
+  -- little behind counting into a hash that still exists.
+  redis.call('PEXPIRE', key, reset + 1000)
   if open == 0 then
     return out
   end
@@ -106,18 +131,11 @@ end
 if meta[1] ~= 'ONLINE' then
   return all('NOT_OPEN')
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < tonumber(meta[2]) then
   return all('NOT_OPEN')
 end
 if now >= tonumber(meta[3]) then
   return all('ENDED')
-end
-local base = 5
-local uids = {}
-for i = 1, n do
-  uids[i] = ARGV[base + 3 * i - 2]
 end
 local held = redis.call('HMGET', KEYS[3], unpack(uids))
 if meta[6] == '0' then

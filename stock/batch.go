@@ -38,12 +38,19 @@ type Extras struct {
 	ResultTTL time.Duration
 	// WindowLimit attempts per user and SKU are allowed per WindowPeriod
 	// (edge.rate.user_sku_limit and user_sku_window); past it the buyer is
-	// RATE_LIMITED. 0 turns the window off: no counter is touched.
+	// RATE_LIMITED. 0 turns the window off: no counter is touched. The
+	// windows are fixed, aligned on the unix epoch by the caller's clock
+	// (one hash per SKU and window, sale.RateKey), so a buyer may spend
+	// one window's attempts at its end and the next one's at its start.
 	WindowLimit  int
 	WindowPeriod time.Duration
 }
 
 func (x *Extras) window() bool { return x.WindowLimit > 0 && x.WindowPeriod >= time.Millisecond }
+
+// bucket is the number of the window that holds now: unix ms / the
+// window's ms.
+func (x *Extras) bucket(now time.Time) int64 { return now.UnixMilli() / x.WindowPeriod.Milliseconds() }
 
 // OccupyBatch runs the occupy script (occupy_batch.lua) for buyers of one
 // SKU, in order: each buyer's result is the one Occupy would have given it
@@ -52,38 +59,40 @@ func (x *Extras) window() bool { return x.WindowLimit > 0 && x.WindowPeriod >= t
 // 0 publishes the sold-out event (once).
 func (s *Stock) OccupyBatch(ctx context.Context, a *sale.Activity, sku *sale.SKU, x Extras, buyers []Buyer, out []OccupyResult) ([]OccupyResult, error) {
 	k := sale.KeysFor(a.ID, sku.ID)
-	keys := AppendBatchKeys(make([]string, 0, 7+2*len(buyers)), &k, x, buyers)
-	args := AppendBatchArgs(make([]string, 0, 5+3*len(buyers)), a.ID, sku.ID, x, buyers)
+	now := time.Now()
+	keys := AppendBatchKeys(make([]string, 0, 9), &k, x, now)
+	args := AppendBatchArgs(make([]string, 0, 5+3*len(buyers)), a.ID, sku.ID, x, now, buyers)
 	return s.OccupyBatchArgs(ctx, a, sku, keys, buyers, args, out)
 }
 
-// AppendBatchKeys appends the KEYS of one occupy script call to keys: the
-// SKU's seven (k), each buyer's result key and, where x's window is on,
-// each buyer's attempt counter.
-func AppendBatchKeys(keys []string, k *sale.SKUKeys, x Extras, buyers []Buyer) []string {
+// AppendBatchKeys appends the KEYS of one occupy script call at now to
+// keys: the SKU's eight (k) and, where x's window is on, the hash of the
+// window that holds now. They do not depend on the buyers: a caller that
+// sends batch after batch of one SKU rebuilds them only when the window
+// turns.
+func AppendBatchKeys(keys []string, k *sale.SKUKeys, x Extras, now time.Time) []string {
 	keys = append(keys, k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending, k.Results)
 	if x.window() {
 		var buf [20]byte
-		for _, b := range buyers {
-			keys = append(keys, k.Rate+string(strconv.AppendInt(buf[:0], b.UserID, 10)))
-		}
+		keys = append(keys, k.Rate+string(strconv.AppendInt(buf[:0], x.bucket(now), 10)))
 	}
 	return keys
 }
 
-// AppendBatchArgs appends the ARGV of one occupy script call to args: the
-// SKU's ids, x's settings, then each buyer's triple.
-func AppendBatchArgs(args []string, activity, sku int64, x Extras, buyers []Buyer) []string {
+// AppendBatchArgs appends the ARGV of one occupy script call at now to
+// args: the SKU's ids, x's settings (the window's end where it is on),
+// then each buyer's triple.
+func AppendBatchArgs(args []string, activity, sku int64, x Extras, now time.Time, buyers []Buyer) []string {
 	ttl := x.ResultTTL
 	if ttl <= 0 {
 		ttl = results.DefaultTTL
 	}
-	limit, period := "0", "0"
+	limit, end := "0", "0"
 	if x.window() {
-		limit, period = strconv.Itoa(x.WindowLimit), strconv.FormatInt(x.WindowPeriod.Milliseconds(), 10)
+		limit, end = strconv.Itoa(x.WindowLimit), strconv.FormatInt((x.bucket(now)+1)*x.WindowPeriod.Milliseconds(), 10)
 	}
 	args = append(args, strconv.FormatInt(activity, 10), strconv.FormatInt(sku, 10),
-		strconv.FormatInt(int64(max(ttl/time.Second, 1)), 10), limit, period)
+		strconv.FormatInt(int64(max(ttl/time.Second, 1)), 10), limit, end)
 	for _, b := range buyers {
 		args = append(args, strconv.FormatInt(b.UserID, 10), b.RequestNo, strconv.FormatInt(b.Quantity, 10))
 	}

@@ -45,7 +45,8 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 		users        map[int64]string  // the users hash: userId -> requestNo
 		pending      []string          // the pending index's members, "userId:requestNo"
 		units        map[string]string // the qty hash (limit > 1): requestNo -> units
-		counts       map[int64]string  // the attempt counters (window on): userId -> count
+		counts       map[int64]string  // the window's hash (window on): userId -> attempts
+		stale        map[int64]string  // attempts already in the previous window's hash
 	}{
 		{
 			name:  "stock 3 sells to a, b and c; a's second ticket is a duplicate of its first; d finds it sold out",
@@ -183,6 +184,26 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			counts: map[int64]string{a: "2", b: "1"},
 		},
 		{
+			name:  "a buyer named three times in one batch is counted three times: the third is over a window of two",
+			stock: 5, limit: 2, window: 2,
+			buyers:    []Buyer{{a, "ra", 1}, {b, "rb", 1}, {a, "ra2", 1}, {a, "ra3", 1}},
+			want:      []want{{"OK", 4, "ra"}, {"OK", 3, "rb"}, {"DUPLICATE", -1, "ra"}, {"RATE_LIMITED", -1, ""}},
+			remaining: 3, sold: 2, users: map[int64]string{a: "ra", b: "rb"},
+			pending: []string{"1:ra", "2:rb"},
+			units:   map[string]string{"ra": "1", "rb": "1"},
+			counts:  map[int64]string{a: "3", b: "1"},
+		},
+		{
+			name:  "the previous window's attempts do not count in this one, and its hash is left as it was",
+			stock: 5, limit: 1, window: 1,
+			stale:     map[int64]string{a: "7", c: "1"},
+			buyers:    []Buyer{{a, "ra", 1}, {b, "rb", 1}},
+			want:      []want{{"OK", 4, "ra"}, {"OK", 3, "rb"}},
+			remaining: 3, sold: 2, users: map[int64]string{a: "ra", b: "rb"},
+			pending: []string{"1:ra", "2:rb"},
+			counts:  map[int64]string{a: "1", b: "1"},
+		},
+		{
 			name:  "an offline activity sells nothing inside its window",
 			stock: 5, limit: 1,
 			tweak:     func(x *sale.Activity) { x.State = sale.StateOffline },
@@ -203,6 +224,17 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			}
 			pa, k := r.preheat(t, act)
 			x := Extras{WindowLimit: tc.window, WindowPeriod: time.Hour}
+			// DESIGN §5: the window's hash is :rl:<unix ms / window ms>.
+			bucket := time.Now().UnixMilli() / time.Hour.Milliseconds()
+			windowEnd := (bucket + 1) * time.Hour.Milliseconds()
+			rl := fmt.Sprintf("sk:{a%d:s%d}:rl:", act.ID, k.ID)
+			if len(tc.stale) > 0 {
+				for u, n := range tc.stale {
+					if err := rdb.Do(ctx, rdb.B().Hset().Key(rl+strconv.FormatInt(bucket-1, 10)).FieldValue().FieldValue(strconv.FormatInt(u, 10), n).Build()).Error(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			t0 := serverMs(t, rdb)
 			if len(tc.before) > 0 {
 				got, err := r.stock.OccupyBatch(ctx, pa, k, x, tc.before, nil)
@@ -233,9 +265,11 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 				if g.Code != w.code || g.Remaining != w.remaining || g.Holder != w.holder {
 					t.Errorf("buyer %d %+v: %+v, want %+v", j, tc.buyers[j], g, w)
 				}
-				// RATE_LIMITED says when the hour's window resets.
-				if limited := w.code == "RATE_LIMITED"; limited != (g.RetryAfter > 0) || g.RetryAfter > time.Hour {
-					t.Errorf("buyer %d: retry after %v", j, g.RetryAfter)
+				// RATE_LIMITED says when the hour's window ends, by Redis'
+				// clock during the call.
+				if limited := w.code == "RATE_LIMITED"; limited != (g.RetryAfter > 0) ||
+					limited && (g.RetryAfter.Milliseconds() > windowEnd-t0 || g.RetryAfter.Milliseconds() < windowEnd-t1) {
+					t.Errorf("buyer %d: retry after %v, want the %d to %d ms left of the window", j, g.RetryAfter, windowEnd-t1, windowEnd-t0)
 				}
 			}
 			// DESIGN §5: sk:{a<activity>:s<sku>}:stock, :sold, :users.
@@ -286,22 +320,45 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			if fmt.Sprint(members) != fmt.Sprint(tc.pending) {
 				t.Errorf("pending %v, want %v", members, tc.pending)
 			}
-			// :rl:<userId>, the attempt counters, each expiring with its
-			// window; none at all while the window is off.
-			keys, err := rdb.Do(ctx, rdb.B().Keys().Pattern(p+"rl:*").Build()).AsStrSlice()
+			// :rl:<bucket>, the window's hash: one per SKU and window,
+			// userId -> attempts, expiring when the window ends (and a
+			// second of grace); none at all while the window is off. The
+			// previous window's hash keeps what it held.
+			keys, err := rdb.Do(ctx, rdb.B().Keys().Pattern(rl+"*").Build()).AsStrSlice()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(keys) != len(tc.counts) {
-				t.Errorf("attempt counters %v, want %d", keys, len(tc.counts))
+			wantKeys := 0
+			if len(tc.counts) > 0 {
+				wantKeys++
 			}
-			for u, n := range tc.counts {
-				key := p + "rl:" + strconv.FormatInt(u, 10)
-				if got, err := rdb.Do(ctx, rdb.B().Get().Key(key).Build()).ToString(); err != nil || got != n {
-					t.Errorf("%s = %q (%v), want %s", key, got, err, n)
+			if len(tc.stale) > 0 {
+				wantKeys++
+			}
+			if len(keys) != wantKeys {
+				t.Errorf("window hashes %v, want %d", keys, wantKeys)
+			}
+			for key, want := range map[string]map[int64]string{rl + strconv.FormatInt(bucket, 10): tc.counts, rl + strconv.FormatInt(bucket-1, 10): tc.stale} {
+				if len(want) == 0 {
+					continue
 				}
-				if ms, err := rdb.Do(ctx, rdb.B().Pttl().Key(key).Build()).AsInt64(); err != nil || ms <= 0 || ms > time.Hour.Milliseconds() {
-					t.Errorf("%s expires in %d ms (%v), want within the hour", key, ms, err)
+				got, err := rdb.Do(ctx, rdb.B().Hgetall().Key(key).Build()).AsStrMap()
+				if err != nil {
+					t.Fatal(err)
+				}
+				ws := map[string]string{}
+				for u, n := range want {
+					ws[strconv.FormatInt(u, 10)] = n
+				}
+				if fmt.Sprint(got) != fmt.Sprint(ws) {
+					t.Errorf("%s = %v, want %v", key, got, ws)
+				}
+			}
+			if len(tc.counts) > 0 {
+				key := rl + strconv.FormatInt(bucket, 10)
+				ms, err := rdb.Do(ctx, rdb.B().Pttl().Key(key).Build()).AsInt64()
+				if err != nil || ms <= 0 || ms > windowEnd-t0+1000 {
+					t.Errorf("%s expires in %d ms (%v), want by the window's end (%d ms) and a second", key, ms, err, windowEnd-t0)
 				}
 			}
 			// :r, the results hash: QUEUING|<owner>|| under the requestNo

@@ -3,9 +3,12 @@ package stock
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"seckill/internal/sale"
 )
@@ -35,8 +38,9 @@ func BenchmarkStockOccupy(b *testing.B) {
 }
 
 // benchmarkOccupyBatch is one occupy script call for n buyers at a time;
-// buyers/s is what one shard connection sustains call after call.
-func benchmarkOccupyBatch(b *testing.B, n int) {
+// buyers/s is what one shard connection sustains call after call, and
+// redis-µs/buyer the redis-server's CPU per buyer (INFO cpu).
+func benchmarkOccupyBatch(b *testing.B, n int, x Extras) {
 	r := newRig(b)
 	a, k := r.preheat(b, activity(1, 1001, benchStock, true))
 	ctx := context.Background()
@@ -45,6 +49,8 @@ func benchmarkOccupyBatch(b *testing.B, n int) {
 		buyers[i] = Buyer{RequestNo: "rn" + strconv.Itoa(i), Quantity: 1}
 	}
 	out := make([]OccupyResult, 0, n)
+	rdb := r.hot.Client(b)
+	cpu0 := redisCPU(b, rdb)
 	var u int64
 	b.ReportAllocs()
 	for b.Loop() {
@@ -53,17 +59,46 @@ func benchmarkOccupyBatch(b *testing.B, n int) {
 			buyers[i].UserID = u
 		}
 		var err error
-		if out, err = r.stock.OccupyBatch(ctx, a, k, Extras{}, buyers, out[:0]); err != nil || out[n-1].Code != CodeOK {
+		if out, err = r.stock.OccupyBatch(ctx, a, k, x, buyers, out[:0]); err != nil || out[n-1].Code != CodeOK {
 			b.Fatal(out, err)
 		}
 	}
+	b.ReportMetric(float64((redisCPU(b, rdb)-cpu0).Microseconds())/float64(b.N*n), "redis-µs/buyer")
 	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "buyers/s")
 }
 
-func BenchmarkStockOccupyBatch1(b *testing.B)   { benchmarkOccupyBatch(b, 1) }
-func BenchmarkStockOccupyBatch16(b *testing.B)  { benchmarkOccupyBatch(b, 16) }
-func BenchmarkStockOccupyBatch128(b *testing.B) { benchmarkOccupyBatch(b, 128) }
-func BenchmarkStockOccupyBatch512(b *testing.B) { benchmarkOccupyBatch(b, 512) }
+// devExtras are the engine's extras with the dev defaults: the user × SKU
+// window counted and the QUEUING results written in the call.
+var devExtras = Extras{ResultTTL: 48 * time.Hour, WindowLimit: 10, WindowPeriod: 10 * time.Second}
+
+// redisCPU is the redis-server's CPU time so far (INFO cpu, user + sys).
+func redisCPU(b *testing.B, c rueidis.Client) time.Duration {
+	b.Helper()
+	s, err := c.Do(context.Background(), c.B().Info().Section("cpu").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, l := range strings.Split(s, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(l), ":")
+		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu %s: %v", l, err)
+			}
+			sum += f
+		}
+	}
+	return time.Duration(sum * float64(time.Second))
+}
+
+func BenchmarkStockOccupyWindow1(b *testing.B)  { benchmarkOccupyBatch(b, 1, devExtras) }
+func BenchmarkStockOccupyWindow64(b *testing.B) { benchmarkOccupyBatch(b, 64, devExtras) }
+
+func BenchmarkStockOccupyBatch1(b *testing.B)   { benchmarkOccupyBatch(b, 1, Extras{}) }
+func BenchmarkStockOccupyBatch16(b *testing.B)  { benchmarkOccupyBatch(b, 16, Extras{}) }
+func BenchmarkStockOccupyBatch128(b *testing.B) { benchmarkOccupyBatch(b, 128, Extras{}) }
+func BenchmarkStockOccupyBatch512(b *testing.B) { benchmarkOccupyBatch(b, 512, Extras{}) }
 
 // benchmarkClaim256 claims a consumer batch of 256 tickets of one hot SKU
 // per iteration: one script call per ticket (concurrently, as the consumer

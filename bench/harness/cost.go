@@ -213,9 +213,15 @@ func renderCosts(b *strings.Builder, ref cost, rows []cost) {
 		}
 		return us(c.perBuyer(role))
 	}
-	all := append([]cost{ref}, rows...)
+	all := []cost{ref}
+	for _, c := range rows {
+		if c.name != "" { // a run that did not run (-parts=false)
+			all = append(all, c)
+		}
+	}
 	b.WriteString("\nCPU per accepted buyer (µs; /proc/PID/stat utime+stime, children's included, from the start of the wrk run\n")
-	b.WriteString("until the last ticket became an order; accepted = the 200 answers wrk counted; the reference: per request):\n\n")
+	fmt.Fprintf(b, "until the last ticket became an order; accepted = the 200 answers wrk counted; a reference: per request;\n")
+	fmt.Fprintf(b, "vs ref: against %s):\n\n", ref.name)
 	b.WriteString("| run | accepted | window | edge+engine | broker | consumer | redis default | redis hot | all Redis | all | vs ref: edge+engine | Redis | all |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range all {

@@ -62,7 +62,7 @@ func main() {
 	flag.IntVar(&o.bigConns, "bigc", 10000, "connections of the many-connections run (e); 0 skips it")
 	flag.DurationVar(&o.profile, "profile", 5*time.Second, "CPU profile length inside (a) and (b); 0 skips profiling")
 	flag.StringVar(&o.out, "out", "bench/out", "directory for logs, wrk reports, profiles and the table")
-	flag.StringVar(&o.config, "config", "configs/bench.yaml", "the system's configuration")
+	flag.StringVar(&o.config, "config", "", "the system's configuration file; empty: none, seckill dev's built-in defaults (make run's configs/dev.yaml), and configs/dev.yaml for the parts of (f)")
 	flag.BoolVar(&o.noSync, "no-sync", false, "skip the MariaDB references (sync baseline, INSERT IGNORE)")
 	flag.BoolVar(&o.parts, "parts", true, "run (f): the accept load on seckill broker, edge and consumer as separate processes, for the CPU per part")
 	flag.BoolVar(&o.slow, "slow", false, "run only the slow-dependency figures (slow.go): a Redis stall, a slow broker, a slow database, on the parts")
@@ -158,28 +158,14 @@ func run(o options) error {
 		}
 		p.StopWithin(5 * time.Second)
 	}
-	{
-		rp, raddr, err := startRedis(out)
-		if err != nil {
-			return err
-		}
-		addr := benchkit.FreeAddr()
-		p, err := benchkit.Start(out, "ref-evalsha", filepath.Join(bin, "evalsha"), nil, "-listen", addr, "-redis", raddr)
-		if err != nil {
-			return err
-		}
-		if err := benchkit.WaitPort(p, addr, 10*time.Second); err != nil {
-			return err
-		}
-		logf("ref evalsha: wrk -c%d %v", o.conns, o.dur)
-		ws := []watched{{role: roleServer, pid: p.PID()}, {role: roleRedisDef, pid: rp.PID(), redis: raddr}}
-		m := measure(ws)
-		if r.evalsha, err = benchkit.RunWrk(out, "ref-evalsha", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
-			return err
-		}
-		r.refCost = m.done("ref: fasthttp + 1 EVALSHA occupy/req", "the reference server and its redis-server, over the wrk run", r.evalsha.Codes["200"])
-		p.StopWithin(5 * time.Second)
-		rp.StopWithin(10 * time.Second)
+	// The EVALSHA references: the seed's §9.2 script (the yardstick), then
+	// the project's occupy script as issue #12 measured it (the heavier
+	// one), each on its own fresh redis-server.
+	if r.naive, r.naiveCost, err = runEvalsha(out, bin, "seed", refSeedName, std); err != nil {
+		return err
+	}
+	if r.evalsha, r.refCost, err = runEvalsha(out, bin, "stock", refOccupyName, std); err != nil {
+		return err
 	}
 	if !o.noSync {
 		logf("starting MariaDB (scripts/mariadb-test.sh)")
@@ -216,8 +202,8 @@ func run(o options) error {
 	r.insertRefs = append(r.insertRefs, ref)
 
 	// The system.
-	logf("starting seckill dev --config %s", o.config)
-	sys, err := startSystem(out, seckillBin, filepath.Join(o.root, o.config))
+	logf("starting %s", o.devCommand())
+	sys, err := startSystem(out, seckillBin, o.configPath())
 	if err != nil {
 		return err
 	}
@@ -243,6 +229,7 @@ func run(o options) error {
 		note += fmt.Sprintf("; CPU-profiled for %v of the run (a few %% more CPU)", o.profile)
 	}
 	r.devCost = m.done("(a) accept, seckill dev (one process)", note, r.accept.Codes["200"])
+	r.acceptProf.analyze()
 
 	// (b) reject path: SKU 2002 was bought out at start.
 	logf("(b) reject: wrk -c%d %v on sold-out SKU %d", o.conns, o.dur, soldOutSKU)
@@ -251,6 +238,7 @@ func run(o options) error {
 		return err
 	}
 	r.rejectProf = prof()
+	r.rejectProf.analyze()
 	sys.accepted[skuKey{benchActivity, soldOutSKU}] += r.reject.Codes["200"]
 	sys.unseen[skuKey{benchActivity, soldOutSKU}] += r.reject.Unanswered()
 
@@ -335,6 +323,65 @@ func run(o options) error {
 		return fmt.Errorf("correctness check failed (see above)")
 	}
 	return nil
+}
+
+// configPath is the system's configuration file, "" for none.
+func (o options) configPath() string {
+	if o.config == "" {
+		return ""
+	}
+	return filepath.Join(o.root, o.config)
+}
+
+// partsConfig is the file the parts of (f) run on: -config, or the file
+// seckill dev's built-in defaults are (the parts have no dev defaults).
+func (o options) partsConfig() string {
+	if o.config == "" {
+		return filepath.Join(o.root, "configs", "dev.yaml")
+	}
+	return o.configPath()
+}
+
+// devCommand is how the system runs, for the table.
+func (o options) devCommand() string {
+	if o.config == "" {
+		return "seckill dev (no config file: make run's configuration)"
+	}
+	return "seckill dev --config " + o.config
+}
+
+// Names of the EVALSHA reference rows.
+const (
+	refSeedName   = "ref: fasthttp + 1 EVALSHA seed §9.2 script/req"
+	refOccupyName = "ref: fasthttp + 1 EVALSHA occupy/req"
+)
+
+// runEvalsha measures bench/refs/evalsha with -script script on a fresh
+// redis-server of its own: wrk's result and the cost row of the server and
+// its Redis per request.
+func runEvalsha(out, bin, script, name string, std func(string, ...string) benchkit.Load) (benchkit.WrkResult, cost, error) {
+	rp, raddr, err := benchkit.StartRedis(out, "ref-redis-"+script, filepath.Join(out, "ref-redis-"+script))
+	if err != nil {
+		return benchkit.WrkResult{}, cost{}, err
+	}
+	defer rp.StopWithin(10 * time.Second)
+	addr := benchkit.FreeAddr()
+	p, err := benchkit.Start(out, "ref-evalsha-"+script, filepath.Join(bin, "evalsha"), nil, "-listen", addr, "-redis", raddr, "-script", script)
+	if err != nil {
+		return benchkit.WrkResult{}, cost{}, err
+	}
+	defer p.StopWithin(5 * time.Second)
+	if err := benchkit.WaitPort(p, addr, 10*time.Second); err != nil {
+		return benchkit.WrkResult{}, cost{}, err
+	}
+	load := std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")
+	logf("%s: wrk -c%d %v", name, load.Conns, load.Dur)
+	m := measure([]watched{{role: roleServer, pid: p.PID()}, {role: roleRedisDef, pid: rp.PID(), redis: raddr}})
+	w, err := benchkit.RunWrk(out, "ref-evalsha-"+script, load)
+	if err != nil {
+		return w, cost{}, err
+	}
+	return w, m.done(name, "the reference server and its redis-server, over the wrk run", w.Codes["200"]), nil
 }
 
 // startProfile takes profiles in the middle of a run of o.dur; the returned

@@ -156,8 +156,8 @@ func configPartitions(path string) (int, error) {
 // of (a), measured from the start of the wrk run until every ticket is an
 // order, then checked like the system.
 func (r *report) runParts(out, bin string, o options, std func(string, ...string) benchkit.Load) error {
-	logf("(f) starting the parts as processes: seckill broker, edge, consumer --config %s", o.config)
-	sys, err := startParts(out, bin, filepath.Join(o.root, o.config))
+	logf("(f) starting the parts as processes: seckill broker, edge, consumer --config %s", o.partsConfig())
+	sys, err := startParts(out, bin, o.partsConfig())
 	if err != nil {
 		sys.stop()
 		return fmt.Errorf("(f) parts: %w", err)

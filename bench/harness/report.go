@@ -13,12 +13,14 @@ type report struct {
 	opts    options
 	started time.Time
 
-	bare, bare2, evalsha, sync benchkit.WrkResult
-	syncRun                    bool
-	accept, reject, seed, poll benchkit.WrkResult
-	big                        benchkit.WrkResult
-	bigRun                     bool
-	seedOrders                 int64
+	// naive is the seed-script EVALSHA reference, the yardstick; evalsha
+	// the project's occupy script as issue #12 measured it.
+	bare, bare2, naive, evalsha, sync benchkit.WrkResult
+	syncRun                           bool
+	accept, reject, seed, poll        benchkit.WrkResult
+	big                               benchkit.WrkResult
+	bigRun                            bool
+	seedOrders                        int64
 
 	drain      drain
 	insertRefs []benchkit.InsertRef
@@ -26,11 +28,11 @@ type report struct {
 
 	acceptProf, rejectProf profiled
 
-	// Where the CPU goes: the EVALSHA reference, (a) and (f).
-	refCost, devCost, partsCost cost
-	parts                       benchkit.WrkResult
-	partsRun                    bool
-	partsCheck                  check
+	// Where the CPU goes: the EVALSHA references, (a) and (f).
+	naiveCost, refCost, devCost, partsCost cost
+	parts                                  benchkit.WrkResult
+	partsRun                               bool
+	partsCheck                             check
 }
 
 func ms(d time.Duration) string {
@@ -52,11 +54,11 @@ func (r *report) render() string {
 	o := r.opts
 	fmt.Fprintf(&b, "\n## seckill bench — %s\n\n", r.started.UTC().Format(time.RFC1123))
 	b.WriteString(machine())
-	fmt.Fprintf(&b, "- wrk -t%d -c%d -d%v --latency, all on 127.0.0.1; system: seckill dev --config %s\n", o.threads, o.conns, o.dur, o.config)
+	fmt.Fprintf(&b, "- wrk -t%d -c%d -d%v --latency, all on 127.0.0.1; system: %s; (f): --config %s\n", o.threads, o.conns, o.dur, o.devCommand(), o.partsConfig())
 	b.WriteString("- vs bare: against the mean of the bare runs at the start and at the end\n\n")
 
-	b.WriteString("| run | conns | req/s | p50 | p99 | answers | vs bare | vs EVALSHA | vs sync |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
+	b.WriteString("| run | conns | req/s | p50 | p99 | answers | vs bare | vs seed EVALSHA | vs occupy EVALSHA | vs sync |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
 	// The bare reference runs first and last; "vs bare" is against the
 	// mean of both, which evens out a machine that drifts during the run.
 	bareRPS := (r.bare.RPS + r.bare2.RPS) / 2
@@ -66,11 +68,12 @@ func (r *report) render() string {
 		if r.syncRun {
 			vsSync = ratio(w.RPS, r.sync.RPS)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %s |\n", name, conns, w.RPS, ms(w.P50), ms(w.P99),
-			w.CodesString(), ratio(w.RPS, bareRPS), ratio(w.RPS, r.evalsha.RPS), vsSync)
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", name, conns, w.RPS, ms(w.P50), ms(w.P99),
+			w.CodesString(), ratio(w.RPS, bareRPS), ratio(w.RPS, r.naive.RPS), ratio(w.RPS, r.evalsha.RPS), vsSync)
 	}
 	row("ref: bare fasthttp", o.conns, r.bare)
-	row("ref: fasthttp + 1 EVALSHA occupy/req", o.conns, r.evalsha)
+	row(refSeedName, o.conns, r.naive)
+	row(refOccupyName, o.conns, r.evalsha)
 	if r.syncRun {
 		row("ref: seed sync path (MariaDB tx/req)", o.conns, r.sync)
 	}
@@ -89,7 +92,7 @@ func (r *report) render() string {
 	// Drain rows: rows/s in the req/s column, ratios to the raw INSERT
 	// IGNORE references instead of the HTTP ones.
 	for _, ref := range r.insertRefs {
-		fmt.Fprintf(&b, "| ref: raw %d-row INSERT IGNORE, %s (rows/s) | - | %.0f | - | - | %d rows in %v | - | - | - |\n",
+		fmt.Fprintf(&b, "| ref: raw %d-row INSERT IGNORE, %s (rows/s) | - | %.0f | - | - | %d rows in %v | - | - | - | - |\n",
 			ref.Batch, ref.Name, ref.Rate(), ref.Rows, ref.Took.Round(time.Millisecond))
 	}
 	// The consumer kept up with (a) when its backlog at the end was small;
@@ -101,10 +104,10 @@ func (r *report) render() string {
 		for _, ref := range r.insertRefs {
 			vs = append(vs, ratio(c, ref.Rate())+" of "+ref.Name)
 		}
-		fmt.Fprintf(&b, "| consumer, Kafka → SQLite: orders per consumer CPU-second in (a) | - | %.0f | - | - | %d orders on %.2f CPU-s in %v; %s | - | - | - |\n",
+		fmt.Fprintf(&b, "| consumer, Kafka → SQLite: orders per consumer CPU-second in (a) | - | %.0f | - | - | %d orders on %.2f CPU-s in %v; %s | - | - | - | - |\n",
 			c, p.orders, p.consumerCPU, o.profile, strings.Join(vs, ", "))
 	}
-	fmt.Fprintf(&b, "| consumer drain after (a) (rows/s) | - | %.0f | - | - | backlog %d at the end of (a), %d orders in %v | - | - | - |\n",
+	fmt.Fprintf(&b, "| consumer drain after (a) (rows/s) | - | %.0f | - | - | backlog %d at the end of (a), %d orders in %v | - | - | - | - |\n",
 		r.drain.rate(), r.drain.Backlog, r.drain.Orders, r.drain.Took.Round(time.Millisecond))
 
 	b.WriteString("\nTargets (ratios from this run):\n\n")
@@ -115,38 +118,69 @@ func (r *report) render() string {
 		}
 		fmt.Fprintf(&b, "- %s: %s\n", mark, fmt.Sprintf(f, a...))
 	}
-	// The targets of issue #12.
-	target(r.accept.RPS >= 0.5*r.evalsha.RPS, "accept ≥ 0.5× EVALSHA reference (aim 1.0×) — %s", ratio(r.accept.RPS, r.evalsha.RPS))
+	// Every accept target is stated against the seed-script reference; the
+	// heavier occupy-script reference (issue #12's) is the second line.
+	refs := []struct {
+		name string
+		w    benchkit.WrkResult
+		c    cost
+	}{{"the seed-script EVALSHA reference", r.naive, r.naiveCost}, {"the occupy-script EVALSHA reference", r.evalsha, r.refCost}}
+	for i, ref := range refs {
+		aim := ""
+		if i == 0 {
+			aim = " (aim 1.0×)"
+		}
+		target(r.accept.RPS >= 0.5*ref.w.RPS, "accept ≥ 0.5× %s%s — %s (%.0f vs %.0f req/s)", ref.name, aim, ratio(r.accept.RPS, ref.w.RPS), r.accept.RPS, ref.w.RPS)
+	}
 	target(r.reject.RPS >= 0.9*bareRPS, "reject ≥ 0.9× bare (mean of first and last run) — %s", ratio(r.reject.RPS, bareRPS))
-	if r.syncRun {
-		target(r.accept.RPS >= 10*r.sync.RPS, "accept ≥ 10× sync baseline — %s", ratio(r.accept.RPS, r.sync.RPS))
+	for _, ref := range refs {
+		target(r.accept.P99 <= 3*ref.w.P99, "p99(accept) ≤ 3× p99 of %s at -c%d — %s vs %s (%s)", ref.name, o.conns, ms(r.accept.P99), ms(ref.w.P99),
+			ratio(float64(r.accept.P99), float64(ref.w.P99)))
 	}
 	target(r.accept.P99 <= 3*bareP99, "p99(accept) ≤ 3× p99(bare) at -c%d — %s vs %s (%s)", o.conns, ms(r.accept.P99), ms(bareP99),
 		ratio(float64(r.accept.P99), float64(bareP99)))
+	if r.syncRun {
+		target(r.accept.RPS >= 10*r.sync.RPS, "accept ≥ 10× sync baseline — %s", ratio(r.accept.RPS, r.sync.RPS))
+	}
 	if r.bigRun {
 		bad := r.big.Codes["503"] + r.big.Codes["other"] + r.big.SockErrors()
 		target(bad == 0, "-c%d: no answers but 200/409/410/429 and no socket errors — %s; p99 %s", o.bigConns, r.big.CodesString(), ms(r.big.P99))
 	}
-	ref := r.refCost
-	refRedis := ref.perBuyer(roleRedisDef, roleRedisHot)
 	for _, c := range []cost{r.devCost, r.partsCost} {
-		if !c.ok() || !ref.ok() {
+		if !c.ok() {
 			continue
 		}
 		redis := c.perBuyer(roleRedisDef, roleRedisHot)
-		target(redis <= refRedis, "%s: Redis CPU per accepted buyer ≤ 1.0× the reference's per request — %.1f µs vs %.1f µs (%s)",
-			c.name, redis, refRedis, ratio(redis, refRedis))
+		for i, ref := range refs {
+			if !ref.c.ok() {
+				continue
+			}
+			bound := []float64{1.2, 1.0}[i]
+			refRedis := ref.c.perBuyer(roleRedisDef, roleRedisHot)
+			target(redis <= bound*refRedis, "%s: Redis CPU per accepted buyer ≤ %.1f× %s's per request — %.1f µs vs %.1f µs (%s)",
+				c.name, bound, ref.name, redis, refRedis, ratio(redis, refRedis))
+		}
 		if share, ok := c.scanShare(c.redisRoles()...); ok {
 			target(share <= 0.02, "%s: scans of whole sets ≤ 2%% of Redis CPU while selling — %.1f%%", c.name, 100*share)
 		}
 	}
-	if c := r.partsCost; c.ok() && ref.ok() {
-		srv, refSrv := c.perBuyer(roleServer), ref.perBuyer(roleServer)
-		target(srv <= 2*refSrv, "%s: edge+engine CPU per accepted buyer ≤ 2× the reference server's per request — %.1f µs vs %.1f µs (%s)",
-			c.name, srv, refSrv, ratio(srv, refSrv))
+	if c := r.partsCost; c.ok() {
+		for _, ref := range refs {
+			if !ref.c.ok() {
+				continue
+			}
+			srv, refSrv := c.perBuyer(roleServer), ref.c.perBuyer(roleServer)
+			target(srv <= 2*refSrv, "%s: edge+engine CPU per accepted buyer ≤ 2× %s server's per request — %.1f µs vs %.1f µs (%s)",
+				c.name, ref.name, srv, refSrv, ratio(srv, refSrv))
+		}
+	}
+	ref, rows := r.naiveCost, []cost{r.refCost, r.devCost, r.partsCost}
+	if !ref.ok() {
+		ref, rows = r.refCost, rows[1:]
 	}
 	if ref.ok() {
-		renderCosts(&b, ref, []cost{r.devCost, r.partsCost})
+		renderCosts(&b, ref, rows)
+		renderBreakdown(&b, r.devCost, r.acceptProf.parts, ref)
 	}
 
 	b.WriteString("\nCorrectness:\n\n")

@@ -25,8 +25,7 @@ import (
 const adminToken = "bench-harness-token-0123456789abcdef"
 
 // system is one seckill deployment under test with its own data directory
-// and loopback listeners: `seckill dev --config configs/bench.yaml`
-// (startSystem), or the parts as separate processes (startParts).
+// and loopback listeners: `seckill dev` (startSystem), or the parts as separate processes (startParts).
 type system struct {
 	p                  *benchkit.Proc   // the process serving the edge
 	procs              []*benchkit.Proc // every process of the system, stopped newest first
@@ -59,12 +58,16 @@ func newSystem(bin, dir string, activities ...int64) *system {
 		http: &http.Client{Timeout: 30 * time.Second}, accepted: map[skuKey]int64{}, unseen: map[skuKey]int64{}}
 }
 
-// startSystem runs `seckill dev` (the demo activity and the bench activity).
+// startSystem runs `seckill dev` (the demo activity and the bench
+// activity), on config, or on its built-in defaults where config is "".
 func startSystem(out, bin, config string) (*system, error) {
 	s := newSystem(bin, filepath.Join(out, "seckill-data"), demoActivity, benchActivity)
 	s.pprof = benchkit.FreeAddr()
-	p, err := benchkit.Start(out, "seckill", bin, []string{"SECKILL_ADMIN_TOKEN=" + adminToken},
-		"dev", "--config", config, "--data-dir", s.dir, "--listen", s.edge, "--admin-listen", s.admin, "--pprof", s.pprof)
+	args := []string{"dev", "--data-dir", s.dir, "--listen", s.edge, "--admin-listen", s.admin, "--pprof", s.pprof}
+	if config != "" {
+		args = append(args, "--config", config)
+	}
+	p, err := benchkit.Start(out, "seckill", bin, []string{"SECKILL_ADMIN_TOKEN=" + adminToken}, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -302,8 +305,10 @@ func (s *system) check() check {
 // profiled is what one profile window showed.
 type profiled struct {
 	cpuTop, allocTop string
-	consumerCPU      float64 // CPU seconds in seckill/consumer during the window
-	orders           int64   // orders that landed during the window
+	consumerCPU      float64   // CPU seconds in seckill/consumer during the window
+	parts            breakdown // the profile's samples by part (breakdown.go)
+	bin, base        string    // the binary and the profiles' path prefix, for analyze
+	orders           int64     // orders that landed during the window
 }
 
 // consumerRowsPerCPUSecond is the consumer's cost per order turned into a
@@ -318,8 +323,8 @@ func (p profiled) consumerRowsPerCPUSecond() float64 {
 var reShowing = regexp.MustCompile(`Showing nodes accounting for ([\d.]+)(ms|s)`)
 
 // profile fetches a CPU profile of secs seconds and a heap-allocation
-// delta over the same window, writes `go tool pprof -top` of both, and
-// measures the consumer's CPU per order landed in the window.
+// delta over the same window and counts the orders landed in it;
+// analyze reads them.
 func (s *system) profile(out, name string, secs int) (p profiled) {
 	get := func(path, file string) error {
 		resp, err := http.Get("http://" + s.pprof + path)
@@ -345,6 +350,18 @@ func (s *system) profile(out, name string, secs int) (p profiled) {
 	orders1, _, _ := s.ordered(s.activities...)
 	p.orders = orders1 - orders0
 	_ = get("/debug/pprof/allocs", base+".allocs1.pb.gz")
+	p.bin, p.base = s.bin, base
+	return p
+}
+
+// analyze reads the profiles p fetched with go tool pprof: their top
+// entries, the consumer's CPU and the split by part. It runs after a cost
+// window closes, so the harness' own pprof runs do not lengthen it.
+func (p *profiled) analyze() {
+	if p.base == "" {
+		return
+	}
+	base := p.base
 	top := func(args ...string) string {
 		b, err := exec.Command("go", append([]string{"tool", "pprof", "-top"}, args...)...).CombinedOutput()
 		if err != nil {
@@ -352,16 +369,12 @@ func (s *system) profile(out, name string, secs int) (p profiled) {
 		}
 		return string(b)
 	}
-	p.cpuTop = top("-nodecount=35", s.bin, base+".cpu.pb.gz")
-	p.allocTop = top("-nodecount=30", "-sample_index=alloc_objects", "-base", base+".allocs0.pb.gz", s.bin, base+".allocs1.pb.gz")
+	p.cpuTop = top("-nodecount=35", p.bin, base+".cpu.pb.gz")
+	p.allocTop = top("-nodecount=30", "-sample_index=alloc_objects", "-base", base+".allocs0.pb.gz", p.bin, base+".allocs1.pb.gz")
 	_ = os.WriteFile(base+".cpu.top.txt", []byte(p.cpuTop), 0o644)
 	_ = os.WriteFile(base+".allocs.top.txt", []byte(p.allocTop), 0o644)
-	if m := reShowing.FindStringSubmatch(top("-nodecount=1000000", "-nodefraction=0", "-focus=^seckill/consumer\\.", s.bin, base+".cpu.pb.gz")); m != nil {
-		v, _ := strconv.ParseFloat(m[1], 64)
-		if m[2] == "ms" {
-			v /= 1000
-		}
+	if v, err := profileSeconds(p.bin, base+".cpu.pb.gz", `^seckill/consumer\.`, ""); err == nil {
 		p.consumerCPU = v
 	}
-	return p
+	p.parts, _ = splitProfile(p.bin, base+".cpu.pb.gz", devParts)
 }

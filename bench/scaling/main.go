@@ -10,7 +10,8 @@
 // per core: `seckill consumer` with GOMAXPROCS=1 draining the edge run's
 // tickets into MariaDB; needs edge), redis (buyers/s per shard with group
 // commit: OccupyBatch loops against one redis-server, from its CPU per
-// buyer), kafka (produce/s and consume/s per broker core: Sarama against
+// buyer, next to seed 001 §9.2's script with one EVALSHA a buyer, the
+// yardstick, measured in the same run), kafka (produce/s and consume/s per broker core: Sarama against
 // `seckill broker`), db (rows/s batched into MariaDB, the INSERT IGNORE
 // reference). Run it from the repository root on a quiet machine; the
 // figures are only as good as the machine is idle. Logs and wrk reports
@@ -121,6 +122,12 @@ func run(o *options) error {
 			return fmt.Errorf("redis: %w", err)
 		}
 		figs = append(figs, f...)
+		// The yardstick, measured in the same run.
+		ref, err := measureSeedRedis(*o, f)
+		if err != nil {
+			return fmt.Errorf("redis (seed script): %w", err)
+		}
+		figs = append(figs, ref...)
 	}
 	if o.runs("kafka") {
 		f, err := measureKafka(*o)

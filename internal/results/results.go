@@ -148,6 +148,15 @@ func (s *Store) Write(ctx context.Context, es ...Entry) error {
 	}
 	var ws []skuWrite
 	var final []byte
+	// Every value is built into one buffer and converted once: the fields'
+	// values are substrings of it, not a buffer and a string per entry.
+	vals := make([]byte, 0, 64*len(es)) // STATE|owner|orderNo|code: ~50 bytes
+	ends := make([]int, len(es))
+	for i := range es {
+		vals = sale.AppendResultValue(vals, es[i].State, es[i].Owner, es[i].OrderNo, es[i].Code)
+		ends[i] = len(vals)
+	}
+	all := string(vals)
 	for i := range es {
 		a, k := where(&es[i])
 		var w *skuWrite
@@ -161,7 +170,11 @@ func (s *Store) Write(ctx context.Context, es ...Entry) error {
 			ws = append(ws, skuWrite{c: s.route(a, k), activity: a, sku: k})
 			w = &ws[len(ws)-1]
 		}
-		w.fv = append(w.fv, es[i].RequestNo, string(sale.AppendResultValue(nil, es[i].State, es[i].Owner, es[i].OrderNo, es[i].Code)))
+		from := 0
+		if i > 0 {
+			from = ends[i-1]
+		}
+		w.fv = append(w.fv, es[i].RequestNo, all[from:ends[i]])
 		if es[i].State != sale.ResultQueuing && es[i].State != "" {
 			if len(final) > 0 {
 				final = append(final, ' ')

@@ -111,3 +111,23 @@ func TestResultsLiveOnTheirSKUsShard(t *testing.T) {
 		t.Errorf("a read from a stopped shard: %v, want an error", err)
 	}
 }
+
+// BenchmarkWrite500 writes a consumer batch's 500 final results of one SKU
+// (one HSET, one PUBLISH): its allocations are per batch, not per result.
+func BenchmarkWrite500(b *testing.B) {
+	r := testenv.StartRedis(b)
+	c := r.Client(b)
+	s := New(c, func(int64, int64) rueidis.Client { return c }, time.Hour)
+	es := make([]Entry, 500)
+	for i := range es {
+		rn := fmt.Sprintf("7-7001-%d", i)
+		es[i] = Entry{RequestNo: rn, Activity: 7, SKU: 7001, Owner: int64(i), State: sale.ResultSuccess, OrderNo: "O" + rn}
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Write(ctx, es...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

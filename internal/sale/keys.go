@@ -37,9 +37,10 @@ type SKUKeys struct {
 	// hash's TTL (engine.result_ttl): the results of a SKU are kept until
 	// that long after its last result was written.
 	Results string
-	// Rate is the prefix of the user × SKU attempt counters: Rate +
-	// userId (edge.rate.user_sku_limit per user_sku_window), counted by the
-	// occupy script.
+	// Rate is the prefix of the user × SKU window's hashes: Rate + the
+	// window's number (unix ms / edge.rate.user_sku_window's ms), a hash
+	// userId -> attempts in that window (edge.rate.user_sku_limit), counted
+	// by the occupy script; each expires when its window ends.
 	Rate string
 }
 
@@ -62,7 +63,7 @@ func ResultsKey(activity, sku int64) string {
 
 // appendPrefix appends the prefix every key of (activity, sku) starts
 // with, sk:{a<activity>:s<sku>}:, to b. The result and rate keys are built
-// once per ticket or attempt: one allocation each, not KeysFor's eleven.
+// once per ticket or batch: one allocation each, not KeysFor's eleven.
 func appendPrefix(b []byte, activity, sku int64) []byte {
 	b = append(b, "sk:{a"...)
 	b = strconv.AppendInt(b, activity, 10)
@@ -71,12 +72,13 @@ func appendPrefix(b []byte, activity, sku int64) []byte {
 	return append(b, "}:"...)
 }
 
-// RateKey is the key of user's attempt counter on (activity, sku):
-// sk:{a<activity>:s<sku>}:rl:<user>, in the SKU's slot.
-func RateKey(activity, sku, user int64) string {
+// RateKey is the key of the user × SKU window's hash of (activity, sku)
+// for window number bucket: sk:{a<activity>:s<sku>}:rl:<bucket>, in the
+// SKU's slot; its fields are userIds, its values their attempts.
+func RateKey(activity, sku, bucket int64) string {
 	var buf [72]byte
 	b := appendPrefix(buf[:0], activity, sku)
-	return string(strconv.AppendInt(append(b, "rl:"...), user, 10))
+	return string(strconv.AppendInt(append(b, "rl:"...), bucket, 10))
 }
 
 // ActivityKey holds an activity's JSON on the default Redis (the catalog the

@@ -6,6 +6,12 @@
 //
 // -script picks the script:
 //
+//   - seed: bench/refs/seed, seed 001 §9.2's script exactly (GET status,
+//     SISMEMBER, GET stock, DECR, SADD, EXPIRE; three keys on one Redis):
+//     what a user writes first, and the yardstick the accept targets are
+//     stated against. It keeps no record a consumer could turn into an
+//     order: the cheapest honest occupy, not a durable one.
+//
 //   - stock (the default): occupy_stock_only.lua, lua/occupy_batch.lua as it
 //     was when issue #12 measured this reference (d9a4ed0): the stock
 //     rules and the record only — no user × SKU window, no QUEUING result.
@@ -15,11 +21,13 @@
 //   - current: lua/occupy_batch.lua as the engine runs it, with the user ×
 //     SKU window of configs/bench.yaml (10 per 10s) and the QUEUING result.
 //
-//     evalsha -listen 127.0.0.1:18081 -redis 127.0.0.1:6379 -stock 100000000 [-script stock|current]
+//     evalsha -listen 127.0.0.1:18081 -redis 127.0.0.1:6379 -stock 100000000 [-script seed|stock|current]
 //
 // At start it preheats activity 1 / SKU 1 (ONLINE for a day, limit 1 per
-// user) with -stock units. Buyers come from X-User-Id; the SKU in the body
-// is not read. Answers: 200 QUEUING, 409 DUPLICATE, 410 SOLD_OUT, 503 on a
+// user) with -stock units (seed: the status and stock keys, an empty user
+// set). Buyers come from X-User-Id — the harness's accept.lua sends a
+// fresh one on every request; the SKU in the body is not read. Answers: 200
+// QUEUING, 409 DUPLICATE, 410 SOLD_OUT (seed: also 403 NOT_OPEN), 503 on a
 // Redis error.
 package main
 
@@ -35,6 +43,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/valyala/fasthttp"
 
+	"seckill/bench/refs/seed"
 	"seckill/internal/sale"
 	"seckill/lua"
 	"seckill/stock"
@@ -47,7 +56,7 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:18081", "listen address (loopback)")
 	addr := flag.String("redis", "127.0.0.1:6379", "redis-server")
 	units := flag.Int64("stock", 100_000_000, "units to preheat")
-	which := flag.String("script", "stock", "stock: the occupy script issue #12 measured (no window, no result); current: lua/occupy_batch.lua with the window and the result")
+	which := flag.String("script", "stock", "seed: seed 001 §9.2's script exactly; stock: the occupy script issue #12 measured (no window, no result); current: lua/occupy_batch.lua with the window and the result")
 	flag.Parse()
 
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{*addr}, DisableCache: true})
@@ -69,50 +78,87 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	script := rueidis.NewLuaScript(lua.OccupyBatch)
-	x := stock.Extras{WindowLimit: 10, WindowPeriod: 10 * time.Second}
-	args := func(user int64, rn string) (keys, argv []string) {
-		b := []stock.Buyer{{UserID: user, RequestNo: rn, Quantity: 1}}
-		return stock.AppendBatchKeys(nil, &k, x, b), stock.AppendBatchArgs(nil, 1, 1, x, b)
-	}
-	switch *which {
-	case "current":
-	case "stock":
-		script = rueidis.NewLuaScript(occupyStockOnly)
-		args = func(user int64, rn string) (keys, argv []string) {
-			return []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending},
-				[]string{strconv.FormatInt(user, 10), rn, "1"}
+	for _, c := range seed.Preheat(*units) {
+		if err := rc.Do(ctx, rc.B().Arbitrary(c...).Build()).Error(); err != nil {
+			log.Fatal(err)
 		}
-	default:
-		log.Fatalf("-script %q: stock or current", *which)
 	}
 	var seq atomic.Int64
 	ct := []byte("application/json")
-	srv := &fasthttp.Server{
-		Name: "evalsha",
-		Handler: func(ctx *fasthttp.RequestCtx) {
-			user, _ := strconv.ParseInt(string(ctx.Request.Header.Peek("X-User-Id")), 10, 64)
-			rn := "1-1-" + strconv.FormatInt(seq.Add(1), 10)
-			keys, argv := args(user, rn)
-			vals, err := script.Exec(ctx, rc, keys, argv).ToArray()
-			ctx.SetContentTypeBytes(ct)
-			if err != nil || len(vals) != 3 {
-				ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
-				ctx.SetBodyString(`{"code":"BUSY"}`)
-				return
-			}
-			code, _ := vals[0].ToString()
-			switch code {
-			case "OK":
-				ctx.SetBodyString(`{"code":"QUEUING","requestNo":"` + rn + `"}`)
-			case "DUPLICATE":
-				ctx.SetStatusCode(fasthttp.StatusConflict)
-				ctx.SetBodyString(`{"code":"DUPLICATE"}`)
-			default:
-				ctx.SetStatusCode(fasthttp.StatusGone)
-				ctx.SetBodyString(`{"code":"SOLD_OUT"}`)
-			}
-		},
+	var handler fasthttp.RequestHandler
+	switch *which {
+	case "seed":
+		handler = seedHandler(rc, rueidis.NewLuaScript(seed.Script), &seq, ct)
+	case "current":
+		x := stock.Extras{WindowLimit: 10, WindowPeriod: 10 * time.Second}
+		handler = occupyHandler(rc, rueidis.NewLuaScript(lua.OccupyBatch), func(user int64, rn string) (keys, argv []string) {
+			b := []stock.Buyer{{UserID: user, RequestNo: rn, Quantity: 1}}
+			now := time.Now()
+			return stock.AppendBatchKeys(nil, &k, x, now), stock.AppendBatchArgs(nil, 1, 1, x, now, b)
+		}, &seq, ct)
+	case "stock":
+		handler = occupyHandler(rc, rueidis.NewLuaScript(occupyStockOnly), func(user int64, rn string) (keys, argv []string) {
+			return []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending},
+				[]string{strconv.FormatInt(user, 10), rn, "1"}
+		}, &seq, ct)
+	default:
+		log.Fatalf("-script %q: seed, stock or current", *which)
 	}
+	srv := &fasthttp.Server{Name: "evalsha", Handler: handler}
 	log.Fatal(srv.ListenAndServe(*listen))
+}
+
+// seedHandler runs the seed script once per request for the X-User-Id buyer.
+func seedHandler(rc rueidis.Client, script *rueidis.Lua, seq *atomic.Int64, ct []byte) fasthttp.RequestHandler {
+	keys := []string{seed.Stock, seed.Users, seed.Status}
+	return func(ctx *fasthttp.RequestCtx) {
+		user := string(ctx.Request.Header.Peek("X-User-Id"))
+		rn := "1-1-" + strconv.FormatInt(seq.Add(1), 10)
+		code, err := script.Exec(ctx, rc, keys, []string{user}).AsInt64()
+		ctx.SetContentTypeBytes(ct)
+		switch {
+		case err != nil:
+			ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+			ctx.SetBodyString(`{"code":"BUSY"}`)
+		case code == seed.Occupied:
+			ctx.SetBodyString(`{"code":"QUEUING","requestNo":"` + rn + `"}`)
+		case code == seed.Duplicate:
+			ctx.SetStatusCode(fasthttp.StatusConflict)
+			ctx.SetBodyString(`{"code":"DUPLICATE"}`)
+		case code == seed.SoldOut:
+			ctx.SetStatusCode(fasthttp.StatusGone)
+			ctx.SetBodyString(`{"code":"SOLD_OUT"}`)
+		default:
+			ctx.SetStatusCode(fasthttp.StatusForbidden)
+			ctx.SetBodyString(`{"code":"NOT_OPEN"}`)
+		}
+	}
+}
+
+// occupyHandler runs an occupy script of the project's shape (args builds
+// its KEYS and ARGV) once per request for the X-User-Id buyer.
+func occupyHandler(rc rueidis.Client, script *rueidis.Lua, args func(user int64, rn string) (keys, argv []string), seq *atomic.Int64, ct []byte) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		user, _ := strconv.ParseInt(string(ctx.Request.Header.Peek("X-User-Id")), 10, 64)
+		rn := "1-1-" + strconv.FormatInt(seq.Add(1), 10)
+		keys, argv := args(user, rn)
+		vals, err := script.Exec(ctx, rc, keys, argv).ToArray()
+		ctx.SetContentTypeBytes(ct)
+		if err != nil || len(vals) != 3 {
+			ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+			ctx.SetBodyString(`{"code":"BUSY"}`)
+			return
+		}
+		code, _ := vals[0].ToString()
+		switch code {
+		case "OK":
+			ctx.SetBodyString(`{"code":"QUEUING","requestNo":"` + rn + `"}`)
+		case "DUPLICATE":
+			ctx.SetStatusCode(fasthttp.StatusConflict)
+			ctx.SetBodyString(`{"code":"DUPLICATE"}`)
+		default:
+			ctx.SetStatusCode(fasthttp.StatusGone)
+			ctx.SetBodyString(`{"code":"SOLD_OUT"}`)
+		}
+	}
 }

@@ -19,7 +19,7 @@ func TestUserSKUWindowIsCountedByTheOccupyScript(t *testing.T) {
 	for _, m := range []mode{{driver: "sqlite"}, {driver: "sqlite", sidecar: true}} {
 		t.Run(m.String(), func(t *testing.T) {
 			c := startClusterWith(t, m, func(cfg *config.Config) {
-				cfg.Edge.Rate.UserSKULimit, cfg.Edge.Rate.UserSKUWindow = 2, time.Minute
+				cfg.Edge.Rate.UserSKULimit, cfg.Edge.Rate.UserSKUWindow = 2, time.Hour
 			})
 			c.preheat(t, openActivity(1, sale.SKU{ID: 1001, Stock: 10, Price: 100, LimitPerUser: 1, Hot: true}))
 			first := c.buy(t, 1001, 5)
@@ -32,8 +32,11 @@ func TestUserSKUWindowIsCountedByTheOccupyScript(t *testing.T) {
 			if a := c.buy(t, 1001, 5); a.Status != 409 || a.RequestNo != first.RequestNo {
 				t.Fatalf("second attempt: %+v, want the duplicate of %s", a, first.RequestNo)
 			}
-			if a := c.buy(t, 1001, 5); a.Status != 429 || a.Code != "RATE_LIMITED" || a.RetryAfter < 55 || a.RetryAfter > 60 {
-				t.Fatalf("third attempt: %+v, want 429 RATE_LIMITED with about a minute to wait", a)
+			// The windows are fixed hours of the unix epoch: the wait is
+			// what is left of this one (Retry-After in whole seconds).
+			left := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour)).Seconds()
+			if a := c.buy(t, 1001, 5); a.Status != 429 || a.Code != "RATE_LIMITED" || float64(a.RetryAfter) < left-5 || float64(a.RetryAfter) > left+1 {
+				t.Fatalf("third attempt: %+v, want 429 RATE_LIMITED with the rest of the hour (%.0f s) to wait", a, left)
 			}
 			if a := c.buy(t, 1001, 6); a.Status != 200 {
 				t.Fatalf("another buyer: %+v", a)
@@ -41,10 +44,11 @@ func TestUserSKUWindowIsCountedByTheOccupyScript(t *testing.T) {
 			if r := c.result(t, first.RequestNo, 5); r.Status != 200 || r.RequestNo != first.RequestNo {
 				t.Fatalf("the result by requestNo alone: %+v", r)
 			}
-			// DESIGN §5: the counter and the result on the SKU's shard.
-			counter := "sk:{a1:s1001}:rl:5"
-			if n, err := c.hot.Do(t, "GET", counter).AsInt64(); err != nil || n != 3 {
-				t.Fatalf("%s on the hot shard: %d %v, want 3", counter, n, err)
+			// DESIGN §5: the window's hash and the result on the SKU's
+			// shard; the hash counts buyer 5's three attempts.
+			window := sale.RateKey(1, 1001, time.Now().UnixMilli()/time.Hour.Milliseconds())
+			if n, err := c.hot.Do(t, "HGET", window, "5").AsInt64(); err != nil || n != 3 {
+				t.Fatalf("%s buyer 5 on the hot shard: %d %v, want 3 attempts", window, n, err)
 			}
 			results := "sk:{a1:s1001}:r"
 			if n := c.hot.Int(t, "HEXISTS", results, first.RequestNo); n != 1 {
