@@ -87,6 +87,8 @@ func New(token string, d Deps, log *zap.Logger) *Server {
 	s.r.GET("/admin/v1/activities", s.listActivities)
 	s.r.PUT("/admin/v1/activities/{id}/state", s.setState)
 	s.r.PUT("/admin/v1/activities/{id}/risk", s.setRisk)
+	s.r.PUT("/admin/v1/activities/{id}/degrade", s.setDegrade)
+	s.r.GET("/admin/v1/degrade", s.listDegrade)
 	s.r.GET("/admin/v1/activities/{id}/stock", s.stock)
 	s.r.PUT("/admin/v1/skus/{sku}/soldout", s.soldOut)
 	s.r.POST("/admin/v1/skus/{sku}/restock", s.restock)

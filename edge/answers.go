@@ -61,6 +61,9 @@ const (
 	reasonUntrustedUser          // X-User-Id from a peer that is not a trusted proxy (edge.identity trusted_proxies)
 	reasonBadUserSig             // X-User-Id signature missing, stale or wrong (edge.identity signed)
 	reasonMediaType              // order or token body not application/json
+	reasonReservedOnly           // the activity serves its reserved users only (degrade), and this buyer is not one
+	reasonPaused                 // the activity's intake is paused (degrade)
+	reasonRouteClosed            // a non-core route on-call closed (orders, pay, events)
 	nReasons
 )
 
@@ -92,6 +95,9 @@ var reasons = [nReasons]string{
 	reasonUntrustedUser:   "untrusted_user",
 	reasonBadUserSig:      "bad_user_sig",
 	reasonMediaType:       "media_type",
+	reasonReservedOnly:    "reserved_only",
+	reasonPaused:          "paused",
+	reasonRouteClosed:     "route_closed",
 }
 
 // identityAnswers are the refusals of the identity check, by result.
@@ -135,6 +141,11 @@ var (
 	ansRateUserSKU = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateUserSKU, "too many attempts on this item; retry after the number of seconds in Retry-After")
 	ansGate        = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonGate, "very high demand for this item; retry after the number of seconds in Retry-After")
 	ansInflight    = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonInflight, "too many purchases of this item are being processed right now; retry after the number of seconds in Retry-After")
+
+	// On-call's degrade switches (degrade.go). Each 503 carries Retry-After.
+	ansReservedOnly = newAnswer(fasthttp.StatusForbidden, "RESERVED_ONLY", reasonReservedOnly, "this sale is open to its reserved users only right now")
+	ansPaused       = newAnswer(fasthttp.StatusServiceUnavailable, "PAUSED", reasonPaused, "this sale is paused; retry after the number of seconds in Retry-After")
+	ansRouteClosed  = newAnswer(fasthttp.StatusServiceUnavailable, "ROUTE_CLOSED", reasonRouteClosed, "this service is switched off for now; retry after the number of seconds in Retry-After")
 
 	// Token issuing.
 	ansTokenNotOffered  = newAnswer(fasthttp.StatusForbidden, "TOKEN_NOT_REQUIRED", reasonTokenNotOffered, "this sale needs no qualification token")
@@ -316,11 +327,17 @@ func (w answers) write(ctx *fasthttp.RequestCtx, a *answer) {
 	}
 }
 
-// retry sends a 429 with Retry-After: wait rounded up to whole seconds, at
+// retry sends a (429 or 503) answer with Retry-After: wait rounded up to whole seconds, at
 // least 1 (RFC 9110 has no smaller unit, and "0" invites an immediate retry
 // storm). No allocation.
 func (w answers) retry(ctx *fasthttp.RequestCtx, a *answer, wait time.Duration) {
 	w.write(ctx, a)
+	setRetryAfter(ctx, wait)
+}
+
+// setRetryAfter sets Retry-After: wait rounded up to whole seconds, at
+// least 1. No allocation.
+func setRetryAfter(ctx *fasthttp.RequestCtx, wait time.Duration) {
 	secs := int64((wait + time.Second - 1) / time.Second)
 	if secs < 1 {
 		secs = 1
@@ -335,6 +352,25 @@ func (w answers) ticket(ctx *fasthttp.RequestCtx, status int, code, requestNo, m
 	ctx.SetStatusCode(status)
 	ctx.SetContentTypeBytes(contentTypeJSON)
 	ctx.SetBody(appendBody(buf[:0], code, requestNo, message))
+}
+
+// queuing answers QUEUING with the ticket's requestNo and when to poll:
+// "pollAfterMs" in the body and Retry-After (whole seconds) in the header.
+func (w answers) queuing(ctx *fasthttp.RequestCtx, requestNo string, poll time.Duration) {
+	var buf [224]byte
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentTypeBytes(contentTypeJSON)
+	b := appendBody(buf[:0], "QUEUING", requestNo, msgQueuing)
+	ctx.SetBody(appendPollAfter(b, poll))
+	setRetryAfter(ctx, poll)
+}
+
+// appendPollAfter puts ,"pollAfterMs":N before the closing brace of the
+// JSON object b.
+func appendPollAfter(b []byte, poll time.Duration) []byte {
+	b = append(b[:len(b)-1], `,"pollAfterMs":`...)
+	b = strconv.AppendInt(b, poll.Milliseconds(), 10)
+	return append(b, '}')
 }
 
 // httpError answers what fasthttp could not read as a request: a body over

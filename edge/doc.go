@@ -65,7 +65,8 @@
 // Rejection reasons: route, too_large, bad_http, no_user, bad_user,
 // bad_request, unknown_sku, not_open, ended, sold_out, token_required,
 // token_invalid, busy, blocked_ip, blocked_user, rate_ip, rate_user,
-// rate_user_sku, gate, inflight, not_reserved, token_not_offered, risk. Engine outcomes:
+// rate_user_sku, gate, inflight, not_reserved, token_not_offered, risk, doubled_user,
+// untrusted_user, bad_user_sig, media_type, reserved_only, paused, route_closed. Engine outcomes:
 // queued, not_open, ended, sold_out, duplicate, over_limit, rate_limited,
 // unknown_sku, busy.
 package edge

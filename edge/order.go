@@ -41,6 +41,9 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	case !ok:
 		s.out.write(ctx, ansUnknownSKU)
 		return
+	case v.act.Paused:
+		s.out.retry(ctx, ansPaused, s.cfg.Degrade.PausedRetryAfter)
+		return
 	case v.offline || now+slack < v.start:
 		s.out.write(ctx, ansNotOpen)
 		return
@@ -49,6 +52,9 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		return
 	case s.flags.soldOut(o.SKUID, v.activity):
 		s.out.write(ctx, ansSoldOut)
+		return
+	case v.act.ReservedOnly && !s.views.cat.Reserved(v.activity, user):
+		s.out.write(ctx, ansReservedOnly)
 		return
 	}
 	if !s.admit.userRate(ctx, user) {
@@ -142,7 +148,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, sku, activity int64, t engine.
 		if t.Remaining == 0 {
 			s.flags.raise(sku, activity)
 		}
-		s.out.ticket(ctx, fasthttp.StatusOK, "QUEUING", t.RequestNo, msgQueuing)
+		s.out.queuing(ctx, t.RequestNo, s.pollAfter(activity))
 		return
 	case outcomeDuplicate:
 		s.out.ticket(ctx, fasthttp.StatusConflict, "DUPLICATE", t.RequestNo, msgDuplicate)

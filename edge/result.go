@@ -81,6 +81,14 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 		b = appendJSONString(b, e.RequestNo)
 		b = append(b, `,"message":`...)
 		b = appendJSONString(b, msgResultQueuing)
+		poll := s.pollAfter(e.Activity)
+		b = append(b, '}')
+		b = appendPollAfter(b, poll)
+		setRetryAfter(ctx, poll)
+		ctx.SetStatusCode(fasthttp.StatusOK)
+		ctx.SetContentTypeBytes(contentTypeJSON)
+		ctx.SetBody(b)
+		return
 	}
 	b = append(b, '}')
 	ctx.SetStatusCode(fasthttp.StatusOK)

@@ -48,6 +48,8 @@ type Server struct {
 	flags  *soldOutFlags
 	tokens tokens
 	risk   *riskCheck // nil without edge.risk.url (risk.go)
+	// routeSw are on-call's switches of the non-core routes (degrade.go).
+	routeSw *routeSwitches
 
 	riskLog RiskLog // RISK_PASSED into tickets' histories (risk.go)
 
@@ -131,7 +133,7 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	s := &Server{
 		cfg: cfg, eng: eng, res: res, rdb: rdb, log: log, warn: &rareWarner{log: log},
 		clock: &serverClock{local: time.Now, source: redisTime(rdb)},
-		flags: &soldOutFlags{ttl: cfg.SoldOutTTL},
+		flags: &soldOutFlags{ttl: cfg.SoldOutTTL}, routeSw: newRouteSwitches(),
 	}
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		s.gather = g
@@ -211,13 +213,21 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		log.Warn("edge blocklist load failed at start; the configured entries apply, Redis' follow", zap.Error(err))
 	}
 	cancel()
+	// Nor serve a route on-call closed.
+	sctx, cancel = context.WithTimeout(s.bgCtx, cfg.RedisTimeout)
+	if err := s.loadRoutes(sctx); err != nil {
+		log.Warn("edge route switches load failed at start; every route open until Redis answers", zap.Error(err))
+	}
+	cancel()
 	// Announce this edge before its first request, so it admits its share
 	// of the gate from the start.
 	s.fleet = &fleet{id: newEdgeID(), rdb: rdb, every: cfg.FleetHeartbeat, ttl: cfg.FleetTTL, timeout: cfg.RedisTimeout,
 		onCount: s.admit.setLive, live: s.m.liveEdges, errs: s.m.heartbeats, log: log}
 	s.fleet.start(s.bgCtx)
-	s.wg.Add(4)
+	s.wg.Add(5)
 	go s.subscribe(s.bgCtx)
+	go s.poll(s.bgCtx, cfg.Degrade.RefreshInterval, s.routeSw.kick, false,
+		"edge route switches load failed; keeping the last ones", "edge route switches load recovered", s.loadRoutes)
 	go s.poll(s.bgCtx, cfg.RefreshInterval, s.views.kick, true,
 		"edge catalog load failed; serving the last snapshot", "edge catalog load recovered", s.views.load)
 	go s.poll(s.bgCtx, cfg.ClockSyncInterval, nil, false,
