@@ -35,6 +35,7 @@ import (
 	"seckill/internal/lag"
 	"seckill/internal/obs"
 	"seckill/internal/results"
+	"seckill/internal/routeswitch"
 	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/token"
@@ -254,10 +255,10 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		s.Streams = web.NewResultEvents(res, s.StreamHub, cfg.Edge.ResultStream, fallback)
 		s.Streams.Identity = ident
 		streams := s.Streams
-		eopts = append(eopts, edge.WithRoutes(func(r *router.Router) {
-			mountBuyerPages(r, streams, st, payTimeout, ident)
+		eopts = append(eopts, edge.WithGuardedRoutes(func(r *router.Router, guard edge.RouteGuard) {
+			mountBuyerPages(r, guard, streams, st, payTimeout, ident)
 			if pay != nil {
-				r.POST(payment.PayPath, identity.Guard(ident, payment.Handler(pay, 0)))
+				r.POST(payment.PayPath, guard(routeswitch.Pay, identity.Guard(ident, payment.Handler(pay, 0))))
 				// The provider's callback proves itself by its signature.
 				r.POST(payment.CallbackPath, payment.CallbackHandler(pay, 0))
 			}
