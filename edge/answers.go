@@ -64,6 +64,7 @@ const (
 	reasonReservedOnly           // the activity serves its reserved users only (degrade), and this buyer is not one
 	reasonPaused                 // the activity's intake is paused (degrade)
 	reasonRouteClosed            // a non-core route on-call closed (orders, pay, events)
+	reasonRiskLocal              // no risk verdict, and the local velocity rules refused (riskfallback.go)
 	nReasons
 )
 
@@ -98,6 +99,7 @@ var reasons = [nReasons]string{
 	reasonReservedOnly:    "reserved_only",
 	reasonPaused:          "paused",
 	reasonRouteClosed:     "route_closed",
+	reasonRiskLocal:       "risk_local",
 }
 
 // identityAnswers are the refusals of the identity check, by result.
@@ -132,6 +134,7 @@ var (
 	// The risk check's deny; its reason stays with the risk service (a
 	// buyer told why would learn how to get past it).
 	ansRiskRejected = newAnswer(fasthttp.StatusForbidden, "RISK_REJECTED", reasonRisk, "this purchase was refused by the risk check")
+	ansRiskLocal    = newAnswer(fasthttp.StatusForbidden, "RISK_REJECTED", reasonRiskLocal, "this purchase was refused by the risk check")
 
 	// Who may come in, and how often. Every 429 also carries Retry-After.
 	ansBlockedIP   = newAnswer(fasthttp.StatusForbidden, "BLOCKED", reasonBlockedIP, "requests from your network are refused")

@@ -237,6 +237,12 @@ type RiskConfig struct {
 	// RecheckBatch is how many unchecked purchases one re-check round
 	// asks about at most. Default 200.
 	RecheckBatch int `yaml:"recheck_batch"`
+	// BlockOnRecheckDeny puts a user whose unchecked purchase the re-check
+	// refuses on the user blocklist (every edge, at once): their ticket
+	// stands — they were told QUEUING and may have paid — and is listed
+	// for review, but they buy nothing more. false only flags the record.
+	// Default true.
+	BlockOnRecheckDeny bool `yaml:"block_on_recheck_deny"`
 }
 
 // BreakerConfig is edge.risk.breaker: the circuit breaker around the risk
@@ -319,11 +325,11 @@ func DefaultConfig() Config {
 			GateK: 10, GateFloor: 100, GateEdges: 0,
 			SKUInflight: 1024, SKUInflightWait: time.Second,
 		},
-		Blocklist:    BlocklistConfig{RefreshInterval: 10 * time.Second},
+		Blocklist: BlocklistConfig{RefreshInterval: 10 * time.Second},
 		Risk: RiskConfig{Timeout: 20 * time.Millisecond, CacheTTL: 3 * time.Second, OnError: sale.RiskAllow, MaxConns: 512,
 			Breaker:         BreakerConfig{Failures: 5, OpenFor: 5 * time.Second, Probes: 1},
 			Local:           LocalRiskConfig{DevicePerMinute: 3, IPPerMinute: 20, MaxKeys: 1 << 18},
-			RecheckInterval: time.Second, RecheckBatch: 200},
+			RecheckInterval: time.Second, RecheckBatch: 200, BlockOnRecheckDeny: true},
 		Degrade: DegradeConfig{PollAfter: time.Second, PausedRetryAfter: 5 * time.Second, ClosedRetryAfter: 30 * time.Second,
 			RefreshInterval: 2 * time.Second},
 		ResultStream: web.DefaultStreamConfig(),

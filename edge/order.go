@@ -81,14 +81,20 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	// The risk check comes after the limits, so the service is asked at
 	// the pace the gate lets through, and before the token is spent, so a
 	// buyer refused (or answered 503) keeps a usable token.
-	var risked time.Time
-	var riskRemark string
+	var (
+		risked     time.Time
+		riskRemark string
+		riskWhy    = riskChecked
+		riskQ      riskQuery
+		ipBuf      [64]byte
+		ip         []byte
+	)
 	if s.risk != nil {
 		risked = time.Now()
-		var ipBuf [64]byte
-		q := riskQuery{user: user, activity: v.activity, sku: o.SKUID, quantity: o.Quantity, policy: v.act.RiskOnError}
+		riskQ = riskQuery{user: user, activity: v.activity, sku: o.SKUID, quantity: o.Quantity, policy: v.act.RiskOnError}
+		ip = s.admit.clientIP(ctx).AppendTo(ipBuf[:0])
 		var ok bool
-		if riskRemark, ok = s.risk.check(ctx, q, s.admit.clientIP(ctx).AppendTo(ipBuf[:0])); !ok {
+		if riskRemark, riskWhy, ok = s.risk.check(ctx, riskQ, ip); !ok {
 			return
 		}
 	}
@@ -122,6 +128,9 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	if err == nil && riskRemark != "" && s.riskLog != nil && t.RequestNo != "" {
 		// Only now is there a ticket whose story the check belongs to.
 		s.riskLog.RiskPassed(t.RequestNo, risked, riskRemark)
+	}
+	if err == nil && riskWhy != riskChecked && t.RequestNo != "" {
+		s.risk.fb.record(s.bgCtx, s.cfg.RedisTimeout, t.RequestNo, riskQ, ip, ctx.Request.Header.PeekBytes(headerDeviceID), riskWhy)
 	}
 	if v.requireToken && s.tokens.refunder != nil && errors.Is(err, engine.ErrBusy) {
 		// The token paid for nothing: give it back for the retry.

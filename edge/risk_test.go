@@ -32,6 +32,7 @@ type fakeRisk struct {
 	mode    atomic.Int32
 	verdict atomic.Value // string
 	calls   atomic.Int64
+	deny    atomic.Int64 // a user the service denies whatever verdict says
 	mu      sync.Mutex
 	last    map[string]any // the last query's JSON
 }
@@ -73,8 +74,12 @@ func (f *fakeRisk) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "internal", http.StatusInternalServerError)
 		return
 	}
+	verdict := f.verdict.Load().(string)
+	if u, _ := q["userId"].(float64); u != 0 && int64(u) == f.deny.Load() {
+		verdict = sale.RiskDeny
+	}
 	w.Header().Set("Content-Type", "application/json")
-	io.WriteString(w, `{"reason":"test","score":0.5,"verdict":"`+f.verdict.Load().(string)+`","extra":{"a":[1,2]}}`)
+	io.WriteString(w, `{"reason":"test","score":0.5,"verdict":"`+verdict+`","extra":{"a":[1,2]}}`)
 }
 
 func (f *fakeRisk) lastQuery() map[string]any {

@@ -145,7 +145,9 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		return nil, err
 	}
 	s.out = answers{rejections: &s.m.rejections}
-	if s.risk, err = newRiskCheck(cfg.Risk, s.out, s.m, s.warn); err != nil {
+	blockStore := blocklist.NewStore(rdb)
+	blockUser := func(ctx context.Context, user int64) error { _, err := blockStore.AddUser(ctx, user); return err }
+	if s.risk, err = newRiskCheck(cfg.Risk, s.out, s.m, s.warn, rdb, blockUser, log); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -160,7 +162,7 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		}
 	}()
 	static, _ := blocklist.NewSet(cfg.Blocklist.IPs, cfg.Blocklist.Users) // Validate has parsed them
-	block := newBlocklists(static, blocklist.NewStore(rdb), s.m, s.warn)
+	block := newBlocklists(static, blockStore, s.m, s.warn)
 	s.admit = newAdmission(&cfg, block, s.out, log)
 
 	// fasthttp logs every broken client connection: at debug only, or a
@@ -234,6 +236,10 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		"edge clock sync failed; keeping the last offset", "edge clock sync recovered", s.clock.sync)
 	go s.poll(s.bgCtx, cfg.Blocklist.RefreshInterval, block.kick, false,
 		"edge blocklist load failed; keeping the last one", "edge blocklist load recovered", block.load)
+	if s.risk != nil {
+		s.wg.Add(1)
+		go s.risk.recheckLoop(s.bgCtx, cfg.RedisTimeout, s.wg.Done)
+	}
 	if s.flags.check != nil {
 		s.wg.Add(1)
 		go func() {
