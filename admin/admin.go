@@ -88,6 +88,7 @@ func New(token string, d Deps, log *zap.Logger) *Server {
 	s.r.GET("/admin/v1/activities", s.listActivities)
 	s.r.PUT("/admin/v1/activities/{id}/state", s.setState)
 	s.r.PUT("/admin/v1/activities/{id}/risk", s.setRisk)
+	s.r.GET("/admin/v1/risk/unchecked", s.unchecked)
 	s.r.PUT("/admin/v1/activities/{id}/degrade", s.setDegrade)
 	s.r.GET("/admin/v1/degrade", s.listDegrade)
 	s.r.GET("/admin/v1/activities/{id}/stock", s.stock)

@@ -6,6 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"seckill/internal/catalog"
+	"seckill/internal/riskaudit"
 	"seckill/internal/sale"
 )
 
@@ -51,4 +52,44 @@ func (s *Server) setRisk(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"activityId": id, "onError": a.RiskOnError})
+}
+
+// UncheckedView answers GET /admin/v1/risk/unchecked.
+type UncheckedView struct {
+	// Total is every record kept (riskaudit.Retention), whatever its state.
+	Total   int64              `json:"total"`
+	Records []riskaudit.Record `json:"records"`
+}
+
+// unchecked is GET /admin/v1/risk/unchecked[?state=pending|allow|deny][&limit=N]:
+// the purchases that got a ticket without a risk verdict (the edges' risk
+// fallback), oldest first, at most limit (default 100, at most 10000).
+func (s *Server) unchecked(ctx *fasthttp.RequestCtx) {
+	state := string(ctx.QueryArgs().Peek("state"))
+	switch state {
+	case "", riskaudit.Pending, riskaudit.Allowed, riskaudit.Denied:
+	default:
+		writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "state must be pending, allow or deny")
+		return
+	}
+	limit := 100
+	if ctx.QueryArgs().Has("limit") {
+		n := queryInt(ctx, "limit")
+		if n < 1 || n > 10_000 {
+			writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "limit must be 1..10000")
+			return
+		}
+		limit = int(n)
+	}
+	c, cancel := opCtx(ctx)
+	defer cancel()
+	recs, total, err := riskaudit.List(c, s.d.Stock.Shards().Default, state, limit)
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	if recs == nil {
+		recs = []riskaudit.Record{}
+	}
+	writeJSON(ctx, fasthttp.StatusOK, UncheckedView{Total: total, Records: recs})
 }
