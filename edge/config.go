@@ -266,11 +266,12 @@ type BreakerConfig struct {
 // (the blocklists always apply, before any of this). 0 turns a rule off.
 type LocalRiskConfig struct {
 	// DevicePerMinute is how many purchases one X-Device-Id may pass per
-	// minute without a verdict; a purchase without the header counts
-	// under the device "". Default 3.
+	// minute without a verdict (purchases without the header meet the IP
+	// rule only). Default 3.
 	DevicePerMinute int `yaml:"device_per_minute"`
 	// IPPerMinute is how many purchases one client address may pass per
-	// minute without a verdict. Default 20.
+	// minute without a verdict. Behind a NAT many buyers share one: raise
+	// it where the crowd comes through few addresses. Default 20.
 	IPPerMinute int `yaml:"ip_per_minute"`
 	// MaxKeys bounds the devices and addresses remembered (each rule).
 	// Default 1<<18.

@@ -92,10 +92,11 @@ func newFallback(cfg RiskConfig, m *metrics, rdb rueidis.Client, block blockUser
 }
 
 // local runs the velocity rules for a purchase without a verdict. Both
-// rules count the attempt.
+// rules count the attempt; the device rule applies to purchases that name
+// a device (a header a client may leave out: the IP rule is the floor).
 func (f *fallback) local(ip, device []byte) bool {
 	ok := true
-	if f.devices != nil {
+	if f.devices != nil && len(device) > 0 {
 		if allowed, _ := f.devices.Allow(ratelimit.KeyString(device)); !allowed {
 			ok = false
 		}
