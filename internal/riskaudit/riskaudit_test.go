@@ -38,7 +38,9 @@ func TestRecordsArePendingUntilResolved(t *testing.T) {
 	if err := Resolve(ctx, rdb, Record{RequestNo: "1-1-a", State: Pending}); err == nil {
 		t.Fatal("resolved to pending")
 	}
-	r.Do(t, "HDEL", RecordsKey, "1-1-a")
+	if err := r.Do(t, "HDEL", RecordsKey, "1-1-a").Error(); err != nil {
+		t.Fatal(err)
+	}
 	got, err = Oldest(ctx, rdb, 10)
 	if err != nil || len(got) != 1 || got[0].RequestNo != "1-1-b" {
 		t.Fatalf("pending after a resolve and a lost record: %+v %v", got, err)

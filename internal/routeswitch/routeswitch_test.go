@@ -51,7 +51,9 @@ func TestPutLoadAndRestore(t *testing.T) {
 	if s, found, err := Load(ctx, rdb); err != nil || !found || s != closed {
 		t.Fatalf("after Put: %v %v %v", s, found, err)
 	}
-	r.Do(t, "HSET", Key, "orders", "garbage")
+	if err := r.Do(t, "HSET", Key, "orders", "garbage").Error(); err != nil {
+		t.Fatal(err)
+	}
 	if s, _, err := Load(ctx, rdb); err != nil || !s.Open(Index(Orders)) {
 		t.Fatalf("a value other than 0: %v %v", s, err)
 	}
@@ -59,7 +61,9 @@ func TestPutLoadAndRestore(t *testing.T) {
 	if done, err := Restore(ctx, rdb, saved); err != nil || done {
 		t.Fatalf("restore over existing switches: %v %v", done, err)
 	}
-	r.Do(t, "DEL", Key)
+	if err := r.Do(t, "DEL", Key).Error(); err != nil {
+		t.Fatal(err)
+	}
 	if done, err := Restore(ctx, rdb, saved); err != nil || !done {
 		t.Fatalf("restore into an empty Redis: %v %v", done, err)
 	}
