@@ -24,11 +24,10 @@ func TestRiskServiceSlowThenRefusing(t *testing.T) {
 	s := sc.s
 	risk := startStoppableRisk(t)
 	s.useRisk(risk.url(), "300ms", "SECKILL_EDGE_RISK_BREAKER_OPEN_FOR=1s", "SECKILL_EDGE_RISK_RECHECK_INTERVAL=200ms")
-	s.setRiskPolicy("allow")
-	time.Sleep(time.Second) // the policy's event, or the edge's refresh
-
 	load, skus := crowd()
 	sc.open(skus)
+	s.setRiskPolicy("allow")
+	time.Sleep(time.Second) // the policy's event, or the edge's refresh
 	refused := make(chan struct{})
 	run, _ := s.buyWithFault(load, faultPlan{
 		Name: "risk service +100ms, then refusing connections from 2s later", At: 2 * time.Second,
