@@ -92,7 +92,13 @@ func TestPausedIntakeAnswers503AndResultsStayReadable(t *testing.T) {
 	}
 	r := e.do("GET", "/api/v1/flash-sale/result/"+rn, "5", "")
 	mustStatus(t, r, 200, "QUEUING")
+	if v := e.do("GET", "/api/v1/flash-sale/activities/7", "", ""); v.body["paused"] != true {
+		t.Errorf("the public view of a paused activity: %s", v.raw)
+	}
 	e.degrade(func(d *sale.Degrade) { d.Paused = false })
+	if v := e.do("GET", "/api/v1/flash-sale/activities/7", "", ""); v.body["paused"] != nil {
+		t.Errorf("the public view once resumed: %s", v.raw)
+	}
 	mustStatus(t, e.order("5", order1001), 200, "QUEUING")
 }
 

@@ -46,8 +46,8 @@ func TestRiskServiceSlowThenRefusing(t *testing.T) {
 		// open_for of its return.
 		During: healthy, Settle: 2 * time.Second,
 	})
-	sc.finish(run)
 
+	// Judged with the invariants, by finish below.
 	m := s.edgeMetrics()
 	unchecked := m[`seckill_edge_risk_unchecked_total`]
 	s.expect("the refused calls opened the breaker and the local rules passed purchases",
@@ -76,6 +76,7 @@ func TestRiskServiceSlowThenRefusing(t *testing.T) {
 		len(pending.Records) == 0 && float64(all.Total) == unchecked && m[`seckill_edge_risk_rechecks_total{outcome="unrecorded"}`] == 0,
 		"%d pending of %d records, %v unchecked, %v unrecorded", len(pending.Records), all.Total, unchecked,
 		m[`seckill_edge_risk_rechecks_total{outcome="unrecorded"}`])
+	sc.finish(run)
 }
 
 // stoppableRisk is a risk service on a fixed 127.0.0.1 port that allows

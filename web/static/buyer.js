@@ -63,8 +63,9 @@
       el.querySelector(".price").textContent = `¥${s.price}`;
       el.querySelector(".limit").textContent = `limit ${s.limitPerUser} per buyer`;
       const b = el.querySelector("button");
-      b.disabled = s.soldOut || !open || busy || tickets[s.id] !== undefined;
-      b.textContent = s.soldOut ? "Sold out" : tickets[s.id] ? "Ticket held" : open ? "Buy now" : "Not open";
+      // paused: on-call paused the intake (the edge answers 503 PAUSED).
+      b.disabled = s.soldOut || !open || view.paused || busy || tickets[s.id] !== undefined;
+      b.textContent = s.soldOut ? "Sold out" : tickets[s.id] ? "Ticket held" : !open ? "Not open" : view.paused ? "Paused, back soon" : "Buy now";
       el.dataset.soldout = s.soldOut ? "true" : "false";
     }
   }
