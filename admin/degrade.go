@@ -1,11 +1,8 @@
 package admin
 
 import (
-	"errors"
-
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/catalog"
 	"seckill/internal/sale"
 )
 
@@ -55,7 +52,7 @@ func (s *Server) setDegrade(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := opCtx(ctx)
 	defer cancel()
-	a, err := s.d.Stock.Catalog().Update(c, id, func(a *sale.Activity) {
+	a, ok := s.switchActivity(ctx, c, id, func(a *sale.Activity) {
 		if body.ReservedOnly != nil {
 			a.ReservedOnly = *body.ReservedOnly
 		}
@@ -66,15 +63,9 @@ func (s *Server) setDegrade(ctx *fasthttp.RequestCtx) {
 			a.Paused = *body.Paused
 		}
 	})
-	if errors.Is(err, catalog.ErrUnknownActivity) {
-		writeErr(ctx, fasthttp.StatusNotFound, "NOT_FOUND", err.Error())
+	if !ok {
 		return
 	}
-	if err != nil {
-		s.fail(ctx, err)
-		return
-	}
-	s.d.Stock.Publish(c, sale.Event{Kind: sale.EventActivity, Activity: id})
 	if err := s.d.Store.SetDegrade(c, id, a.Degrade); err != nil {
 		s.fail(ctx, err)
 		return

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 
 	"github.com/valyala/fasthttp"
@@ -37,21 +38,33 @@ func (s *Server) setRisk(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := opCtx(ctx)
 	defer cancel()
-	a, err := s.d.Stock.Catalog().Update(c, id, func(a *sale.Activity) { a.RiskOnError = body.OnError })
-	if errors.Is(err, catalog.ErrUnknownActivity) {
-		writeErr(ctx, fasthttp.StatusNotFound, "NOT_FOUND", err.Error())
+	a, ok := s.switchActivity(ctx, c, id, func(a *sale.Activity) { a.RiskOnError = body.OnError })
+	if !ok {
 		return
 	}
-	if err != nil {
-		s.fail(ctx, err)
-		return
-	}
-	s.d.Stock.Publish(c, sale.Event{Kind: sale.EventActivity, Activity: id})
 	if err := s.d.Store.PutActivity(c, a); err != nil {
 		s.fail(ctx, err)
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"activityId": id, "onError": a.RiskOnError})
+}
+
+// switchActivity applies a live switch to activity id the way every
+// switch goes: the catalog entry every edge loads (catalog.Update), then
+// the activity event that makes the edges reload it now. On false the
+// answer is written (404 for an unknown activity).
+func (s *Server) switchActivity(ctx *fasthttp.RequestCtx, c context.Context, id int64, change func(*sale.Activity)) (sale.Activity, bool) {
+	a, err := s.d.Stock.Catalog().Update(c, id, change)
+	if errors.Is(err, catalog.ErrUnknownActivity) {
+		writeErr(ctx, fasthttp.StatusNotFound, "NOT_FOUND", err.Error())
+		return a, false
+	}
+	if err != nil {
+		s.fail(ctx, err)
+		return a, false
+	}
+	s.d.Stock.Publish(c, sale.Event{Kind: sale.EventActivity, Activity: id})
+	return a, true
 }
 
 // UncheckedView answers GET /admin/v1/risk/unchecked.

@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// stubAdmin is an admin API that records each call and answers from
-// answers (by "METHOD path", query included).
+// stubAdmin is an admin API that records each call ("METHOD uri
+// Authorization body") and answers from answers (by "METHOD uri"; others
+// 404 NOT_FOUND). run is `seckill admin` against it with the token "tok".
 func stubAdmin(t *testing.T, answers map[string]string) (run func(args ...string) (string, error), calls func() []string) {
 	t.Helper()
 	var mu sync.Mutex
@@ -25,12 +26,12 @@ func stubAdmin(t *testing.T, answers map[string]string) (run func(args ...string
 		b, _ := io.ReadAll(r.Body)
 		key := r.Method + " " + r.URL.RequestURI()
 		mu.Lock()
-		got = append(got, strings.TrimSpace(key+" "+string(b)))
+		got = append(got, strings.TrimSpace(key+" "+r.Header.Get("Authorization")+" "+string(b)))
 		mu.Unlock()
 		a, ok := answers[key]
 		if !ok {
 			w.WriteHeader(404)
-			io.WriteString(w, `{"code":"NOT_FOUND","message":"no such thing"}`)
+			io.WriteString(w, `{"code":"NOT_FOUND","message":"activity 99: unknown activity"}`)
 			return
 		}
 		io.WriteString(w, a)
@@ -95,11 +96,11 @@ func TestAdminDegradeAndRoutesPrintTables(t *testing.T) {
 		t.Errorf("an unknown route: %v, want the API's 404", err)
 	}
 	want := []string{
-		"GET /admin/v1/degrade",
-		`PUT /admin/v1/activities/7/degrade {"pollAfterMs":3000,"reservedOnly":true}`,
-		"GET /admin/v1/routes",
-		`PUT /admin/v1/routes/pay {"open":false}`,
-		`PUT /admin/v1/routes/checkout {"open":false}`,
+		"GET /admin/v1/degrade Bearer tok",
+		`PUT /admin/v1/activities/7/degrade Bearer tok {"pollAfterMs":3000,"reservedOnly":true}`,
+		"GET /admin/v1/routes Bearer tok",
+		`PUT /admin/v1/routes/pay Bearer tok {"open":false}`,
+		`PUT /admin/v1/routes/checkout Bearer tok {"open":false}`,
 	}
 	if got := calls(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

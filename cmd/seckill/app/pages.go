@@ -9,8 +9,8 @@ import (
 
 	"seckill/admin"
 	"seckill/edge"
-	"seckill/internal/routeswitch"
 	"seckill/internal/identity"
+	"seckill/internal/routeswitch"
 	"seckill/store"
 	"seckill/web"
 )
