@@ -368,12 +368,16 @@ func (w answers) queuing(ctx *fasthttp.RequestCtx, requestNo string, poll time.D
 	setRetryAfter(ctx, poll)
 }
 
-// appendPollAfter puts ,"pollAfterMs":N before the closing brace of the
+// appendPollAfter puts the poll field before the closing brace of the
 // JSON object b.
 func appendPollAfter(b []byte, poll time.Duration) []byte {
-	b = append(b[:len(b)-1], `,"pollAfterMs":`...)
-	b = strconv.AppendInt(b, poll.Milliseconds(), 10)
-	return append(b, '}')
+	return append(appendPollField(b[:len(b)-1], poll), '}')
+}
+
+// appendPollField appends ,"pollAfterMs":N (whole milliseconds).
+func appendPollField(b []byte, poll time.Duration) []byte {
+	b = append(b, `,"pollAfterMs":`...)
+	return strconv.AppendInt(b, poll.Milliseconds(), 10)
 }
 
 // httpError answers what fasthttp could not read as a request: a body over

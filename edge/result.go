@@ -82,13 +82,8 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 		b = append(b, `,"message":`...)
 		b = appendJSONString(b, msgResultQueuing)
 		poll := s.pollAfter(e.Activity)
-		b = append(b, '}')
-		b = appendPollAfter(b, poll)
+		b = appendPollField(b, poll)
 		setRetryAfter(ctx, poll)
-		ctx.SetStatusCode(fasthttp.StatusOK)
-		ctx.SetContentTypeBytes(contentTypeJSON)
-		ctx.SetBody(b)
-		return
 	}
 	b = append(b, '}')
 	ctx.SetStatusCode(fasthttp.StatusOK)
