@@ -365,10 +365,11 @@ func TestPagesInABrowser(t *testing.T) {
 	// Degrade from the on-call page: pause activity 1's intake (two
 	// steps); purchases are answered 503 PAUSED with Retry-After while the
 	// buyer's result stays readable; resume it the same way.
+	// The page redraws every second: each click is made in the page, on
+	// the node that is there at that moment.
 	run(t, oncall, 30*time.Second,
-		chromedp.Click(chromedp.CSS(`#pause-toggle-1`)),
-		chromedp.WaitVisible(chromedp.CSS(`#yes-pause-toggle-1`)),
-		chromedp.Click(chromedp.CSS(`#yes-pause-toggle-1`)),
+		pollTrue(clickJS("pause-toggle-1"), chromedp.WithPollingTimeout(10*time.Second)),
+		pollTrue(clickJS("yes-pause-toggle-1"), chromedp.WithPollingTimeout(10*time.Second)),
 		pollTrue(`document.getElementById("paused-1").textContent === "intake PAUSED"`, chromedp.WithPollingTimeout(10*time.Second)),
 	)
 	screenshot(t, oncall, "oncall-paused.png")
@@ -379,9 +380,8 @@ func TestPagesInABrowser(t *testing.T) {
 		t.Fatalf("the result while paused: %+v", got)
 	}
 	run(t, oncall, 30*time.Second,
-		chromedp.Click(chromedp.CSS(`#pause-toggle-1`)),
-		chromedp.WaitVisible(chromedp.CSS(`#yes-pause-toggle-1`)),
-		chromedp.Click(chromedp.CSS(`#yes-pause-toggle-1`)),
+		pollTrue(clickJS("pause-toggle-1"), chromedp.WithPollingTimeout(10*time.Second)),
+		pollTrue(clickJS("yes-pause-toggle-1"), chromedp.WithPollingTimeout(10*time.Second)),
 		pollTrue(`document.getElementById("paused-1").textContent === "intake open"`, chromedp.WithPollingTimeout(10*time.Second)),
 	)
 
@@ -403,4 +403,10 @@ func TestPagesInABrowser(t *testing.T) {
 		pollTrue(`document.getElementById("result").textContent === "SUCCESS"`, chromedp.WithPollingTimeout(20*time.Second)),
 		pollTrue(`(window.seckillPollWaits || [])[0] === 1500`, chromedp.WithPollingTimeout(5*time.Second)),
 	)
+}
+
+// clickJS is a page expression that clicks the element with id, if it is
+// there, and says whether it was.
+func clickJS(id string) string {
+	return `(() => { const b = document.getElementById(` + strconv.Quote(id) + `); if (!b) return false; b.click(); return true; })()`
 }
