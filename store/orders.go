@@ -284,9 +284,9 @@ func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 	}
 	for rows.Next() {
 		var (
-			a          sale.Activity
-			start, end int64
-			tok, rebuy int
+			a           sale.Activity
+			start, end  int64
+			tok, rebuy  int
 			only, pause int
 		)
 		if err := rows.Scan(&a.ID, &start, &end, &a.State, &tok, &rebuy, &a.RiskOnError, &only, &a.PollAfterMs, &pause); err != nil {
