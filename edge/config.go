@@ -234,7 +234,7 @@ type RiskConfig struct {
 	// RecheckInterval is how often the edge re-checks, once the service
 	// answers again, the purchases that went through unchecked. Default 1s.
 	RecheckInterval time.Duration `yaml:"recheck_interval"`
-	// RecheckBatch is how many unchecked purchases one re-check round
+	// RecheckBatch is how many unchecked purchases one re-check pass
 	// asks about at most. Default 200.
 	RecheckBatch int `yaml:"recheck_batch"`
 	// BlockOnRecheckDeny puts a user whose unchecked purchase the re-check

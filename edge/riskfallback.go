@@ -142,14 +142,14 @@ func (r *riskCheck) recheckLoop(ctx context.Context, timeout time.Duration, done
 		case <-t.C:
 		}
 		if err := r.recheck(ctx, timeout); err != nil && ctx.Err() == nil {
-			r.warn.warn("edge risk re-check round failed; retried next interval", err)
+			r.warn.warn("edge risk re-check pass failed; retried next interval", err)
 		}
 	}
 }
 
-// recheck runs one round: the oldest pending records, each asked of the
+// recheck runs one pass: the oldest pending records, each asked of the
 // service through the breaker, until one gets no verdict (the service is
-// not back: the rest waits for the next round).
+// not back: the rest waits for the next pass).
 func (r *riskCheck) recheck(ctx context.Context, timeout time.Duration) error {
 	if r.fb.breaker.State() == gobreaker.StateOpen {
 		return nil
@@ -182,7 +182,7 @@ func (r *riskCheck) recheck(ctx context.Context, timeout time.Duration) error {
 				err := r.fb.block(bctx, rec.User)
 				cancel()
 				if err != nil {
-					return err // the record stays pending: the next round blocks again
+					return err // the record stays pending: the next pass blocks again
 				}
 				rec.Action = "user blocked"
 			}
