@@ -2,7 +2,8 @@
 // next to the edge: create and preheat activities, switch them online or
 // offline, mark SKUs sold out, restock, read stock / occupancy / orders /
 // drift and a ticket's story, run reconciliation, read consumer lag, keep
-// the IP and user blocklists, and switch an activity's risk policy.
+// the IP and user blocklists, switch an activity's risk policy and its
+// degrade switches, and open or close the non-core buyer routes.
 // Every call needs "Authorization: Bearer <admin.token>" (compared in
 // constant time) and is audit-logged, allowed or not.
 package admin
@@ -87,12 +88,17 @@ func New(token string, d Deps, log *zap.Logger) *Server {
 	s.r.GET("/admin/v1/activities", s.listActivities)
 	s.r.PUT("/admin/v1/activities/{id}/state", s.setState)
 	s.r.PUT("/admin/v1/activities/{id}/risk", s.setRisk)
+	s.r.GET("/admin/v1/risk/unchecked", s.unchecked)
+	s.r.PUT("/admin/v1/activities/{id}/degrade", s.setDegrade)
+	s.r.GET("/admin/v1/degrade", s.listDegrade)
 	s.r.GET("/admin/v1/activities/{id}/stock", s.stock)
 	s.r.PUT("/admin/v1/skus/{sku}/soldout", s.soldOut)
 	s.r.POST("/admin/v1/skus/{sku}/restock", s.restock)
 	s.r.GET("/admin/v1/requests/{requestNo}", s.request)
 	s.r.POST("/admin/v1/reconcile", s.reconcile)
 	s.r.GET("/admin/v1/lag", s.lag)
+	s.r.GET("/admin/v1/routes", s.listRoutes)
+	s.r.PUT("/admin/v1/routes/{name}", s.setRoute)
 	s.r.GET("/admin/v1/blocklist", s.listBlocklist)
 	s.r.PUT("/admin/v1/blocklist/ips/{ip:*}", s.blockIP)
 	s.r.DELETE("/admin/v1/blocklist/ips/{ip:*}", s.unblockIP)

@@ -19,15 +19,17 @@ const (
 )
 
 type activityJSON struct {
-	ID           int64     `json:"id"`
-	ServerTime   string    `json:"serverTime"`
-	ServerTimeMs int64     `json:"serverTimeMs"`
-	Start        string    `json:"start"`
-	End          string    `json:"end"`
-	State        string    `json:"state"` // ONLINE or OFFLINE, as set by on-call
-	Phase        string    `json:"phase"` // UPCOMING, OPEN, ENDED or OFFLINE at serverTime
-	RequireToken bool      `json:"requireToken"`
-	SKUs         []skuJSON `json:"skus"`
+	ID           int64  `json:"id"`
+	ServerTime   string `json:"serverTime"`
+	ServerTimeMs int64  `json:"serverTimeMs"`
+	Start        string `json:"start"`
+	End          string `json:"end"`
+	State        string `json:"state"` // ONLINE or OFFLINE, as set by on-call
+	Phase        string `json:"phase"` // UPCOMING, OPEN, ENDED or OFFLINE at serverTime
+	RequireToken bool   `json:"requireToken"`
+	// Paused: on-call paused the intake (purchases answered 503 PAUSED).
+	Paused bool      `json:"paused,omitempty"`
+	SKUs   []skuJSON `json:"skus"`
 }
 
 type skuJSON struct {
@@ -71,6 +73,7 @@ func (s *Server) activity(ctx *fasthttp.RequestCtx) {
 		End:          a.End.UTC().Format(timeLayout),
 		State:        a.State,
 		RequireToken: a.RequireToken,
+		Paused:       a.Paused,
 		SKUs:         make([]skuJSON, len(a.SKUs)),
 	}
 	if out.State == "" {

@@ -62,6 +62,10 @@ const (
 	reasonBadUserSig             // X-User-Id signature missing, stale or wrong (edge.identity signed)
 	reasonMediaType              // order or token body not application/json
 	reasonBacklog                // the consumers' backlog shrank admission (backlog.go)
+	reasonReservedOnly           // the activity serves its reserved users only (degrade), and this buyer is not one
+	reasonPaused                 // the activity's intake is paused (degrade)
+	reasonRouteClosed            // a non-core route on-call closed (orders, pay, events)
+	reasonRiskLocal              // no risk verdict, and the local velocity rules refused (riskfallback.go)
 	nReasons
 )
 
@@ -94,6 +98,10 @@ var reasons = [nReasons]string{
 	reasonBadUserSig:      "bad_user_sig",
 	reasonMediaType:       "media_type",
 	reasonBacklog:         "backlog",
+	reasonReservedOnly:    "reserved_only",
+	reasonPaused:          "paused",
+	reasonRouteClosed:     "route_closed",
+	reasonRiskLocal:       "risk_local",
 }
 
 // identityAnswers are the refusals of the identity check, by result.
@@ -128,6 +136,7 @@ var (
 	// The risk check's deny; its reason stays with the risk service (a
 	// buyer told why would learn how to get past it).
 	ansRiskRejected = newAnswer(fasthttp.StatusForbidden, "RISK_REJECTED", reasonRisk, "this purchase was refused by the risk check")
+	ansRiskLocal    = newAnswer(fasthttp.StatusForbidden, "RISK_REJECTED", reasonRiskLocal, "this purchase was refused by the risk check")
 
 	// Who may come in, and how often. Every 429 also carries Retry-After.
 	ansBlockedIP   = newAnswer(fasthttp.StatusForbidden, "BLOCKED", reasonBlockedIP, "requests from your network are refused")
@@ -138,6 +147,11 @@ var (
 	ansGate        = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonGate, "very high demand for this item; retry after the number of seconds in Retry-After")
 	ansBacklog     = newAnswer(fasthttp.StatusTooManyRequests, "BACKLOG", reasonBacklog, "orders are being processed behind a backlog; retry after the number of seconds in Retry-After")
 	ansInflight    = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonInflight, "too many purchases of this item are being processed right now; retry after the number of seconds in Retry-After")
+
+	// On-call's degrade switches (degrade.go). Each 503 carries Retry-After.
+	ansReservedOnly = newAnswer(fasthttp.StatusForbidden, "RESERVED_ONLY", reasonReservedOnly, "this sale is open to its reserved users only right now")
+	ansPaused       = newAnswer(fasthttp.StatusServiceUnavailable, "PAUSED", reasonPaused, "this sale is paused; retry after the number of seconds in Retry-After")
+	ansRouteClosed  = newAnswer(fasthttp.StatusServiceUnavailable, "ROUTE_CLOSED", reasonRouteClosed, "this service is switched off for now; retry after the number of seconds in Retry-After")
 
 	// Token issuing.
 	ansTokenNotOffered  = newAnswer(fasthttp.StatusForbidden, "TOKEN_NOT_REQUIRED", reasonTokenNotOffered, "this sale needs no qualification token")
@@ -322,11 +336,17 @@ func (w answers) write(ctx *fasthttp.RequestCtx, a *answer) {
 	}
 }
 
-// retry sends a 429 with Retry-After: wait rounded up to whole seconds, at
+// retry sends a (429 or 503) answer with Retry-After: wait rounded up to whole seconds, at
 // least 1 (RFC 9110 has no smaller unit, and "0" invites an immediate retry
 // storm). No allocation.
 func (w answers) retry(ctx *fasthttp.RequestCtx, a *answer, wait time.Duration) {
 	w.write(ctx, a)
+	setRetryAfter(ctx, wait)
+}
+
+// setRetryAfter sets Retry-After: wait rounded up to whole seconds, at
+// least 1. No allocation.
+func setRetryAfter(ctx *fasthttp.RequestCtx, wait time.Duration) {
 	secs := int64((wait + time.Second - 1) / time.Second)
 	if secs < 1 {
 		secs = 1
@@ -341,6 +361,29 @@ func (w answers) ticket(ctx *fasthttp.RequestCtx, status int, code, requestNo, m
 	ctx.SetStatusCode(status)
 	ctx.SetContentTypeBytes(contentTypeJSON)
 	ctx.SetBody(appendBody(buf[:0], code, requestNo, message))
+}
+
+// queuing answers QUEUING with the ticket's requestNo and when to poll:
+// "pollAfterMs" in the body and Retry-After (whole seconds) in the header.
+func (w answers) queuing(ctx *fasthttp.RequestCtx, requestNo string, poll time.Duration) {
+	var buf [224]byte
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentTypeBytes(contentTypeJSON)
+	b := appendBody(buf[:0], "QUEUING", requestNo, msgQueuing)
+	ctx.SetBody(appendPollAfter(b, poll))
+	setRetryAfter(ctx, poll)
+}
+
+// appendPollAfter puts the poll field before the closing brace of the
+// JSON object b.
+func appendPollAfter(b []byte, poll time.Duration) []byte {
+	return append(appendPollField(b[:len(b)-1], poll), '}')
+}
+
+// appendPollField appends ,"pollAfterMs":N (whole milliseconds).
+func appendPollField(b []byte, poll time.Duration) []byte {
+	b = append(b, `,"pollAfterMs":`...)
+	return strconv.AppendInt(b, poll.Milliseconds(), 10)
 }
 
 // httpError answers what fasthttp could not read as a request: a body over

@@ -88,6 +88,8 @@ type Config struct {
 	// Risk is the optional call to a risk service (risk.go); off by
 	// default.
 	Risk RiskConfig `yaml:"risk"`
+	// Degrade holds the defaults of on-call's degrade switches (degrade.go).
+	Degrade DegradeConfig `yaml:"degrade"`
 	// ResultStream shapes the result streams (SSE) the edge serves: per-user
 	// cap, heartbeat, per-event write deadline (a stream is not bound by
 	// WriteTimeout), longest wait.
@@ -261,6 +263,73 @@ type RiskConfig struct {
 	// MaxConns caps the connections to the risk service; a call finding
 	// none free fails at once (then the policy decides). Default 512.
 	MaxConns int `yaml:"max_conns"`
+	// Breaker is the circuit breaker around the service.
+	Breaker BreakerConfig `yaml:"breaker"`
+	// Local are the local rules a purchase without a verdict must pass
+	// under the policy allow (riskfallback.go).
+	Local LocalRiskConfig `yaml:"local"`
+	// RecheckInterval is how often the edge re-checks, once the service
+	// answers again, the purchases that went through unchecked. Default 1s.
+	RecheckInterval time.Duration `yaml:"recheck_interval"`
+	// RecheckBatch is how many unchecked purchases one re-check pass
+	// asks about at most. Default 200.
+	RecheckBatch int `yaml:"recheck_batch"`
+	// BlockOnRecheckDeny puts a user whose unchecked purchase the re-check
+	// refuses on the user blocklist (every edge, at once): their ticket
+	// stands — they were told QUEUING and may have paid — and is listed
+	// for review, but they buy nothing more. false only flags the record.
+	// Default true.
+	BlockOnRecheckDeny bool `yaml:"block_on_recheck_deny"`
+}
+
+// BreakerConfig is edge.risk.breaker: the circuit breaker around the risk
+// service (sony/gobreaker). While it is open no call is made: every
+// purchase is judged by the fallback at once, instead of each waiting out
+// the timeout.
+type BreakerConfig struct {
+	// Failures is the number of failed calls in a row (timeouts and
+	// errors) that opens the breaker. Default 5.
+	Failures uint32 `yaml:"failures"`
+	// OpenFor is how long the breaker stays open before it lets Probes
+	// calls through to see whether the service is back. Default 5s.
+	OpenFor time.Duration `yaml:"open_for"`
+	// Probes is the number of calls let through half-open; as many
+	// successes in a row close the breaker, one failure opens it again.
+	// Default 1.
+	Probes uint32 `yaml:"probes"`
+}
+
+// LocalRiskConfig is edge.risk.local: the velocity rules of the fallback
+// (the blocklists always apply, before any of this). 0 turns a rule off.
+type LocalRiskConfig struct {
+	// DevicePerMinute is how many purchases one X-Device-Id may pass per
+	// minute without a verdict (purchases without the header meet the IP
+	// rule only). Default 3.
+	DevicePerMinute int `yaml:"device_per_minute"`
+	// IPPerMinute is how many purchases one client address may pass per
+	// minute without a verdict. Behind a NAT many buyers share one: raise
+	// it where the crowd comes through few addresses. Default 20.
+	IPPerMinute int `yaml:"ip_per_minute"`
+	// MaxKeys bounds the devices and addresses remembered (each rule).
+	// Default 1<<18.
+	MaxKeys int `yaml:"max_keys"`
+}
+
+// DegradeConfig is edge.degrade: the defaults behind on-call's switches.
+type DegradeConfig struct {
+	// PollAfter is how long a buyer told QUEUING waits before polling
+	// (pollAfterMs and Retry-After of the answers) when the activity sets
+	// no pollAfterMs of its own. Default 1s.
+	PollAfter time.Duration `yaml:"poll_after"`
+	// PausedRetryAfter is the Retry-After of a purchase refused because
+	// its activity is paused. Default 5s.
+	PausedRetryAfter time.Duration `yaml:"paused_retry_after"`
+	// ClosedRetryAfter is the Retry-After of a request to a route on-call
+	// closed (orders, pay, events). Default 30s.
+	ClosedRetryAfter time.Duration `yaml:"closed_retry_after"`
+	// RefreshInterval re-reads the route switches from Redis (events
+	// apply them at once). Default 2s.
+	RefreshInterval time.Duration `yaml:"refresh_interval"`
 }
 
 // DefaultConfig returns the defaults named on each field.
@@ -299,8 +368,13 @@ func DefaultConfig() Config {
 			GateK: 10, GateFloor: 100, GateEdges: 0,
 			SKUInflight: 1024, SKUInflightWait: time.Second,
 		},
-		Blocklist:    BlocklistConfig{RefreshInterval: 10 * time.Second},
-		Risk:         RiskConfig{Timeout: 20 * time.Millisecond, CacheTTL: 3 * time.Second, OnError: sale.RiskAllow, MaxConns: 512},
+		Blocklist: BlocklistConfig{RefreshInterval: 10 * time.Second},
+		Risk: RiskConfig{Timeout: 20 * time.Millisecond, CacheTTL: 3 * time.Second, OnError: sale.RiskAllow, MaxConns: 512,
+			Breaker:         BreakerConfig{Failures: 5, OpenFor: 5 * time.Second, Probes: 1},
+			Local:           LocalRiskConfig{DevicePerMinute: 3, IPPerMinute: 20, MaxKeys: 1 << 18},
+			RecheckInterval: time.Second, RecheckBatch: 200, BlockOnRecheckDeny: true},
+		Degrade: DegradeConfig{PollAfter: time.Second, PausedRetryAfter: 5 * time.Second, ClosedRetryAfter: 30 * time.Second,
+			RefreshInterval: 2 * time.Second},
 		ResultStream: web.DefaultStreamConfig(),
 	}
 }
@@ -370,6 +444,9 @@ func (c *Config) Validate() error {
 	if err := c.Risk.validate(); err != nil {
 		return err
 	}
+	if err := c.Degrade.validate(); err != nil {
+		return err
+	}
 	return ic.Validate()
 }
 
@@ -383,12 +460,38 @@ func (r *RiskConfig) validate() error {
 		return errors.New("edge.risk.cache_ttl must not be negative (0 disables the cache)")
 	case r.MaxConns < 1:
 		return errors.New("edge.risk.max_conns must be at least 1")
+	case r.Breaker.Failures < 1:
+		return errors.New("edge.risk.breaker.failures must be at least 1")
+	case r.Breaker.OpenFor <= 0:
+		return errors.New("edge.risk.breaker.open_for must be positive")
+	case r.Breaker.Probes < 1:
+		return errors.New("edge.risk.breaker.probes must be at least 1")
+	case r.Local.DevicePerMinute < 0 || r.Local.IPPerMinute < 0:
+		return errors.New("edge.risk.local.device_per_minute and ip_per_minute must not be negative (0 turns a rule off)")
+	case r.Local.MaxKeys < 64:
+		return errors.New("edge.risk.local.max_keys must be at least 64")
+	case r.RecheckInterval <= 0:
+		return errors.New("edge.risk.recheck_interval must be positive")
+	case r.RecheckBatch < 1 || r.RecheckBatch > 10_000:
+		return errors.New("edge.risk.recheck_batch must be 1..10000")
 	}
 	if r.URL == "" {
 		return nil
 	}
 	if _, err := parseRiskURL(r.URL); err != nil {
 		return err
+	}
+	return nil
+}
+
+func (d *DegradeConfig) validate() error {
+	switch {
+	case d.PollAfter <= 0 || d.PollAfter > sale.MaxPollAfterMs*time.Millisecond:
+		return errors.New("edge.degrade.poll_after must be positive and at most 1m")
+	case d.PausedRetryAfter <= 0 || d.ClosedRetryAfter <= 0:
+		return errors.New("edge.degrade.paused_retry_after and closed_retry_after must be positive")
+	case d.RefreshInterval <= 0:
+		return errors.New("edge.degrade.refresh_interval must be positive")
 	}
 	return nil
 }

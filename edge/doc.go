@@ -54,6 +54,9 @@
 //	seckill_edge_risk_failures_total{kind}           risk calls without a verdict: timeout, error
 //	seckill_edge_risk_degraded_total{policy}         purchases the policy decided: allow (passed), deny (503)
 //	seckill_edge_risk_call_seconds                   one risk call (histogram)
+//	seckill_edge_risk_breaker_state                  the breaker around the risk service: 0 closed, 1 half-open, 2 open
+//	seckill_edge_risk_unchecked_total                purchases that got a ticket by the local rules, recorded for the re-check
+//	seckill_edge_risk_rechecks_total{outcome}        re-checks: allow, deny, failed, unrecorded
 //	seckill_edge_sku_purchases_total{activity,sku,outcome} purchases of a catalog SKU: accepted (200), rejected (any other answer)
 //
 // The per-SKU series (skutally.go) are two per (activity, SKU) of the
@@ -65,7 +68,9 @@
 // Rejection reasons: route, too_large, bad_http, no_user, bad_user,
 // bad_request, unknown_sku, not_open, ended, sold_out, token_required,
 // token_invalid, busy, blocked_ip, blocked_user, rate_ip, rate_user,
-// rate_user_sku, gate, inflight, not_reserved, token_not_offered, risk. Engine outcomes:
+// rate_user_sku, gate, inflight, not_reserved, token_not_offered, risk, doubled_user,
+// untrusted_user, bad_user_sig, media_type, reserved_only, paused, route_closed,
+// risk_local. Engine outcomes:
 // queued, not_open, ended, sold_out, duplicate, over_limit, rate_limited,
 // unknown_sku, busy.
 package edge

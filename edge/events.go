@@ -13,7 +13,8 @@ import (
 // HandleEvent applies an event at once: soldout raises the SKU's flag (and
 // tells the admission gate nothing is left), available drops it (the gate
 // forgets the remaining stock until the engine's next answer), activity
-// reloads the catalog, blocklist re-reads the blocklist. The stock ledger in
+// reloads the catalog, blocklist re-reads the blocklist, routes the route
+// switches. The stock ledger in
 // the same process calls it directly (stock.WithEventHook, wired by
 // cmd/seckill/app) so the edge need not wait for the pub/sub round trip; the same events also arrive by
 // pub/sub, and applying one twice is harmless. It does not block on I/O and
@@ -38,6 +39,8 @@ func (s *Server) HandleEvent(e sale.Event) {
 		s.observePropagation(e)
 	case sale.EventBlocklist:
 		s.admit.block.reload()
+	case sale.EventRoutes:
+		s.routeSw.reload()
 	case sale.EventActivity:
 		// In-process, the catalog object is shared and already updated;
 		// dropping the cached views takes effect now, the load catches up
@@ -80,6 +83,7 @@ func (s *Server) subscribe(ctx context.Context) {
 			s.views.invalidate()
 			s.views.triggerLoad()
 			s.admit.block.reload()
+			s.routeSw.reload()
 		}
 		s.subscribed.Store(true)
 	})

@@ -69,6 +69,10 @@ type metrics struct {
 	riskFailures [nRiskFailures]prometheus.Counter
 	riskDegraded [nRiskVerdicts]prometheus.Counter // by the policy that decided
 	riskSeconds  prometheus.Observer
+	// The fallback (riskfallback.go).
+	riskBreaker   prometheus.Gauge   // 0 closed, 1 half-open, 2 open
+	riskUnchecked prometheus.Counter // purchases recorded as passed unchecked
+	riskRechecks  [nRecheckOutcomes]prometheus.Counter
 
 	// Purchases per SKU (skutally.go): children resolved per SKU, not
 	// per request.
@@ -126,6 +130,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Buckets: []float64{.0005, .001, .002, .004, .008, .012, .016, .02, .025, .032, .05, .1},
 	})
 	m.riskSeconds = riskSeconds
+	m.riskBreaker = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_edge_risk_breaker_state",
+		Help: "The circuit breaker around the risk service: 0 closed (calls made), 1 half-open (probing), 2 open (no calls; the fallback decides).",
+	})
+	m.riskUnchecked = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_edge_risk_unchecked_total",
+		Help: "Purchases that got a ticket without a risk verdict (passed by the local rules) and were recorded for the re-check.",
+	})
+	rechecks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_edge_risk_rechecks_total",
+		Help: "Re-checks of unchecked purchases, by outcome: allow, deny (the user is blocked, edge.risk.block_on_recheck_deny), failed (left pending), unrecorded (the record could not be written).",
+	}, []string{"outcome"})
+	for i := range nRecheckOutcomes {
+		m.riskRechecks[i] = rechecks.WithLabelValues(recheckOutcomeNames[i])
+	}
 	m.skuPurchases = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_edge_sku_purchases_total",
 		Help: "Answers to purchases of a SKU the catalog sells, by activity, SKU and outcome: accepted (200 QUEUING) or rejected (any other answer). One pair of series per (activity, SKU) of the catalog; a SKU's series go when it leaves the catalog.",
@@ -155,7 +174,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help: "1 while the consumers' backlog is over consumer.lag_high and this edge admits only a share of their drain rate (429 BACKLOG), 0 otherwise.",
 	})
 	for _, c := range []prometheus.Collector{m.requestsVec, rejections, engineCalls, seconds, m.propagation, blocklist,
-		riskVerdicts, riskFailures, riskDegraded, riskSeconds, m.skuPurchases, m.liveEdges, m.heartbeats, m.fleetOver,
+		riskVerdicts, riskFailures, riskDegraded, riskSeconds, m.riskBreaker, m.riskUnchecked, rechecks,
+		m.skuPurchases, m.liveEdges, m.heartbeats, m.fleetOver,
 		m.backlogSeconds, m.backlogRate, m.backlogShedding} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("edge metrics: %w", err)

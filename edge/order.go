@@ -48,6 +48,9 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	case !ok:
 		s.out.write(ctx, ansUnknownSKU)
 		return
+	case v.act.Paused:
+		s.out.retry(ctx, ansPaused, s.cfg.Degrade.PausedRetryAfter)
+		return
 	case v.offline || now+slack < v.start:
 		s.out.write(ctx, ansNotOpen)
 		return
@@ -56,6 +59,9 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		return
 	case s.flags.soldOut(o.SKUID, v.activity):
 		s.out.write(ctx, ansSoldOut)
+		return
+	case v.act.ReservedOnly && !s.views.cat.Reserved(v.activity, user):
+		s.out.write(ctx, ansReservedOnly)
 		return
 	}
 	if !s.admit.userRate(ctx, user) {
@@ -90,14 +96,20 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	// The risk check comes after the limits, so the service is asked at
 	// the pace the gate lets through, and before the token is spent, so a
 	// buyer refused (or answered 503) keeps a usable token.
-	var risked time.Time
-	var riskRemark string
+	var (
+		risked     time.Time
+		riskRemark string
+		riskWhy    = riskChecked
+		riskQ      riskQuery
+		ipBuf      [64]byte
+		ip         []byte
+	)
 	if s.risk != nil {
 		risked = time.Now()
-		var ipBuf [64]byte
-		q := riskQuery{user: user, activity: v.activity, sku: o.SKUID, quantity: o.Quantity, policy: v.act.RiskOnError}
+		riskQ = riskQuery{user: user, activity: v.activity, sku: o.SKUID, quantity: o.Quantity, policy: v.act.RiskOnError}
+		ip = s.admit.clientIP(ctx).AppendTo(ipBuf[:0])
 		var ok bool
-		if riskRemark, ok = s.risk.check(ctx, q, s.admit.clientIP(ctx).AppendTo(ipBuf[:0])); !ok {
+		if riskRemark, riskWhy, ok = s.risk.check(ctx, riskQ, ip); !ok {
 			return
 		}
 	}
@@ -132,6 +144,9 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		// Only now is there a ticket whose story the check belongs to.
 		s.riskLog.RiskPassed(t.RequestNo, risked, riskRemark)
 	}
+	if err == nil && riskWhy != riskChecked && t.RequestNo != "" {
+		s.risk.fb.record(s.bgCtx, s.cfg.RedisTimeout, t.RequestNo, riskQ, ip, ctx.Request.Header.PeekBytes(headerDeviceID), riskWhy)
+	}
 	if v.requireToken && s.tokens.refunder != nil && errors.Is(err, engine.ErrBusy) {
 		// The token paid for nothing: give it back for the retry.
 		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.TokenRefundTimeout)
@@ -160,7 +175,7 @@ func (s *Server) answer(ctx *fasthttp.RequestCtx, sku, activity int64, t engine.
 		if t.Remaining == 0 {
 			s.flags.raise(sku, activity)
 		}
-		s.out.ticket(ctx, fasthttp.StatusOK, "QUEUING", t.RequestNo, msgQueuing)
+		s.out.queuing(ctx, t.RequestNo, s.pollAfter(activity))
 		return
 	case outcomeDuplicate:
 		s.out.ticket(ctx, fasthttp.StatusConflict, "DUPLICATE", t.RequestNo, msgDuplicate)

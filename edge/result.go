@@ -85,6 +85,9 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 		b = appendJSONString(b, e.RequestNo)
 		b = append(b, `,"message":`...)
 		b = appendJSONString(b, msgResultQueuing)
+		poll := s.pollAfter(e.Activity)
+		b = appendPollField(b, poll)
+		setRetryAfter(ctx, poll)
 	}
 	b = append(b, '}')
 	ctx.SetStatusCode(fasthttp.StatusOK)

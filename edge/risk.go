@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
+	"github.com/redis/rueidis"
+	"github.com/sony/gobreaker/v2"
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"seckill/internal/sale"
 )
@@ -47,11 +50,16 @@ import (
 //   - allow: the purchase goes on; the verdict is cached for the user for
 //     edge.risk.cache_ttl;
 //   - deny: 403 RISK_REJECTED (rejection reason "risk"); cached the same;
-//   - timeout or error: the activity's policy (sale.Activity.RiskOnError,
-//     else edge.risk.on_error) decides — allow lets the purchase go on
-//     without a verdict (degrade open), deny answers 503 BUSY (rejection
-//     reason "busy"). Failures are never cached: the next purchase asks
-//     again.
+//   - timeout or error, or the circuit breaker open (edge.risk.breaker:
+//     after that many failures in a row no call is made for a while): the
+//     activity's policy (sale.Activity.RiskOnError, else
+//     edge.risk.on_error) decides — allow degrades to the local rules
+//     (riskfallback.go: the blocklists, which admission ran, and a
+//     per-device and per-IP velocity rule; refused 403 RISK_REJECTED,
+//     reason "risk_local") and records the purchase, once it has a
+//     ticket, for an asynchronous re-check; deny answers 503 BUSY
+//     (rejection reason "busy"). Failures are never cached: the next
+//     purchase asks again (unless the breaker is open).
 //
 // The ticket's story: a purchase that passed (a verdict, a cached one or a
 // degraded pass) and then got a ticket has RISK_PASSED added to that
@@ -95,22 +103,28 @@ const (
 
 var riskSourceNames = [nRiskSources]string{riskFromService: "service", riskFromCache: "cache"}
 
-// Calls without a verdict: seckill_edge_risk_failures_total{kind}.
+// Calls without a verdict: seckill_edge_risk_failures_total{kind}; open is
+// a call the circuit breaker did not make.
 const (
 	riskTimeout = iota
 	riskError
+	riskOpen
 	nRiskFailures
 )
 
-var riskFailureNames = [nRiskFailures]string{riskTimeout: "timeout", riskError: "error"}
+var riskFailureNames = [nRiskFailures]string{riskTimeout: "timeout", riskError: "error", riskOpen: "open"}
+
+// riskChecked is check's "why" of a purchase that had a verdict.
+const riskChecked = -1
 
 // Remarks of RISK_PASSED, by how the purchase passed.
 var (
 	remarkRiskAllow    = "risk service: allow"
 	remarkRiskCached   = "risk service: allow (cached verdict)"
 	remarkRiskDegraded = [nRiskFailures]string{
-		riskTimeout: "risk service timed out; passed by the activity's policy (allow)",
-		riskError:   "risk service failed; passed by the activity's policy (allow)",
+		riskTimeout: "risk service timed out; passed by the local rules, unchecked (re-checked when it is back)",
+		riskError:   "risk service failed; passed by the local rules, unchecked (re-checked when it is back)",
+		riskOpen:    "risk service breaker open; passed by the local rules, unchecked (re-checked when it is back)",
 	}
 )
 
@@ -137,6 +151,7 @@ type riskCheck struct {
 	out     answers
 	m       *metrics
 	warn    *rareWarner
+	fb      fallback // riskfallback.go
 }
 
 // parseRiskURL checks edge.risk.url and returns the HostClient's address.
@@ -149,7 +164,7 @@ func parseRiskURL(raw string) (*url.URL, error) {
 }
 
 // newRiskCheck builds the check of cfg, or nil when edge.risk.url is empty.
-func newRiskCheck(cfg RiskConfig, out answers, m *metrics, warn *rareWarner) (*riskCheck, error) {
+func newRiskCheck(cfg RiskConfig, out answers, m *metrics, warn *rareWarner, rdb rueidis.Client, block blockUser, log *zap.Logger) (*riskCheck, error) {
 	if cfg.URL == "" {
 		return nil, nil
 	}
@@ -189,6 +204,7 @@ func newRiskCheck(cfg RiskConfig, out answers, m *metrics, warn *rareWarner) (*r
 			return nil, fmt.Errorf("edge risk cache: %w", err)
 		}
 	}
+	r.fb = newFallback(cfg, m, rdb, block, log)
 	return r, nil
 }
 
@@ -200,23 +216,28 @@ type riskQuery struct {
 
 // check runs the risk check of one purchase. ok false means it has
 // answered (403 or 503); ok true means the purchase goes on, remark saying
-// how it passed (for RISK_PASSED).
-func (r *riskCheck) check(ctx *fasthttp.RequestCtx, q riskQuery, ip []byte) (remark string, ok bool) {
+// how it passed (for RISK_PASSED) and why riskChecked, or, for a purchase
+// that passed without a verdict (by the local rules), the failure kind:
+// the caller records it for the re-check once it has a ticket.
+func (r *riskCheck) check(ctx *fasthttp.RequestCtx, q riskQuery, ip []byte) (remark string, why int, ok bool) {
 	if r.cache != nil {
 		if allowed, hit := r.cache.Get(q.user); hit {
 			if allowed {
 				r.m.riskVerdicts[riskAllow][riskFromCache].Inc()
-				return remarkRiskCached, true
+				return remarkRiskCached, riskChecked, true
 			}
 			r.m.riskVerdicts[riskDeny][riskFromCache].Inc()
 			r.out.write(ctx, ansRiskRejected)
-			return "", false
+			return "", riskChecked, false
 		}
 	}
-	verdict, fail, err := r.call(q, ip, ctx.Request.Header.PeekBytes(headerDeviceID))
+	device := ctx.Request.Header.PeekBytes(headerDeviceID)
+	verdict, fail, err := r.ask(q, ip, device)
 	if err != nil {
 		r.m.riskFailures[fail].Inc()
-		r.warn.warn("edge risk check failed; the activity's policy decides", err)
+		if fail != riskOpen {
+			r.warn.warn("edge risk check failed; the activity's policy decides", err)
+		}
 		policy := q.policy
 		if policy == "" {
 			policy = r.onError
@@ -224,10 +245,16 @@ func (r *riskCheck) check(ctx *fasthttp.RequestCtx, q riskQuery, ip []byte) (rem
 		if policy == sale.RiskDeny {
 			r.m.riskDegraded[riskDeny].Inc()
 			r.out.write(ctx, ansCheckBusy)
-			return "", false
+			return "", riskChecked, false
+		}
+		// Degrade to the local rules: the blocklists have run already
+		// (admission); the velocity rules run here.
+		if !r.fb.local(ip, device) {
+			r.out.write(ctx, ansRiskLocal)
+			return "", riskChecked, false
 		}
 		r.m.riskDegraded[riskAllow].Inc()
-		return remarkRiskDegraded[fail], true
+		return remarkRiskDegraded[fail], fail, true
 	}
 	r.m.riskVerdicts[verdict][riskFromService].Inc()
 	if r.cache != nil {
@@ -235,9 +262,23 @@ func (r *riskCheck) check(ctx *fasthttp.RequestCtx, q riskQuery, ip []byte) (rem
 	}
 	if verdict == riskDeny {
 		r.out.write(ctx, ansRiskRejected)
-		return "", false
+		return "", riskChecked, false
 	}
-	return remarkRiskAllow, true
+	return remarkRiskAllow, riskChecked, true
+}
+
+// ask calls the service through the circuit breaker: while it is open (or
+// half-open with its probes out) no call is made, fail riskOpen.
+func (r *riskCheck) ask(q riskQuery, ip, device []byte) (verdict, fail int, err error) {
+	verdict, err = r.fb.breaker.Execute(func() (int, error) {
+		v, f, err := r.call(q, ip, device)
+		fail = f
+		return v, err
+	})
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return 0, riskOpen, err
+	}
+	return verdict, fail, err
 }
 
 // errRiskAnswer is a risk answer the contract does not allow.

@@ -32,6 +32,7 @@ type fakeRisk struct {
 	mode    atomic.Int32
 	verdict atomic.Value // string
 	calls   atomic.Int64
+	deny    atomic.Int64 // a user the service denies whatever verdict says
 	mu      sync.Mutex
 	last    map[string]any // the last query's JSON
 }
@@ -73,8 +74,12 @@ func (f *fakeRisk) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "internal", http.StatusInternalServerError)
 		return
 	}
+	verdict := f.verdict.Load().(string)
+	if u, _ := q["userId"].(float64); u != 0 && int64(u) == f.deny.Load() {
+		verdict = sale.RiskDeny
+	}
 	w.Header().Set("Content-Type", "application/json")
-	io.WriteString(w, `{"reason":"test","score":0.5,"verdict":"`+f.verdict.Load().(string)+`","extra":{"a":[1,2]}}`)
+	io.WriteString(w, `{"reason":"test","score":0.5,"verdict":"`+verdict+`","extra":{"a":[1,2]}}`)
 }
 
 func (f *fakeRisk) lastQuery() map[string]any {
@@ -462,11 +467,21 @@ func newAdminCatalog(t *testing.T, e *edgeEnv) *catalog.Catalog {
 
 func TestConfigRefusesBadRiskKeys(t *testing.T) {
 	for key, f := range map[string]func(*Config){
-		"edge.risk.url":       func(c *Config) { c.Risk.URL = "ftp://risk/check" },
-		"edge.risk.on_error":  func(c *Config) { c.Risk.OnError = "maybe" },
-		"edge.risk.timeout":   func(c *Config) { c.Risk.Timeout = 0 },
-		"edge.risk.cache_ttl": func(c *Config) { c.Risk.CacheTTL = -time.Second },
-		"edge.risk.max_conns": func(c *Config) { c.Risk.MaxConns = 0 },
+		"edge.risk.url":                     func(c *Config) { c.Risk.URL = "ftp://risk/check" },
+		"edge.risk.on_error":                func(c *Config) { c.Risk.OnError = "maybe" },
+		"edge.risk.timeout":                 func(c *Config) { c.Risk.Timeout = 0 },
+		"edge.risk.cache_ttl":               func(c *Config) { c.Risk.CacheTTL = -time.Second },
+		"edge.risk.max_conns":               func(c *Config) { c.Risk.MaxConns = 0 },
+		"edge.risk.breaker.failures":        func(c *Config) { c.Risk.Breaker.Failures = 0 },
+		"edge.risk.breaker.open_for":        func(c *Config) { c.Risk.Breaker.OpenFor = 0 },
+		"edge.risk.breaker.probes":          func(c *Config) { c.Risk.Breaker.Probes = 0 },
+		"edge.risk.local.device_per_minute": func(c *Config) { c.Risk.Local.DevicePerMinute = -1 },
+		"edge.risk.local.max_keys":          func(c *Config) { c.Risk.Local.MaxKeys = 1 },
+		"edge.risk.recheck_interval":        func(c *Config) { c.Risk.RecheckInterval = 0 },
+		"edge.risk.recheck_batch":           func(c *Config) { c.Risk.RecheckBatch = 0 },
+		"edge.degrade.poll_after":           func(c *Config) { c.Degrade.PollAfter = 2 * time.Minute },
+		"edge.degrade.paused_retry_after":   func(c *Config) { c.Degrade.PausedRetryAfter = 0 },
+		"edge.degrade.refresh_interval":     func(c *Config) { c.Degrade.RefreshInterval = 0 },
 	} {
 		c := DefaultConfig()
 		c.Risk.URL = "http://127.0.0.1:9/v1/check"

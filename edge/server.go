@@ -49,6 +49,8 @@ type Server struct {
 	hold   holders
 	tokens tokens
 	risk   *riskCheck // nil without edge.risk.url (risk.go)
+	// routeSw are on-call's switches of the non-core routes (degrade.go).
+	routeSw *routeSwitches
 
 	riskLog RiskLog // RISK_PASSED into tickets' histories (risk.go)
 
@@ -134,7 +136,7 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	s := &Server{
 		cfg: cfg, eng: eng, res: res, rdb: rdb, log: log, warn: &rareWarner{log: log},
 		clock: &serverClock{local: time.Now, source: redisTime(rdb)},
-		flags: &soldOutFlags{ttl: cfg.SoldOutTTL},
+		flags: &soldOutFlags{ttl: cfg.SoldOutTTL}, routeSw: newRouteSwitches(),
 	}
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		s.gather = g
@@ -146,7 +148,9 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		return nil, err
 	}
 	s.out = answers{rejections: &s.m.rejections}
-	if s.risk, err = newRiskCheck(cfg.Risk, s.out, s.m, s.warn); err != nil {
+	blockStore := blocklist.NewStore(rdb)
+	blockUser := func(ctx context.Context, user int64) error { _, err := blockStore.AddUser(ctx, user); return err }
+	if s.risk, err = newRiskCheck(cfg.Risk, s.out, s.m, s.warn, rdb, blockUser, log); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -161,7 +165,7 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		}
 	}()
 	static, _ := blocklist.NewSet(cfg.Blocklist.IPs, cfg.Blocklist.Users) // Validate has parsed them
-	block := newBlocklists(static, blocklist.NewStore(rdb), s.m, s.warn)
+	block := newBlocklists(static, blockStore, s.m, s.warn)
 	s.admit = newAdmission(&cfg, block, s.out, log)
 	if s.backlogCfg != nil {
 		s.admit.backlog = newBacklog(*s.backlogCfg, &s.admit.live, s.m, log, s.warn)
@@ -224,6 +228,12 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		log.Warn("edge blocklist load failed at start; the configured entries apply, Redis' follow", zap.Error(err))
 	}
 	cancel()
+	// Nor serve a route on-call closed.
+	sctx, cancel = context.WithTimeout(s.bgCtx, cfg.RedisTimeout)
+	if err := s.loadRoutes(sctx); err != nil {
+		log.Warn("edge route switches load failed at start; every route open until Redis answers", zap.Error(err))
+	}
+	cancel()
 	// Announce this edge before its first request, so it admits its share
 	// of the gate from the start.
 	s.fleet = &fleet{id: newEdgeID(), rdb: rdb, every: cfg.FleetHeartbeat, ttl: cfg.FleetTTL, timeout: cfg.RedisTimeout,
@@ -234,14 +244,20 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); b.run(s.bgCtx) }()
 	}
-	s.wg.Add(4)
+	s.wg.Add(5)
 	go s.subscribe(s.bgCtx)
+	go s.poll(s.bgCtx, cfg.Degrade.RefreshInterval, s.routeSw.kick, false,
+		"edge route switches load failed; keeping the last ones", "edge route switches load recovered", s.loadRoutes)
 	go s.poll(s.bgCtx, cfg.RefreshInterval, s.views.kick, true,
 		"edge catalog load failed; serving the last snapshot", "edge catalog load recovered", s.views.load)
 	go s.poll(s.bgCtx, cfg.ClockSyncInterval, nil, false,
 		"edge clock sync failed; keeping the last offset", "edge clock sync recovered", s.clock.sync)
 	go s.poll(s.bgCtx, cfg.Blocklist.RefreshInterval, block.kick, false,
 		"edge blocklist load failed; keeping the last one", "edge blocklist load recovered", block.load)
+	if s.risk != nil {
+		s.wg.Add(1)
+		go s.risk.recheckLoop(s.bgCtx, cfg.RedisTimeout, s.wg.Done)
+	}
 	if s.flags.check != nil {
 		s.wg.Add(1)
 		go func() {

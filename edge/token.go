@@ -92,13 +92,16 @@ func (s *Server) issueToken(ctx *fasthttp.RequestCtx) {
 	case !v.requireToken:
 		s.out.write(ctx, ansTokenNotOffered)
 		return
+	case v.act.Paused:
+		s.out.retry(ctx, ansPaused, s.cfg.Degrade.PausedRetryAfter)
+		return
 	case v.offline || now < v.start:
 		s.out.write(ctx, ansNotOpen)
 		return
 	case now >= v.end:
 		s.out.write(ctx, ansEnded)
 		return
-	case !v.act.Reserved(user):
+	case !s.views.cat.Reserved(v.activity, user):
 		s.out.write(ctx, ansNotReserved)
 		return
 	case s.flags.soldOut(o.SKUID, v.activity):

@@ -78,6 +78,22 @@ func (s *sqlStore) migrateRiskOnError(ctx context.Context) error {
 	return s.addColumn(ctx, "flash_sale_activity", "risk_on_error", "TEXT NOT NULL DEFAULT ''", "VARCHAR(8) NOT NULL DEFAULT ''")
 }
 
+// migrateDegrade adds the degrade switches of flash_sale_activity
+// (reserved_only, poll_after_ms, paused; all 0: no degrade) to a table made
+// before them.
+func (s *sqlStore) migrateDegrade(ctx context.Context) error {
+	for _, c := range [...][3]string{
+		{"reserved_only", "INTEGER NOT NULL DEFAULT 0", "TINYINT NOT NULL DEFAULT 0"},
+		{"poll_after_ms", "INTEGER NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0"},
+		{"paused", "INTEGER NOT NULL DEFAULT 0", "TINYINT NOT NULL DEFAULT 0"},
+	} {
+		if err := s.addColumn(ctx, "flash_sale_activity", c[0], c[1], c[2]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // addColumn adds column (of type sqliteType or mysqlType) to table when the
 // table lacks it, and leaves a table that has it alone, so the migrations
 // run at every start; both dialects add a column in place, existing rows

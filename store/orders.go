@@ -307,21 +307,23 @@ func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 	byID := map[int64]*sale.Activity{}
 	var ids []int64
 	rows, err := s.r.QueryContext(ctx, `SELECT id, start_ms, end_ms, state, require_token, rebuy_after_close,
-		risk_on_error FROM flash_sale_activity`)
+		risk_on_error, reserved_only, poll_after_ms, paused FROM flash_sale_activity`)
 	if err != nil {
 		return nil, fmt.Errorf("activities: %w", err)
 	}
 	for rows.Next() {
 		var (
-			a          sale.Activity
-			start, end int64
-			tok, rebuy int
+			a           sale.Activity
+			start, end  int64
+			tok, rebuy  int
+			only, pause int
 		)
-		if err := rows.Scan(&a.ID, &start, &end, &a.State, &tok, &rebuy, &a.RiskOnError); err != nil {
+		if err := rows.Scan(&a.ID, &start, &end, &a.State, &tok, &rebuy, &a.RiskOnError, &only, &a.PollAfterMs, &pause); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("activities: %w", err)
 		}
 		a.Start, a.End, a.RequireToken = time.UnixMilli(start), time.UnixMilli(end), tok != 0
+		a.ReservedOnly, a.Paused = only != 0, pause != 0
 		if rebuy == 0 {
 			// The default (re-buy allowed) stays absent, as in the
 			// activity's JSON; only false is spelled out.

@@ -17,7 +17,10 @@ var mysqlSchema = []string{
 		require_token TINYINT     NOT NULL DEFAULT 0,
 		updated_ms    BIGINT      NOT NULL,
 		rebuy_after_close TINYINT NOT NULL DEFAULT 1,
-		risk_on_error VARCHAR(8)  NOT NULL DEFAULT ''
+		risk_on_error VARCHAR(8)  NOT NULL DEFAULT '',
+		reserved_only TINYINT     NOT NULL DEFAULT 0,
+		poll_after_ms BIGINT      NOT NULL DEFAULT 0,
+		paused        TINYINT     NOT NULL DEFAULT 0
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 	`CREATE TABLE IF NOT EXISTS flash_sale_item (
 		activity_id    BIGINT  NOT NULL,
@@ -124,6 +127,13 @@ var mysqlSchema = []string{
 		created_ms    BIGINT       NOT NULL,
 		UNIQUE KEY uk_dead_letter_source (topic, msg_partition, msg_offset)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	// On-call's route switches (package routeswitch), one row per route
+	// ever switched.
+	`CREATE TABLE IF NOT EXISTS seckill_route_switch (
+		name       VARCHAR(32) NOT NULL PRIMARY KEY,
+		open       TINYINT     NOT NULL,
+		updated_ms BIGINT      NOT NULL
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 }
 
 var sqliteSchema = []string{
@@ -135,7 +145,10 @@ var sqliteSchema = []string{
 		require_token INTEGER NOT NULL DEFAULT 0,
 		updated_ms    INTEGER NOT NULL,
 		rebuy_after_close INTEGER NOT NULL DEFAULT 1,
-		risk_on_error TEXT    NOT NULL DEFAULT ''
+		risk_on_error TEXT    NOT NULL DEFAULT '',
+		reserved_only INTEGER NOT NULL DEFAULT 0,
+		poll_after_ms INTEGER NOT NULL DEFAULT 0,
+		paused        INTEGER NOT NULL DEFAULT 0
 	)`,
 	`CREATE TABLE IF NOT EXISTS flash_sale_item (
 		activity_id    INTEGER NOT NULL,
@@ -217,6 +230,11 @@ var sqliteSchema = []string{
 		request_no    TEXT    NOT NULL DEFAULT '',
 		created_ms    INTEGER NOT NULL,
 		UNIQUE (topic, msg_partition, msg_offset)
+	)`,
+	`CREATE TABLE IF NOT EXISTS seckill_route_switch (
+		name       TEXT    NOT NULL PRIMARY KEY,
+		open       INTEGER NOT NULL,
+		updated_ms INTEGER NOT NULL
 	)`,
 }
 

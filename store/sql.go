@@ -39,6 +39,9 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 	if err := s.migrateRiskOnError(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
+	if err := s.migrateDegrade(ctx); err != nil {
+		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
+	}
 	if err := s.migrateUserIndex(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
@@ -47,6 +50,23 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 
 func (s *sqlStore) nowMs() int64 { return s.opt.now().UnixMilli() }
 
+func (s *sqlStore) SetDegrade(ctx context.Context, activity int64, d sale.Degrade) error {
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("set degrade of activity %d: %w", activity, err)
+	}
+	r, err := s.w.ExecContext(ctx, `UPDATE flash_sale_activity SET reserved_only = ?, poll_after_ms = ?, paused = ?,
+		updated_ms = ? WHERE id = ?`, boolInt(d.ReservedOnly), d.PollAfterMs, boolInt(d.Paused), s.nowMs(), activity)
+	if err != nil {
+		return fmt.Errorf("set degrade of activity %d: %w", activity, err)
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return fmt.Errorf("set degrade of activity %d: %w", activity, err)
+	} else if n == 0 {
+		return fmt.Errorf("set degrade of activity %d: %w", activity, ErrNotFound)
+	}
+	return nil
+}
+
 func (s *sqlStore) PutActivity(ctx context.Context, a sale.Activity) error {
 	if err := a.Validate(); err != nil {
 		return fmt.Errorf("put activity: %w", err)
@@ -54,10 +74,11 @@ func (s *sqlStore) PutActivity(ctx context.Context, a sale.Activity) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.nowMs()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO flash_sale_activity
-			(id, start_ms, end_ms, state, require_token, rebuy_after_close, risk_on_error, updated_ms)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`+s.d.activityUpsert,
+			(id, start_ms, end_ms, state, require_token, rebuy_after_close, risk_on_error,
+			reserved_only, poll_after_ms, paused, updated_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`+s.d.activityUpsert,
 			a.ID, a.Start.UnixMilli(), a.End.UnixMilli(), a.State, boolInt(a.RequireToken), boolInt(a.Rebuy()),
-			a.RiskOnError, now); err != nil {
+			a.RiskOnError, boolInt(a.ReservedOnly), a.PollAfterMs, boolInt(a.Paused), now); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM flash_sale_reserved_user WHERE activity_id = ?`, a.ID); err != nil {

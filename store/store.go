@@ -22,6 +22,15 @@ type Store interface {
 	// its window, state, token requirement and re-buy switch
 	// (RebuyAfterClose, stored as a.Rebuy()).
 	PutActivity(ctx context.Context, a sale.Activity) error
+	// SetDegrade writes an activity's degrade switches (and nothing else
+	// of it: its reserved users are not rewritten); ErrNotFound: no such
+	// activity. Activities reads them back, so a Redis rebuild keeps them.
+	SetDegrade(ctx context.Context, activity int64, d sale.Degrade) error
+	// PutRouteSwitch records on-call's switch of a buyer route (package
+	// routeswitch); RouteSwitches reads every recorded one back (route
+	// name -> open), from which a Redis that lost them is restored.
+	PutRouteSwitch(ctx context.Context, name string, open bool) error
+	RouteSwitches(ctx context.Context) (map[string]bool, error)
 	// SaveBatch turns order messages into orders in one transaction (see
 	// batch.go) and reports one Outcome per message, in order. An error
 	// means the whole transaction rolled back and nothing changed; the

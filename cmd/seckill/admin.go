@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -30,7 +31,18 @@ commands:
   activities                          list activities
   create FILE.json                    create or replace + preheat an activity ("-" reads stdin)
   state ACTIVITY ONLINE|OFFLINE       switch an activity online or offline
-  risk ACTIVITY allow|deny            on a risk-service timeout or error: pass purchases, or answer 503
+  risk ACTIVITY allow|deny            on a risk-service timeout or error: pass purchases by the local
+                                      rules (recorded, re-checked later), or answer 503
+  risk unchecked [--state S] [--limit N]
+                                      purchases that passed without a risk verdict and their re-check
+                                      (S: pending, allow or deny)
+  degrade                             every activity's degrade switches
+  degrade ACTIVITY SWITCH=VALUE...    set degrade switches: reservedOnly=on|off (only reserved users
+                                      buy, others 403), pollAfterMs=0..60000 (how long QUEUING buyers
+                                      wait between polls; 0: the edge's default), paused=on|off
+                                      (intake paused: purchases 503 with Retry-After, results readable)
+  routes                              the non-core buyer routes (orders, pay, events), open or closed
+  routes NAME open|closed             open or close one of them at every edge (closed: 503 + Retry-After)
   soldout SKU true|false [ACTIVITY]   set or clear the on-call sold-out mark
   restock SKU UNITS [ACTIVITY]        add units to a live SKU
   stock ACTIVITY                      initial / remaining / occupied / ordered / drift per SKU
@@ -95,6 +107,8 @@ func runAdmin(args []string, out io.Writer) error {
 	repair := fs.Bool("repair", false, "reconcile: apply the provably safe repairs")
 	interval := fs.Duration("interval", time.Second, "watch: time between frames")
 	count := fs.Int("count", 0, "watch: stop after this many frames (0: until Ctrl-C)")
+	state := fs.String("state", "", "risk unchecked: only records in this state (pending, allow, deny)")
+	limit := fs.Int("limit", 100, "risk unchecked: at most this many records")
 	fs.Usage = func() { fmt.Fprint(out, adminUsage) }
 	a, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -144,7 +158,51 @@ func runAdmin(args []string, out io.Writer) error {
 		}
 		method, path, body, render = "PUT", "/admin/v1/activities/"+a[1]+"/state", map[string]string{"state": strings.ToUpper(a[2])}, renderActivities
 	case "risk":
+		if len(a) > 1 && a[1] == "unchecked" {
+			if *limit < 1 || *limit > 10_000 {
+				return fmt.Errorf("risk unchecked: --limit must be 1..10000")
+			}
+			q := url.Values{"limit": {strconv.Itoa(*limit)}}
+			if *state != "" {
+				q.Set("state", *state)
+			}
+			method, path, render = "GET", "/admin/v1/risk/unchecked?"+q.Encode(), renderUnchecked
+			break
+		}
 		return adminRisk(c, a[1:], *asJSON, out)
+	case "degrade":
+		if len(a) == 1 {
+			method, path, render = "GET", "/admin/v1/degrade", renderDegrade
+			break
+		}
+		if _, err := strconv.ParseInt(a[1], 10, 64); err != nil {
+			return fmt.Errorf("degrade: %q is not an activity id", a[1])
+		}
+		b, err := degradeBody(a[2:])
+		if err != nil {
+			return err
+		}
+		method, path, body, render = "PUT", "/admin/v1/activities/"+a[1]+"/degrade", b, renderDegrade
+	case "routes":
+		if len(a) == 1 {
+			method, path, render = "GET", "/admin/v1/routes", renderRoutes
+			break
+		}
+		if err := need(2); err != nil {
+			return err
+		}
+		var open bool
+		switch strings.ToLower(a[2]) {
+		case "open", "on":
+			open = true
+		case "closed", "close", "off":
+		default:
+			return fmt.Errorf("routes: %q must be open or closed", a[2])
+		}
+		if strings.ContainsAny(a[1], "/?# ") {
+			return fmt.Errorf("routes: %q is not a route name", a[1])
+		}
+		method, path, body, render = "PUT", "/admin/v1/routes/"+a[1], map[string]bool{"open": open}, renderRoutes
 	case "soldout":
 		if err := need(2); err != nil {
 			return err
@@ -339,6 +397,48 @@ func (c adminClient) get(ctx context.Context, path string, v any) error {
 	return nil
 }
 
+// degradeBody reads the SWITCH=VALUE arguments of `seckill admin degrade
+// ACTIVITY` into the admin API's body.
+func degradeBody(args []string) (map[string]any, error) {
+	if len(args) == 0 {
+		return nil, errors.New("degrade ACTIVITY needs at least one of reservedOnly=on|off, pollAfterMs=N, paused=on|off")
+	}
+	b := map[string]any{}
+	for _, arg := range args {
+		k, v, ok := strings.Cut(arg, "=")
+		if !ok {
+			return nil, fmt.Errorf("degrade: %q is not SWITCH=VALUE", arg)
+		}
+		switch k {
+		case "reservedOnly", "paused":
+			on, err := onOff(v)
+			if err != nil {
+				return nil, fmt.Errorf("degrade %s: %w", k, err)
+			}
+			b[k] = on
+		case "pollAfterMs":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 || n > 60_000 {
+				return nil, fmt.Errorf("degrade pollAfterMs: %q must be 0..60000", v)
+			}
+			b[k] = n
+		default:
+			return nil, fmt.Errorf("degrade: no switch %q (reservedOnly, pollAfterMs, paused)", k)
+		}
+	}
+	return b, nil
+}
+
+func onOff(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "on", "true", "yes", "1":
+		return true, nil
+	case "off", "false", "no", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q must be on or off", v)
+}
+
 // adminRisk is `seckill admin risk ACTIVITY allow|deny`: the activity's
 // risk policy, what every edge does with a purchase when the risk service
 // (edge.risk.url) times out or fails.
@@ -368,7 +468,7 @@ func adminRisk(c adminClient, args []string, asJSON bool, out io.Writer) error {
 		return fmt.Errorf("PUT %s: %d %s: %s", path, status, e.Code, e.Message)
 	}
 	if !asJSON {
-		what := "purchases pass without a verdict (degrade open, counted in seckill_edge_risk_degraded_total)"
+		what := "purchases pass by the local rules, recorded and re-checked once it is back (seckill admin risk unchecked)"
 		if policy == "deny" {
 			what = "purchases are answered 503 BUSY"
 		}

@@ -281,3 +281,65 @@ func renderBlock(b []byte, out io.Writer) error {
 	}
 	return nil
 }
+
+func renderDegrade(b []byte, out io.Writer) error {
+	var vs []admin.DegradeView
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
+		var v admin.DegradeView
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		vs = append(vs, v)
+	} else if err := json.Unmarshal(b, &vs); err != nil {
+		return err
+	}
+	w := table(out)
+	fmt.Fprintln(w, "ACTIVITY\tRESERVED ONLY\tRESERVED USERS\tPOLL AFTER\tPAUSED")
+	for _, v := range vs {
+		poll := "default"
+		if v.PollAfterMs > 0 {
+			poll = (time.Duration(v.PollAfterMs) * time.Millisecond).String()
+		}
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", v.ActivityID, yesNo(v.ReservedOnly), v.Reserved, poll, yesNo(v.Paused))
+	}
+	return w.Flush()
+}
+
+func renderRoutes(b []byte, out io.Writer) error {
+	var vs []admin.RouteView
+	if err := json.Unmarshal(b, &vs); err != nil {
+		return err
+	}
+	w := table(out)
+	fmt.Fprintln(w, "ROUTE\tSTATE")
+	for _, v := range vs {
+		st := "open"
+		if !v.Open {
+			st = "CLOSED (503 + Retry-After)"
+		}
+		fmt.Fprintf(w, "%s\t%s\n", v.Name, st)
+	}
+	return w.Flush()
+}
+
+func renderUnchecked(b []byte, out io.Writer) error {
+	var v admin.UncheckedView
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%d purchase(s) passed without a risk verdict (%d shown)\n", v.Total, len(v.Records))
+	w := table(out)
+	fmt.Fprintln(w, "REQUEST NO\tUSER\tACTIVITY\tSKU\tQTY\tIP\tDEVICE\tWHY\tAT\tRE-CHECK\tACTION")
+	for _, r := range v.Records {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.RequestNo, r.User, r.Activity, r.SKU, r.Quantity,
+			dash(r.IP), dash(r.Device), r.Why, time.UnixMilli(r.At).UTC().Format(time.RFC3339), r.State, dash(r.Action))
+	}
+	return w.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"io"
-	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -20,18 +17,20 @@ import (
 // service gets slow. Under the activity's policy deny the edge answers
 // 503 BUSY and takes nothing; switched live to allow through the admin
 // API, the crowd buys while the service is slow — every purchase passes
-// unchecked, counted — and the books still add up. Fast.
+// by the local rules, counted and recorded — and the books still add up.
+// Fast.
 func TestRiskServiceSlowDuringTheSale(t *testing.T) {
 	sc := newScenario(t, Options{})
 	s := sc.s
-	risk := startSlowableRisk(t)
-	s.useRisk(risk.url, "20ms")
+	risk := startStoppableRisk(t)
+	s.useRisk(risk.url(), "20ms")
 
 	load, skus := crowd()
 	sc.open(skus)
 
 	// Deny, the service slow: refused with 503 before the stock.
-	risk.slow.Store(true)
+	const slow = int64(2 * time.Second)
+	risk.delay.Store(slow)
 	s.setRiskPolicy("deny")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	probe := s.buy(ctx, LoadSpec{Users: 40, FirstUser: 900_001, HotFrac: load.HotFrac, Rate: 100, Workers: 8, Seed: 7})
@@ -40,7 +39,7 @@ func TestRiskServiceSlowDuringTheSale(t *testing.T) {
 		"%d probes: %s", probe.sent(), probe.summary())
 
 	// Allow, the service fast, then slow in the middle of the sale.
-	risk.slow.Store(false)
+	risk.delay.Store(0)
 	s.setRiskPolicy("allow")
 	// The switch reaches the edge by the activity event (milliseconds) or,
 	// were it lost, the edge's catalog refresh: give it that long, so no
@@ -49,9 +48,9 @@ func TestRiskServiceSlowDuringTheSale(t *testing.T) {
 	var slowFrom, slowTo atomic.Int64
 	run, _ := s.buyWithFault(load, faultPlan{
 		Name: "risk service answers in 2s (edge.risk.timeout 20ms), policy allow", At: 2 * time.Second,
-		Inject: func() error { slowFrom.Store(time.Now().UnixNano()); risk.slow.Store(true); return nil },
+		Inject: func() error { slowFrom.Store(time.Now().UnixNano()); risk.delay.Store(slow); return nil },
 		HealAt: 6 * time.Second,
-		Heal:   func() error { risk.slow.Store(false); slowTo.Store(time.Now().UnixNano()); return nil },
+		Heal:   func() error { risk.delay.Store(0); slowTo.Store(time.Now().UnixNano()); return nil },
 		// Degrade open: buyers see a healthy sale while the service is slow.
 		During: healthy,
 	})
@@ -72,49 +71,21 @@ func TestRiskServiceSlowDuringTheSale(t *testing.T) {
 	sc.finish(run)
 }
 
-// slowableRisk is a risk service on 127.0.0.1 that allows every purchase,
-// at once or, while slow, after 2 s.
-type slowableRisk struct {
-	url  string
-	slow atomic.Bool
-}
-
-func startSlowableRisk(t *testing.T) *slowableRisk {
-	t.Helper()
-	r := &slowableRisk{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		_, _ = io.Copy(io.Discard, req.Body)
-		if r.slow.Load() {
-			select {
-			case <-time.After(2 * time.Second):
-			case <-req.Context().Done(): // the edge gave up and closed
-				return
-			}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"verdict":"allow"}`)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	r.url = "http://" + ln.Addr().String() + "/v1/check"
-	return r
-}
-
 // useRisk points the edge at the risk service: its environment gets
 // SECKILL_EDGE_RISK_URL and _TIMEOUT (README "Configuration": every key can
-// be overridden so), and the edge restarts to read them.
-func (s *System) useRisk(url, timeout string) {
+// be overridden so), and the edge restarts to read them. The crowd comes
+// from one address (127.0.0.1), which the fallback's per-IP rule would
+// count as one buyer: it is set past the crowd's pace.
+func (s *System) useRisk(url, timeout string, env ...string) {
 	s.t.Helper()
 	s.Edge.kill(syscall.SIGTERM)
 	if err := s.lastExit(s.Edge); err != nil {
 		s.t.Fatal(err)
 	}
 	// The edge is stopped: nothing reads its environment now.
-	s.Edge.Env = append(append([]string(nil), s.Edge.Env...), "SECKILL_EDGE_RISK_URL="+url, "SECKILL_EDGE_RISK_TIMEOUT="+timeout)
+	s.Edge.Env = append(append([]string(nil), s.Edge.Env...), "SECKILL_EDGE_RISK_URL="+url, "SECKILL_EDGE_RISK_TIMEOUT="+timeout,
+		"SECKILL_EDGE_RISK_LOCAL_IP_PER_MINUTE=1000000")
+	s.Edge.Env = append(s.Edge.Env, env...)
 	if err := s.restart(s.Edge, s.waitEdge); err != nil {
 		s.t.Fatal(err)
 	}

@@ -32,6 +32,9 @@ type Catalog struct {
 type snapshot struct {
 	acts  map[int64]*sale.Activity
 	bySKU map[int64][]*sale.Activity // every activity that sells the SKU, by start
+	// reserved holds each activity's reserved users as a set, for a
+	// lookup per purchase that does not scan the list.
+	reserved map[int64]map[int64]struct{}
 }
 
 // New returns an empty catalog over the default Redis.
@@ -42,9 +45,17 @@ func New(rdb rueidis.Client) *Catalog {
 }
 
 func build(acts []*sale.Activity) *snapshot {
-	s := &snapshot{acts: make(map[int64]*sale.Activity, len(acts)), bySKU: map[int64][]*sale.Activity{}}
+	s := &snapshot{acts: make(map[int64]*sale.Activity, len(acts)), bySKU: map[int64][]*sale.Activity{},
+		reserved: map[int64]map[int64]struct{}{}}
 	for _, a := range acts {
 		s.acts[a.ID] = a
+		if len(a.ReservedUsers) > 0 {
+			set := make(map[int64]struct{}, len(a.ReservedUsers))
+			for _, u := range a.ReservedUsers {
+				set[u] = struct{}{}
+			}
+			s.reserved[a.ID] = set
+		}
 		for _, k := range a.SKUs {
 			s.bySKU[k.ID] = append(s.bySKU[k.ID], a)
 		}
@@ -242,6 +253,13 @@ func (c *Catalog) read(ctx context.Context) ([]*sale.Activity, error) {
 func (c *Catalog) Activity(id int64) (*sale.Activity, bool) {
 	a, ok := c.snap.Load().acts[id]
 	return a, ok
+}
+
+// Reserved reports whether user is on activity's reserved list. A map
+// lookup on the current snapshot: no lock, no allocation.
+func (c *Catalog) Reserved(activity, user int64) bool {
+	_, ok := c.snap.Load().reserved[activity][user]
+	return ok
 }
 
 // Activities returns every activity, by id. The results must not be modified.

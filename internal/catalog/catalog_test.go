@@ -210,3 +210,30 @@ func TestUpdateChangesOneActivityForEveryReader(t *testing.T) {
 		t.Fatalf("update of an unknown activity: %v", err)
 	}
 }
+
+// TestReservedFollowsTheActivity: the reserved set answers per activity,
+// and an update of the list (a Put) replaces it.
+func TestReservedFollowsTheActivity(t *testing.T) {
+	r := testenv.StartRedis(t)
+	c := New(r.Client(t))
+	ctx := context.Background()
+	t0 := time.Unix(1_800_000_000, 0)
+	a := act(1, 10, t0, t0.Add(time.Hour))
+	a.ReservedUsers = []int64{5, 6}
+	b := act(2, 20, t0, t0.Add(time.Hour))
+	for _, x := range []sale.Activity{a, b} {
+		if err := c.Put(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !c.Reserved(1, 5) || !c.Reserved(1, 6) || c.Reserved(1, 7) || c.Reserved(2, 5) || c.Reserved(3, 5) {
+		t.Fatal("reserved lookups do not follow the lists")
+	}
+	a.ReservedUsers = []int64{7}
+	if err := c.Put(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if c.Reserved(1, 5) || !c.Reserved(1, 7) {
+		t.Fatal("the reserved set did not follow the new list")
+	}
+}

@@ -12,6 +12,7 @@ const (
 	EventAvailable = "available" // SKU has stock again (release, restock, on-call)
 	EventActivity  = "activity"  // activity created, replaced or changed state
 	EventBlocklist = "blocklist" // IP or user blocklist changed (activity and SKU 0)
+	EventRoutes    = "routes"    // a route switch changed (activity and SKU 0)
 )
 
 // Event is one pub/sub message: "<kind> <activity> <sku> <unix-nanos>".
@@ -39,7 +40,7 @@ func ParseEvent(s string) (Event, error) {
 	var err error
 	e.Kind = f[0]
 	switch e.Kind {
-	case EventSoldOut, EventAvailable, EventActivity, EventBlocklist:
+	case EventSoldOut, EventAvailable, EventActivity, EventBlocklist, EventRoutes:
 	default:
 		return Event{}, fmt.Errorf("event %q: unknown kind", s)
 	}

@@ -46,7 +46,39 @@ type Activity struct {
 	// catalog (not in the orders database) and announced by an activity
 	// event.
 	RiskOnError string `json:"riskOnError,omitempty" yaml:"risk_on_error"`
-	SKUs        []SKU  `json:"skus" yaml:"skus"`
+	// Degrade are on-call's degrade switches, live like RiskOnError (PUT
+	// /admin/v1/activities/{id}/degrade); their JSON fields sit beside the
+	// activity's own.
+	Degrade `yaml:",inline"`
+	SKUs    []SKU `json:"skus" yaml:"skus"`
+}
+
+// MaxPollAfterMs bounds Degrade.PollAfterMs: a minute between polls.
+const MaxPollAfterMs = 60_000
+
+// Degrade are an activity's degrade switches (seed 001 §11.6, §16): what
+// on-call turns to when a dependency is slow or a backlog builds, without
+// re-posting the activity. The zero value is "no degrade".
+type Degrade struct {
+	// ReservedOnly lets only the activity's reserved users (ReservedUsers)
+	// buy; everyone else is answered 403 RESERVED_ONLY at the edge.
+	ReservedOnly bool `json:"reservedOnly,omitempty" yaml:"reserved_only"`
+	// PollAfterMs is how long a buyer told QUEUING should wait before
+	// polling the result (pollAfterMs and Retry-After of the answers);
+	// 0: the edge's edge.degrade.poll_after.
+	PollAfterMs int64 `json:"pollAfterMs,omitempty" yaml:"poll_after_ms"`
+	// Paused stops the activity's intake: new purchases (and tokens) are
+	// answered 503 PAUSED with Retry-After at the edge, which asks no
+	// dependency; results and orders stay readable.
+	Paused bool `json:"paused,omitempty" yaml:"paused"`
+}
+
+// Validate reports a switch out of range, naming the field.
+func (d Degrade) Validate() error {
+	if d.PollAfterMs < 0 || d.PollAfterMs > MaxPollAfterMs {
+		return fmt.Errorf("pollAfterMs must be 0..%d", MaxPollAfterMs)
+	}
+	return nil
 }
 
 // Rebuy reports RebuyAfterClose with its default (true).
@@ -91,6 +123,9 @@ func (a *Activity) Validate() error {
 	}
 	if a.RiskOnError != "" && a.RiskOnError != RiskAllow && a.RiskOnError != RiskDeny {
 		return fmt.Errorf("activity %d: riskOnError must be allow or deny", a.ID)
+	}
+	if err := a.Degrade.Validate(); err != nil {
+		return fmt.Errorf("activity %d: %w", a.ID, err)
 	}
 	if len(a.SKUs) == 0 {
 		return fmt.Errorf("activity %d: at least one sku", a.ID)

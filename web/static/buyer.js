@@ -63,8 +63,9 @@
       el.querySelector(".price").textContent = `¥${s.price}`;
       el.querySelector(".limit").textContent = `limit ${s.limitPerUser} per buyer`;
       const b = el.querySelector("button");
-      b.disabled = s.soldOut || !open || busy || tickets[s.id] !== undefined;
-      b.textContent = s.soldOut ? "Sold out" : tickets[s.id] ? "Ticket held" : open ? "Buy now" : "Not open";
+      // paused: on-call paused the intake (the edge answers 503 PAUSED).
+      b.disabled = s.soldOut || !open || view.paused || busy || tickets[s.id] !== undefined;
+      b.textContent = s.soldOut ? "Sold out" : tickets[s.id] ? "Ticket held" : !open ? "Not open" : view.paused ? "Paused, back soon" : "Buy now";
       el.dataset.soldout = s.soldOut ? "true" : "false";
     }
   }
@@ -98,7 +99,7 @@
         $("ticket-card").hidden = false;
         $("ticket").textContent = a.requestNo;
         showResult({ code: "QUEUING" });
-        follow(a.requestNo);
+        follow(a.requestNo, a.pollAfterMs);
       } else {
         $("error").textContent = `${a.code}: ${a.message || ""}`;
         if (a.code === "SOLD_OUT") loadView();
@@ -161,9 +162,9 @@
   $("orders-more").addEventListener("click", () => loadOrders(true));
 
   // follow reads the result stream (fetch, so X-User-Id can be sent), and
-  // falls back to polling the result if the stream breaks before a final
-  // answer.
-  async function follow(rn) {
+  // falls back to polling the result if the stream breaks (or on-call has
+  // closed it) before a final answer, at the pace the edge asks for.
+  async function follow(rn, pollAfterMs) {
     try {
       const r = await fetch(`${api}/result/${rn}/events`, { headers: { "X-User-Id": user() } });
       if (!r.ok || !r.body) throw new Error(`stream ${r.status}`);
@@ -183,18 +184,33 @@
       }
       if (last && last.code !== "QUEUING") return;
     } catch (e) { /* fall through to polling */ }
-    poll(rn);
+    poll(rn, pollAfterMs);
   }
 
-  async function poll(rn) {
+  // waitMs is how long to wait before the next poll: the answer's
+  // pollAfterMs (QUEUING answers and results carry it: on-call may lengthen
+  // it), else its Retry-After, else half a second; at most a minute.
+  function waitMs(a, r, fallback) {
+    let ms = a && Number(a.pollAfterMs);
+    if (!(ms > 0)) ms = 1000 * Number(r && r.headers.get("Retry-After"));
+    if (!(ms > 0)) ms = fallback;
+    return Math.min(ms, 60000);
+  }
+
+  async function poll(rn, firstMs) {
+    let wait = firstMs > 0 ? Math.min(firstMs, 60000) : 500;
+    window.seckillPollWaits = [];
     for (let i = 0; i < 600; i++) {
+      await new Promise((res) => setTimeout(res, wait));
+      window.seckillPollWaits.push(wait);
+      let r = null, a = null;
       try {
-        const r = await fetch(`${api}/result/${rn}`, { headers: { "X-User-Id": user() }, cache: "no-store" });
-        const a = await r.json();
-        showResult(a);
+        r = await fetch(`${api}/result/${rn}`, { headers: { "X-User-Id": user() }, cache: "no-store" });
+        a = await r.json();
+        if (r.ok) showResult(a);
         if (a.code === "SUCCESS" || a.code === "FAIL") return;
       } catch (e) { /* retry */ }
-      await new Promise((res) => setTimeout(res, 500));
+      wait = waitMs(a, r, 500);
     }
   }
 

@@ -1,8 +1,10 @@
 // The on-call page: live stock per activity and SKU (remaining, occupied,
 // ordered, drift, accepted and rejected purchases per second), accept and
-// reject rates of the whole edge, consumer lag, and the two
-// switches on-call needs at 3 a.m. — sold out on/off per SKU and activity
-// online/offline — each behind a confirmation step. Everything goes
+// reject rates of the whole edge, consumer lag, and the switches on-call
+// needs at 3 a.m. — sold out on/off per SKU, activity online/offline, the
+// degrade switches per activity (reserved users only, paused intake, poll
+// interval) and the non-core buyer routes open/closed — each behind a
+// confirmation step. Everything goes
 // through the admin API with the bearer token. Charts (uPlot, vendored in
 // uplot/) show the last minutes of the same samples: accepted and rejected
 // per second, the consumer lag, and per SKU its remaining stock and its
@@ -146,11 +148,13 @@
 
   async function refresh() {
     try {
-      const [acts, counters, lag] = await Promise.all([
+      const [acts, counters, lag, routes] = await Promise.all([
         call("GET", "/admin/v1/activities"),
         call("GET", "/admin/v1/counters"),
         call("GET", "/admin/v1/lag").catch(() => null),
+        call("GET", "/admin/v1/routes").catch(() => null),
       ]);
+      renderRoutes(routes);
       const reports = await Promise.all((acts || []).map((a) => call("GET", `/admin/v1/activities/${a.id}/stock`)));
       const now = Date.now();
       const skuNow = { t: now, counts: skuCounts(counters) };
@@ -178,6 +182,39 @@
 
   const perSec = (v) => (v == null ? "–" : v.toFixed(1));
 
+  // The non-core buyer routes on-call may close (503 + Retry-After).
+  function renderRoutes(routes) {
+    const box = $("routes");
+    box.replaceChildren();
+    if (!routes) { box.append(el("span", { class: "muted" }, "route switches: not available")); return; }
+    box.append(el("b", {}, "Routes "));
+    for (const r of routes) {
+      box.append(el("span", { class: `phase ${r.open ? "OPEN" : "OFFLINE"}`, id: `route-${r.name}` }, `${r.name} ${r.open ? "open" : "closed"}`), " ",
+        guarded(`route-toggle-${r.name}`, r.open ? `Close ${r.name}` : `Open ${r.name}`,
+          `${r.open ? "Close" : "Open"} the ${r.name} route at every edge?`,
+          () => call("PUT", `/admin/v1/routes/${r.name}`, { open: !r.open })), " ");
+    }
+  }
+
+  // An activity's degrade switches, each a guarded toggle; the poll
+  // interval is set from its field.
+  function degradeLine(a) {
+    const put = (body) => call("PUT", `/admin/v1/activities/${a.id}/degrade`, body);
+    const poll = el("input", { type: "number", min: "0", max: "60000", step: "500", id: `poll-${a.id}`, value: String(a.pollAfterMs || 0), size: "6" });
+    return el("div", { class: "degrade", id: `degrade-${a.id}` }, el("span", { class: "muted" }, "degrade: "),
+      el("span", { id: `reserved-only-${a.id}` }, `reserved only ${a.reservedOnly ? "ON" : "off"}`), " ",
+      guarded(`reserved-toggle-${a.id}`, a.reservedOnly ? "Let everyone buy" : "Reserved users only",
+        `${a.reservedOnly ? "Let everyone buy" : "Serve only the reserved users of"} activity ${a.id}?`,
+        () => put({ reservedOnly: !a.reservedOnly })), " ",
+      el("span", { id: `paused-${a.id}` }, `intake ${a.paused ? "PAUSED" : "open"}`), " ",
+      guarded(`pause-toggle-${a.id}`, a.paused ? "Resume intake" : "Pause intake",
+        `${a.paused ? "Resume" : "Pause"} the intake of activity ${a.id} (results stay readable)?`,
+        () => put({ paused: !a.paused })), " ",
+      el("label", {}, "poll after (ms, 0: default) ", poll), " ",
+      guarded(`poll-set-${a.id}`, "Set", `Tell queuing buyers of activity ${a.id} to poll every ${poll.value || 0} ms?`,
+        () => put({ pollAfterMs: Number(poll.value || 0) })));
+  }
+
   function render(acts, reports, perSKU) {
     const box = $("activities");
     box.replaceChildren();
@@ -199,7 +236,7 @@
         el("td", {}, guarded(`soldout-${a.id}-${s.skuId}`, s.markedSoldOut ? "Clear sold out" : "Mark sold out",
           `${s.markedSoldOut ? "Clear" : "Mark"} SKU ${s.skuId} sold out?`,
           () => call("PUT", `/admin/v1/skus/${s.skuId}/soldout`, { soldOut: !s.markedSoldOut, activityId: a.id })))); });
-      box.append(el("div", { class: "card", id: `activity-${a.id}` }, head,
+      box.append(el("div", { class: "card", id: `activity-${a.id}` }, head, degradeLine(a),
         el("table", {}, el("thead", {}, el("tr", {}, ...["SKU", "initial", "remaining", "occupied", "ordered", "drift", "accepted/s", "rejected/s", "sold out", ""].map((h) => el("th", {}, h)))),
           el("tbody", {}, ...rows))));
     });

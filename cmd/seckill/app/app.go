@@ -31,6 +31,7 @@ import (
 	"seckill/internal/lag"
 	"seckill/internal/obs"
 	"seckill/internal/results"
+	"seckill/internal/routeswitch"
 	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/token"
@@ -265,10 +266,10 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		s.Reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "seckill_result_stream_panics_total",
 			Help: "Result streams whose writer panicked and was closed (the process lives)."},
 			func() float64 { return float64(streams.Panics()) }))
-		eopts = append(eopts, edge.WithRoutes(func(r *router.Router) {
-			mountBuyerPages(r, streams, st, payTimeout, ident)
+		eopts = append(eopts, edge.WithGuardedRoutes(func(r *router.Router, guard edge.RouteGuard) {
+			mountBuyerPages(r, guard, streams, st, payTimeout, ident)
 			if pay != nil {
-				r.POST(payment.PayPath, dbBound.Guard(ident, payment.Handler(pay, 0)))
+				r.POST(payment.PayPath, guard(routeswitch.Pay, dbBound.Guard(ident, payment.Handler(pay, 0))))
 				// The provider's callback proves itself by its signature.
 				r.POST(payment.CallbackPath, payment.CallbackHandler(pay, 0))
 			}

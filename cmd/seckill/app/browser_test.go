@@ -361,4 +361,52 @@ func TestPagesInABrowser(t *testing.T) {
 	if a := c.buy(t, 1002, 999); a.Status != 410 {
 		t.Fatalf("buying a marked SKU: %+v", a)
 	}
+
+	// Degrade from the on-call page: pause activity 1's intake (two
+	// steps); purchases are answered 503 PAUSED with Retry-After while the
+	// buyer's result stays readable; resume it the same way.
+	// The page redraws every second: each click is made in the page, on
+	// the node that is there at that moment.
+	run(t, oncall, 30*time.Second,
+		pollTrue(clickJS("pause-toggle-1"), chromedp.WithPollingTimeout(10*time.Second)),
+		pollTrue(clickJS("yes-pause-toggle-1"), chromedp.WithPollingTimeout(10*time.Second)),
+		pollTrue(`document.getElementById("paused-1").textContent === "intake PAUSED"`, chromedp.WithPollingTimeout(10*time.Second)),
+	)
+	screenshot(t, oncall, "oncall-paused.png")
+	if a := c.buy(t, 1001, 8001); a.Status != 503 || a.Code != "PAUSED" || a.RetryAfter < 1 {
+		t.Fatalf("buying while paused: %+v, want 503 PAUSED with Retry-After", a)
+	}
+	if got := c.result(t, ticket, 4242); got.Code != sale.ResultSuccess {
+		t.Fatalf("the result while paused: %+v", got)
+	}
+	run(t, oncall, 30*time.Second,
+		pollTrue(clickJS("pause-toggle-1"), chromedp.WithPollingTimeout(10*time.Second)),
+		pollTrue(clickJS("yes-pause-toggle-1"), chromedp.WithPollingTimeout(10*time.Second)),
+		pollTrue(`document.getElementById("paused-1").textContent === "intake open"`, chromedp.WithPollingTimeout(10*time.Second)),
+	)
+
+	// The buyer page follows pollAfterMs: with the result stream closed
+	// and queuing buyers told to wait 1.5s, a new buyer's page polls the
+	// result after 1.5s, not its own half second.
+	auth := "Bearer " + c.cfg.Admin.Token
+	if r := send(t, "PUT", c.admin+"/admin/v1/activities/1/degrade", 0, auth, `{"pollAfterMs":1500}`); r.status != 200 {
+		t.Fatalf("set pollAfterMs: %d %s", r.status, r.raw)
+	}
+	if r := send(t, "PUT", c.admin+"/admin/v1/routes/events", 0, auth, `{"open":false}`); r.status != 200 {
+		t.Fatalf("close the events route: %d %s", r.status, r.raw)
+	}
+	run(t, buyer, 30*time.Second,
+		chromedp.Navigate(c.base+"/sale?activity=1&user=4343"),
+		pollTrue(`document.getElementById("phase").textContent === "OPEN"`, chromedp.WithPollingTimeout(20*time.Second)),
+		chromedp.WaitEnabled(chromedp.CSS(`#sku-1001 button`)),
+		chromedp.Click(chromedp.CSS(`#sku-1001 button`)),
+		pollTrue(`document.getElementById("result").textContent === "SUCCESS"`, chromedp.WithPollingTimeout(20*time.Second)),
+		pollTrue(`(window.seckillPollWaits || [])[0] === 1500`, chromedp.WithPollingTimeout(5*time.Second)),
+	)
+}
+
+// clickJS is a page expression that clicks the element with id, if it is
+// there, and says whether it was.
+func clickJS(id string) string {
+	return `(() => { const b = document.getElementById(` + strconv.Quote(id) + `); if (!b) return false; b.click(); return true; })()`
 }

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"seckill/internal/routeswitch"
+
 	"context"
 	"sync"
 	"time"
@@ -99,6 +101,14 @@ func (j *jobs) start() {
 	}
 	every("watch", cfg.WatchInterval, bound(10*time.Second, func(ctx context.Context) error {
 		_, err := j.recon.Watch(ctx)
+		return err
+	}))
+	// Route switches on-call closed stay closed when Redis loses them.
+	every("routes", cfg.WatchInterval, bound(10*time.Second, func(ctx context.Context) error {
+		restored, err := routeswitch.Restore(ctx, j.s.Shards.Default, j.s.Store.RouteSwitches)
+		if restored {
+			log.Warn("Redis lost the route switches; put back from the database")
+		}
 		return err
 	}))
 	every("sweep", cfg.SweepInterval, bound(time.Minute, func(ctx context.Context) error {

@@ -8,7 +8,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"seckill/admin"
+	"seckill/edge"
 	"seckill/internal/identity"
+	"seckill/internal/routeswitch"
 	"seckill/store"
 	"seckill/web"
 )
@@ -27,12 +29,13 @@ func mountPages(a *admin.Server, g prometheus.Gatherer) {
 // mountBuyerPages puts the buyer page, the result stream and the buyer's
 // orders on the public router. "My orders" is read from the orders
 // database: without one (st nil) the route is not there.
-func mountBuyerPages(r *router.Router, streams *web.ResultEvents, st store.Store, payTimeout time.Duration, ident *identity.Verifier) {
+// The result stream and the orders are routes on-call may close (guard).
+func mountBuyerPages(r *router.Router, guard edge.RouteGuard, streams *web.ResultEvents, st store.Store, payTimeout time.Duration, ident *identity.Verifier) {
 	r.GET("/", func(ctx *fasthttp.RequestCtx) { ctx.Redirect("/sale", fasthttp.StatusFound) })
 	r.GET("/sale", web.Buyer) // the page; its assets below
 	r.GET("/sale/{file}", web.Buyer)
-	r.GET("/api/v1/flash-sale/result/{requestNo}/events", streams.Handle)
+	r.GET("/api/v1/flash-sale/result/{requestNo}/events", guard(routeswitch.Events, streams.Handle))
 	if st != nil {
-		r.GET(web.OrdersPath, web.NewOrders(st, web.OrdersConfig{PayTimeout: payTimeout, Identity: ident}).Handle)
+		r.GET(web.OrdersPath, guard(routeswitch.Orders, web.NewOrders(st, web.OrdersConfig{PayTimeout: payTimeout, Identity: ident}).Handle))
 	}
 }
