@@ -103,6 +103,22 @@ type SaveOption func(*saveOptions)
 type saveOptions struct {
 	deliver bool
 	remark  string
+	ids     []string
+}
+
+// MessageIDs names the Kafka message of each of SaveBatch's messages, in
+// order (ids[i] is msgs[i]'s), for the request log's message_id; a missing
+// or empty one leaves the column as it is.
+func MessageIDs(ids []string) SaveOption {
+	return func(o *saveOptions) { o.ids = ids }
+}
+
+// messageID is message i's id (MessageIDs), cut to the column.
+func (b *batch) messageID(i int) string {
+	if i < len(b.opt.ids) {
+		return cut(b.opt.ids[i], maxMessageID)
+	}
+	return ""
 }
 
 // Delivered makes SaveBatch record, in its transaction, the step after a
@@ -352,7 +368,7 @@ func (s *sqlStore) insertOrders(ctx context.Context, tx *sql.Tx, b *batch, now i
 	return nil
 }
 
-const logInsertCols = 11
+const logInsertCols = 12
 
 // logBatch writes the request log entries and history steps of the batch
 // (step 5 of SaveBatch): one multi-row upsert, one multi-row insert.
@@ -389,7 +405,7 @@ func (s *sqlStore) logBatch(ctx context.Context, tx *sql.Tx, b *batch, now int64
 			status, remark = st, cut(rk, maxRemark)
 		}
 		args = append(args, x.rn, x.activity, x.sku, x.user, m.Quantity, status, x.orderNo,
-			x.trace, remark, nowA, nowA)
+			x.trace, remark, nowA, nowA, b.messageID(i))
 		occupied, ok := sale.RequestNoTime(m.RequestNo)
 		if !ok {
 			occupied = time.UnixMilli(m.AcceptedAt)
