@@ -43,30 +43,38 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		return
 	case v.offline || now+slack < v.start:
 		s.out.write(ctx, ansNotOpen)
+		v.tally.free(reasonNotOpen)
 		return
 	case now-slack >= v.end:
 		s.out.write(ctx, ansEnded)
+		v.tally.free(reasonEnded)
 		return
 	case s.flags.soldOut(o.SKUID, v.activity):
 		s.out.write(ctx, ansSoldOut)
+		v.tally.free(reasonSoldOut)
 		return
 	}
 	if !s.admit.userRate(ctx, user) {
+		v.tally.free(reasonRateUser)
 		return
 	}
 	if v.requireToken {
 		if s.tokens.verifier == nil || len(o.Token) == 0 {
 			s.out.write(ctx, ansTokenRequired)
+			s.refused(ctx, &v, user, &o, ansTokenRequired, "")
 			return
 		}
 		// A token that cannot be good costs no Redis call and no gate
 		// capacity.
 		if s.tokens.checker != nil && s.tokens.checker.Check(o.Token, user, v.act, o.SKUID, time.Unix(0, now)) != nil {
 			s.out.write(ctx, ansTokenInvalid)
+			s.refused(ctx, &v, user, &o, ansTokenInvalid, "the token's signature, buyer, activity or expiry is wrong")
 			return
 		}
 	}
 	if !s.admit.purchase(ctx, o.SKUID) {
+		// The gate or its in-flight bound: both are counted as the gate.
+		v.tally.free(reasonGate)
 		return
 	}
 	// The place purchase took is given back when the engine has answered
@@ -83,11 +91,13 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		q := riskQuery{user: user, activity: v.activity, sku: o.SKUID, quantity: o.Quantity, policy: v.act.RiskOnError}
 		var ok bool
 		if riskRemark, ok = s.risk.check(ctx, q, s.admit.clientIP(ctx).AppendTo(ipBuf[:0])); !ok {
+			s.riskRefused(ctx, &v, user, &o)
 			return
 		}
 	}
 	// Spent only now, after the limits: a buyer sent away with 429 keeps
 	// a usable token.
+	var verified time.Time
 	if v.requireToken {
 		vctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.TokenVerifyTimeout)
 		err := s.tokens.verifier.Verify(vctx, o.Token, user, v.act, o.SKUID, time.Unix(0, now))
@@ -95,11 +105,14 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		if err != nil {
 			if errors.Is(err, ErrTokenUnavailable) {
 				s.out.write(ctx, ansCheckBusy)
+				s.refused(ctx, &v, user, &o, ansCheckBusy, "the token store is unavailable")
 			} else {
 				s.out.write(ctx, ansTokenInvalid)
+				s.refused(ctx, &v, user, &o, ansTokenInvalid, "the token was spent already or refused by the verifier")
 			}
 			return
 		}
+		verified = time.Now()
 	}
 
 	// The engine gets the resolution itself and does not look the SKU up
@@ -107,16 +120,16 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	req := &engine.Request{Activity: v.act, SKU: v.sku, UserID: user, Quantity: o.Quantity}
 	// engine.Request has no field for the client's idempotency key; it
 	// travels as the trace id unless the gateway set one.
-	if tr := ctx.Request.Header.Peek("X-Trace-Id"); len(tr) > 0 && len(tr) <= maxRequestIDLen {
-		req.TraceID = string(tr)
-	} else if len(o.RequestID) > 0 {
-		req.TraceID = string(o.RequestID)
-	}
+	req.TraceID = traceID(ctx, &o)
 	t, err := s.eng.Occupy(s.bgCtx, req)
 	if err == nil && riskRemark != "" && s.riskLog != nil && t.RequestNo != "" {
 		// Only now is there a ticket whose story the check belongs to.
 		s.riskLog.RiskPassed(t.RequestNo, risked, riskRemark)
 	}
+	if err == nil && !verified.IsZero() && s.decisions != nil && t.RequestNo != "" {
+		s.decisions.TokenVerified(t.RequestNo, verified)
+	}
+	s.engineRefused(req, t, err)
 	if v.requireToken && s.tokens.refunder != nil && errors.Is(err, engine.ErrBusy) {
 		// The token paid for nothing: give it back for the retry.
 		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.TokenRefundTimeout)

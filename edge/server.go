@@ -51,6 +51,8 @@ type Server struct {
 
 	riskLog RiskLog // RISK_PASSED into tickets' histories (risk.go)
 
+	decisions DecisionLog // refusals, TOKEN_VERIFIED, free-rejection counts (decisions.go)
+
 	ready          []func(context.Context) error
 	gather         prometheus.Gatherer
 	mounts         []func(*router.Router)
@@ -224,6 +226,10 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		"edge clock sync failed; keeping the last offset", "edge clock sync recovered", s.clock.sync)
 	go s.poll(s.bgCtx, cfg.Blocklist.RefreshInterval, block.kick, false,
 		"edge blocklist load failed; keeping the last one", "edge blocklist load recovered", block.load)
+	if s.decisions != nil {
+		s.wg.Add(1)
+		go s.flushLoop(s.bgCtx)
+	}
 	if s.flags.check != nil {
 		s.wg.Add(1)
 		go func() {

@@ -404,12 +404,14 @@ func (s *sqlStore) logBatch(ctx context.Context, tx *sql.Tx, b *batch, now int64
 			st, rk := logFor(o)
 			status, remark = st, cut(rk, maxRemark)
 		}
-		args = append(args, x.rn, x.activity, x.sku, x.user, m.Quantity, status, x.orderNo,
-			x.trace, remark, nowA, nowA, b.messageID(i))
 		occupied, ok := sale.RequestNoTime(m.RequestNo)
 		if !ok {
 			occupied = time.UnixMilli(m.AcceptedAt)
 		}
+		// The row is created as of the ticket's acceptance, so a buyer's
+		// story (UserRequests) reads in the order things happened.
+		args = append(args, x.rn, x.activity, x.sku, x.user, m.Quantity, status, x.orderNo,
+			x.trace, remark, occupied.UnixMilli(), nowA, b.messageID(i))
 		evs = append(evs,
 			x.rn, StatusStockOccupied, "", occupied.UnixMilli(),
 			x.rn, StatusMQQueued, "", m.AcceptedAt)

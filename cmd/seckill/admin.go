@@ -32,6 +32,9 @@ commands:
   restock SKU UNITS [ACTIVITY]        add units to a live SKU
   stock ACTIVITY                      initial / remaining / occupied / ordered / drift per SKU
   request REQUEST_NO                  the story of one ticket
+  why USER [ACTIVITY] [--cursor C] [--limit N]
+                                      every attempt and ticket of a buyer, newest first,
+                                      with its outcome and reason (support's lookup)
   reconcile [--repair]                run reconciliation now
   lag                                 consumer lag per partition
   blocklist                           IP and user blocklists (admin API and configuration)
@@ -57,6 +60,8 @@ func runAdmin(args []string, out io.Writer) error {
 	repair := fs.Bool("repair", false, "reconcile: apply the provably safe repairs")
 	interval := fs.Duration("interval", time.Second, "watch: time between frames")
 	count := fs.Int("count", 0, "watch: stop after this many frames (0: until Ctrl-C)")
+	cursor := fs.String("cursor", "", "why: continue after this cursor (the last page's next)")
+	limit := fs.Int("limit", 0, "why: entries per page (default 20, at most 100)")
 	fs.Usage = func() { fmt.Fprint(out, adminUsage) }
 	a, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -139,6 +144,15 @@ func runAdmin(args []string, out io.Writer) error {
 			return err
 		}
 		method, path, render = "GET", "/admin/v1/requests/"+a[1], renderStory
+	case "why":
+		if err := need(1); err != nil {
+			return err
+		}
+		p, err := whyPath(a[1:], *cursor, *limit)
+		if err != nil {
+			return err
+		}
+		method, path, render = "GET", p, renderWhy
 	case "reconcile":
 		method, path, render = "POST", "/admin/v1/reconcile", renderReconcileAnswer
 		if *repair {

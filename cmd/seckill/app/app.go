@@ -230,7 +230,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			eopts = append(eopts, edge.WithTokenIssuer(s.Tokens))
 		}
 		if s.jobs.reqlog != nil {
-			eopts = append(eopts, edge.WithRiskLog(s.jobs.reqlog))
+			eopts = append(eopts, edge.WithRiskLog(s.jobs.reqlog), edge.WithDecisionLog(s.jobs.reqlog))
 		}
 		var fallback edge.ResultFallback
 		if s.Store != nil {

@@ -1,0 +1,159 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"seckill/admin"
+	"seckill/cmd/seckill/config"
+	"seckill/internal/sale"
+	"seckill/internal/testenv"
+	"seckill/internal/token"
+)
+
+// lookup reads support's lookup of user (in activity, 0: every one) from
+// the admin API.
+func (c *cluster) lookup(t *testing.T, user, activity int64, query string) admin.UserRequests {
+	t.Helper()
+	u := fmt.Sprintf("%s/admin/v1/users/%d/requests?%s", c.admin, user, query)
+	if activity != 0 {
+		u += fmt.Sprintf("&activity=%d", activity)
+	}
+	r := send(t, "GET", u, 0, "Bearer "+c.cfg.Admin.Token, "")
+	if r.status != 200 {
+		t.Fatalf("lookup of user %d: %d %s", user, r.status, r.raw)
+	}
+	var out admin.UserRequests
+	if err := json.Unmarshal([]byte(r.raw), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestEveryDecisionIsInTheRequestLog buys through the real edge, engine,
+// Kafka and store: the refusals that cost something (the engine's
+// DUPLICATE and OVER_LIMIT, a token refusal) become REJECTED rows of their
+// buyer with reason and trace id; the free ones (not open, the sold-out
+// flag, an unknown SKU) become minute counters; a token activity's ticket
+// has TOKEN_VERIFIED in its history; support's lookup shows every attempt
+// and ticket of a buyer, newest first, paged, and refuses bad arguments.
+func TestEveryDecisionIsInTheRequestLog(t *testing.T) {
+	c := startClusterWith(t, sqliteOnly(), func(cfg *config.Config) {
+		cfg.Edge.RejectFlush = 100 * time.Millisecond
+		cfg.Edge.Rate.UserSKULimit, cfg.Edge.Rate.UserPerSecond = 0, 0
+		cfg.Token.Keys = []token.Key{tokenKey}
+		crowdBudgets(cfg)
+	})
+	now := time.Now()
+	c.preheat(t, openActivity(7, sale.SKU{ID: 7001, Stock: 2, Price: 990, LimitPerUser: 1}))
+	c.preheat(t, sale.Activity{ID: 8, Start: now.Add(time.Hour), End: now.Add(2 * time.Hour), State: sale.StateOnline,
+		SKUs: []sale.SKU{{ID: 8001, Stock: 1, LimitPerUser: 1}}})
+	c.preheat(t, sale.Activity{ID: 9, Start: now.Add(-time.Minute), End: now.Add(time.Hour), State: sale.StateOnline,
+		RequireToken: true, ReservedUsers: []int64{42}, SKUs: []sale.SKU{{ID: 9001, Stock: 5, LimitPerUser: 1}}})
+	orderURL := c.base + "/api/v1/flash-sale/order"
+	buy := func(user int64, body string) reply { return send(t, "POST", orderURL, user, "", body) }
+
+	first := buy(42, `{"activityId":7,"skuId":7001,"requestId":"trace-first"}`)
+	expect(t, "the first purchase", first, 200, "QUEUING")
+	expect(t, "the same buyer again", buy(42, `{"activityId":7,"skuId":7001,"requestId":"trace-dup"}`), 409, "DUPLICATE")
+	expect(t, "over the limit", buy(43, `{"activityId":7,"skuId":7001,"quantity":3,"requestId":"trace-over"}`), 400, "OVER_LIMIT")
+	expect(t, "the last unit", buy(44, `{"activityId":7,"skuId":7001}`), 200, "QUEUING")
+	for range 3 {
+		expect(t, "after the last unit", buy(45, `{"activityId":7,"skuId":7001}`), 410, "SOLD_OUT")
+	}
+	expect(t, "before the start", buy(45, `{"activityId":8,"skuId":8001}`), 425, "NOT_OPEN")
+	expect(t, "an unknown SKU", buy(45, `{"skuId":123456}`), 404, "UNKNOWN_SKU")
+	expect(t, "no token", buy(46, `{"activityId":9,"skuId":9001,"requestId":"trace-notoken"}`), 403, "TOKEN_REQUIRED")
+	tok := send(t, "POST", c.base+"/api/v1/flash-sale/token", 42, "", `{"activityId":9,"skuId":9001}`)
+	expect(t, "a token", tok, 200, "")
+	ticket := buy(42, fmt.Sprintf(`{"activityId":9,"skuId":9001,"token":%q}`, tok.body["token"]))
+	expect(t, "the token purchase", ticket, 200, "QUEUING")
+
+	ctx := context.Background()
+	st := c.sys.Store
+	testenv.EventuallyOK(t, "user 42's story", 15*time.Second, func() error {
+		got := c.lookup(t, 42, 7, "")
+		var lines []string
+		for _, r := range got.Requests {
+			lines = append(lines, r.Outcome+" "+r.Reason+" "+r.TraceID)
+		}
+		if len(got.Requests) != 2 || got.Requests[0].Outcome != "REJECTED" || got.Requests[0].Reason != "DUPLICATE" ||
+			got.Requests[0].TraceID != "trace-dup" || !strings.Contains(got.Requests[0].Remark, first.body["requestNo"].(string)) ||
+			got.Requests[1].Outcome != "SUCCESS" || got.Requests[1].RequestNo != first.body["requestNo"] ||
+			got.Requests[1].Order == nil || got.Requests[1].Order.Source != "SECKILL" || got.Requests[1].MessageID == "" ||
+			len(got.Requests[1].History) == 0 {
+			return fmt.Errorf("user 42 in activity 7: %v", lines)
+		}
+		return nil
+	})
+	testenv.EventuallyOK(t, "the other refusals", 15*time.Second, func() error {
+		over := c.lookup(t, 43, 0, "")
+		none := c.lookup(t, 46, 9, "")
+		if len(over.Requests) != 1 || over.Requests[0].Reason != "OVER_LIMIT" || over.Requests[0].Quantity != 3 ||
+			over.Requests[0].SKUID != 7001 || len(none.Requests) != 1 || none.Requests[0].Reason != "TOKEN_REQUIRED" {
+			return fmt.Errorf("user 43: %+v; user 46: %+v", over.Requests, none.Requests)
+		}
+		return nil
+	})
+	testenv.EventuallyOK(t, "TOKEN_VERIFIED in the token ticket's history", 15*time.Second, func() error {
+		evs, err := st.RequestEvents(ctx, ticket.body["requestNo"].(string))
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if e.Status == "TOKEN_VERIFIED" {
+				return nil
+			}
+		}
+		return fmt.Errorf("history %+v", evs)
+	})
+	testenv.EventuallyOK(t, "the free rejections' minute counters", 15*time.Second, func() error {
+		counts := map[string]int64{}
+		for _, a := range []int64{0, 7, 8} {
+			cs, err := st.Rejections(ctx, a, now.Add(-time.Minute))
+			if err != nil {
+				return err
+			}
+			for _, x := range cs {
+				counts[fmt.Sprintf("%d/%d/%s", x.ActivityID, x.SKUID, x.Reason)] += x.N
+			}
+		}
+		if counts["7/7001/sold_out"] < 1 || counts["8/8001/not_open"] != 1 || counts["0/0/unknown_sku"] != 1 {
+			return fmt.Errorf("counters %v", counts)
+		}
+		// Free rejections are counted, never logged row by row.
+		if got := c.lookup(t, 45, 0, ""); len(got.Requests) > 3 {
+			return fmt.Errorf("user 45 has %d rows", len(got.Requests))
+		}
+		return nil
+	})
+
+	// Paging: one entry a page, newest first, the cursor continuing.
+	p1 := c.lookup(t, 42, 0, "limit=1")
+	if len(p1.Requests) != 1 || p1.Next == "" {
+		t.Fatalf("page 1: %+v", p1)
+	}
+	seen := map[string]bool{p1.Requests[0].RequestNo: true}
+	for cur := p1.Next; cur != ""; {
+		p := c.lookup(t, 42, 0, "limit=1&cursor="+cur)
+		for _, r := range p.Requests {
+			if seen[r.RequestNo] {
+				t.Fatalf("%s twice", r.RequestNo)
+			}
+			seen[r.RequestNo] = true
+		}
+		cur = p.Next
+	}
+	if len(seen) != 3 { // activity 7's ticket and refusal, activity 9's ticket
+		t.Fatalf("pages of user 42: %v", seen)
+	}
+	for _, bad := range []string{"limit=0", "limit=101", "cursor=x", "activity=-1"} {
+		r := send(t, "GET", c.admin+"/admin/v1/users/42/requests?"+bad, 0, "Bearer "+c.cfg.Admin.Token, "")
+		expect(t, bad, r, 400, "BAD_REQUEST")
+	}
+	expect(t, "no token", send(t, "GET", c.admin+"/admin/v1/users/42/requests", 0, "", ""), 401, "")
+}
