@@ -334,16 +334,17 @@ func renderWhy(b []byte, out io.Writer) error {
 			ticket = "-" // a refused attempt: no ticket was handed out
 		}
 		reason := r.Reason
-		if reason == "" && r.Outcome != "SUCCESS" {
-			reason = r.Status
+		if reason == "" {
+			reason = "-"
+		}
+		if order == "" {
+			order = "-"
 		}
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Created.Format("2006-01-02T15:04:05.000Z07:00"),
 			r.ActivityID, r.SKUID, r.Quantity, r.Outcome, reason, ticket, order, r.TraceID)
-		if r.Outcome == "REJECTED" && r.Remark != reason {
-			fmt.Fprintf(w, "\t\t\t\t\t%s\t\t\t\n", r.Remark)
-		}
 		for _, e := range r.History {
-			fmt.Fprintf(w, "\t\t\t\t  %s\t%s\t%s\t\t\n", e.Status, e.Remark, e.At.Format("15:04:05.000"))
+			// The steps beneath: time, step, remark.
+			fmt.Fprintf(w, "  %s\t\t\t\t%s\t%s\t\t\t\n", e.At.Format("15:04:05.000"), e.Status, e.Remark)
 		}
 	}
 	if err := w.Flush(); err != nil {
