@@ -45,6 +45,16 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 		e, err = s.resultFallback(rctx, rn)
 		cancel()
 	}
+	if err == nil && e.State == sale.ResultQueuing && e.Owner == user && s.resultSettle != nil {
+		// A QUEUING that may have gone stale (settle decides, cheaply
+		// for a young ticket); on error it stays QUEUING and the buyer
+		// polls again.
+		sctx, cancel := context.WithTimeout(s.bgCtx, 4*s.cfg.RedisTimeout)
+		if settled, serr := s.resultSettle(sctx, e); serr == nil {
+			e = settled
+		}
+		cancel()
+	}
 	switch {
 	case errors.Is(err, results.ErrNotFound):
 		s.out.write(ctx, ansNotFound)
@@ -113,4 +123,15 @@ type ResultFallback func(ctx context.Context, requestNo string) (results.Entry, 
 // numbers reach it.
 func WithResultFallback(fallback ResultFallback) Option {
 	return func(s *Server) { s.resultFallback = fallback }
+}
+
+// ResultSettle ends a QUEUING result that went stale (reconcile.Settle):
+// it returns the entry as it is when the ticket is young or its end cannot
+// be told yet.
+type ResultSettle func(ctx context.Context, e results.Entry) (results.Entry, error)
+
+// WithResultSettle makes the result route hand every QUEUING answer of
+// its owner to settle before it answers.
+func WithResultSettle(settle ResultSettle) Option {
+	return func(s *Server) { s.resultSettle = settle }
 }

@@ -57,6 +57,7 @@ type Server struct {
 	gather         prometheus.Gatherer
 	mounts         []func(*router.Router)
 	resultFallback ResultFallback // answers for results Redis lost (result.go)
+	resultSettle   ResultSettle   // ends stale QUEUING results (result.go)
 
 	subscribed     atomic.Bool
 	subscribedOnce atomic.Bool

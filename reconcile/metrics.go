@@ -15,12 +15,14 @@ import (
 //	seckill_reconcile_repairs_total{kind}        repairs applied, by drift kind
 //	seckill_reconcile_orphans_released_total     occupancies released by the sweeper
 //	seckill_reconcile_rebuilds_total             SKUs written back into a Redis that lost them
+//	seckill_reconcile_settled_total{outcome}     stale results settled: SUCCESS, FAIL; shed (too many at once), unwritten (Redis refused the write)
 type metrics struct {
 	drift    *prometheus.GaugeVec
 	runs     *prometheus.CounterVec
 	repairs  *prometheus.CounterVec
 	orphans  prometheus.Counter
 	rebuilds prometheus.Counter
+	settled  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -36,6 +38,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "seckill_reconcile_orphans_released_total", Help: "Orphan occupancies released by the sweeper."}),
 		rebuilds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_reconcile_rebuilds_total", Help: "SKUs written back from the database into a Redis that lost them."}),
+		settled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_reconcile_settled_total", Help: "Stale results settled, by outcome."}, []string{"outcome"}),
+	}
+	for _, o := range []string{sale.ResultSuccess, sale.ResultFail, "shed", "unwritten"} {
+		m.settled.WithLabelValues(o)
 	}
 	for _, o := range []string{"ok", "error"} {
 		m.runs.WithLabelValues(o)
@@ -44,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.repairs.WithLabelValues(k)
 	}
 	if reg != nil {
-		reg.MustRegister(m.drift, m.runs, m.repairs, m.orphans, m.rebuilds)
+		reg.MustRegister(m.drift, m.runs, m.repairs, m.orphans, m.rebuilds, m.settled)
 	}
 	return m
 }

@@ -151,6 +151,9 @@ type Reconciler struct {
 	watchMu sync.Mutex
 	missing map[[2]int64]bool // SKUs the last Watch found missing
 	loading bool              // the last Watch met a loading Redis (watchMu)
+
+	settleOnce sync.Once
+	settling   *settle // Settle's bounds (settle.go)
 }
 
 // Option is a test seam.

@@ -236,6 +236,9 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		if s.Store != nil {
 			fallback = resultFromStore(s.Store)
 			eopts = append(eopts, edge.WithResultFallback(fallback))
+			if s.jobs.recon != nil {
+				eopts = append(eopts, edge.WithResultSettle(s.jobs.recon.Settle))
+			}
 		}
 		res, pay, stock, st, payTimeout := s.Results, s.Payments, s.Stock, s.Store, cfg.Order.PayTimeout
 		eopts = append(eopts, edge.WithStockCheck(func(ctx context.Context, a, k int64) (bool, error) {

@@ -13,6 +13,7 @@ import (
 	"seckill/internal/sale"
 	"seckill/internal/testenv"
 	"seckill/internal/token"
+	"seckill/store"
 )
 
 // lookup reads support's lookup of user (in activity, 0: every one) from
@@ -156,4 +157,66 @@ func TestEveryDecisionIsInTheRequestLog(t *testing.T) {
 		expect(t, bad, r, 400, "BAD_REQUEST")
 	}
 	expect(t, "no token", send(t, "GET", c.admin+"/admin/v1/users/42/requests", 0, "", ""), 401, "")
+}
+
+// TestStaleResultsAreSettled: a result that reads QUEUING past the orphan
+// grace, once Kafka has consumed past the ticket, is settled against the
+// database and the ledger through the real edge: the order's SUCCESS when
+// Redis kept a stale QUEUING (what a replica promoted before the SUCCESS
+// write reached it holds), and FAIL RELEASED for a compensation whose
+// Redis restarted empty before its FAIL was written (only the request
+// log's COMPENSATING row is left). The request log follows both.
+func TestStaleResultsAreSettled(t *testing.T) {
+	c := startClusterWith(t, sqliteOnly(), func(cfg *config.Config) {
+		crowdBudgets(cfg)
+		cfg.Reconcile.OrphanGrace = cfg.Engine.OccupyTimeout + cfg.Engine.Kafka.SendTimeout + time.Second
+	})
+	c.preheat(t, openActivity(3, sale.SKU{ID: 3001, Stock: 5, Price: 990, LimitPerUser: 1}))
+	ctx := context.Background()
+	st := c.sys.Store
+
+	// An order whose SUCCESS Redis lost, keeping QUEUING.
+	a := c.buy(t, 3001, 31)
+	if a.Status != 200 {
+		t.Fatalf("buy: %+v", a)
+	}
+	testenv.EventuallyOK(t, "the order", 15*time.Second, func() error {
+		if r := c.result(t, a.RequestNo, 31); r.Code != sale.ResultSuccess {
+			return fmt.Errorf("result %+v", r)
+		}
+		return nil
+	})
+
+	// A compensation cut short by a Redis restart without persistence.
+	rn := sale.NewRequestNos(777).Next(3, 3001)
+	if err := st.LogRequest(ctx, store.LogEntry{RequestNo: rn, ActivityID: 3, SKUID: 3001, UserID: 32, Quantity: 1,
+		Status: store.StatusCompensating, Remark: "produce: broker down"}); err != nil {
+		t.Fatal(err)
+	}
+	c.redis.Stop()
+	if err := c.redis.Start(); err != nil {
+		t.Fatal(err)
+	}
+	keys := sale.KeysFor(3, 3001)
+	stale := string(sale.AppendResultValue(nil, sale.ResultQueuing, 31, "", ""))
+	c.redis.Do(t, "HSET", keys.Results, a.RequestNo, stale)
+
+	testenv.EventuallyOK(t, "both settled", 30*time.Second, func() error {
+		got, lost := c.result(t, a.RequestNo, 31), c.result(t, rn, 32)
+		if got.Code != sale.ResultSuccess || got.OrderNo == "" || lost.Code != sale.ResultFail {
+			return fmt.Errorf("stale order %+v, lost compensation %+v", got, lost)
+		}
+		return nil
+	})
+	l, err := st.RequestLog(ctx, rn)
+	if err != nil || l.Status != store.StatusFailed || !strings.Contains(l.Remark, "settled") {
+		t.Fatalf("the compensation's request log: %+v, %v", l, err)
+	}
+	if r := send(t, "GET", c.base+"/api/v1/flash-sale/result/"+rn, 32, "", ""); r.body["reason"] != sale.FailReleased {
+		t.Fatalf("the compensation reads %s", r.raw)
+	}
+	// Settled results are written back: another buyer still reads 404.
+	if r := c.result(t, rn, 33); r.Status != 404 {
+		t.Fatalf("another buyer reads %+v", r)
+	}
 }
