@@ -220,3 +220,44 @@ func TestStaleResultsAreSettled(t *testing.T) {
 		t.Fatalf("another buyer reads %+v", r)
 	}
 }
+
+// TestProductDataThroughTheAdminAPIAndTheEdge: a SKU's title and original
+// price go in through the admin API, land in the database and the Redis
+// catalog copy, and come out of the edge's activity view; a title with
+// control characters or an original price below the price is refused.
+func TestProductDataThroughTheAdminAPIAndTheEdge(t *testing.T) {
+	c := startCluster(t, sqliteOnly())
+	now := time.Now().UTC()
+	auth := "Bearer " + c.cfg.Admin.Token
+	body := func(title, orig string) string {
+		return fmt.Sprintf(`{"id":5,"start":%q,"end":%q,"skus":[{"id":5001,"stock":3,"price":"99.00","originalPrice":%q,"title":%q,"limitPerUser":1}]}`,
+			now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339), orig, title)
+	}
+	for _, bad := range []string{body("tea\u0007cup", "129.00"), body("tea cup", "9.00"), body(strings.Repeat("x", 257), "129.00")} {
+		expect(t, "a bad product", send(t, "POST", c.admin+"/admin/v1/activities", 0, auth, bad), 400, "BAD_REQUEST")
+	}
+	expect(t, "the activity", send(t, "POST", c.admin+"/admin/v1/activities", 0, auth, body("Tea cup · 茶杯", "129.00")), 200, "")
+	acts, err := c.sys.Store.Activities(context.Background())
+	if err != nil || len(acts) != 1 || acts[0].SKUs[0].Title != "Tea cup · 茶杯" || acts[0].SKUs[0].OriginalPrice != 12900 {
+		t.Fatalf("database: %+v, %v", acts, err)
+	}
+	raw, err := c.redis.Do(t, "GET", sale.ActivityKey(5)).ToString()
+	if err != nil || !strings.Contains(raw, `"title":"Tea cup · 茶杯"`) || !strings.Contains(raw, `"originalPrice":"129.00"`) {
+		t.Fatalf("the Redis catalog copy: %s, %v", raw, err)
+	}
+	testenv.EventuallyOK(t, "the edge's view", 10*time.Second, func() error {
+		r := send(t, "GET", c.base+"/api/v1/flash-sale/activities/5", 0, "", "")
+		if r.status != 200 || !strings.Contains(r.raw, `"title":"Tea cup · 茶杯"`) || !strings.Contains(r.raw, `"originalPrice":"129.00"`) {
+			return fmt.Errorf("activity view %d %s", r.status, r.raw)
+		}
+		return nil
+	})
+	a := c.buy(t, 5001, 51)
+	testenv.EventuallyOK(t, "the order's source", 15*time.Second, func() error {
+		o, err := c.sys.Store.OrderByRequest(context.Background(), a.RequestNo)
+		if err != nil || o.Source != "SECKILL" {
+			return fmt.Errorf("order %+v, %v", o, err)
+		}
+		return nil
+	})
+}
