@@ -175,7 +175,6 @@ const (
 
 // Request log statuses: the states of DESIGN §3.
 const (
-	StatusInit          = "INIT"
 	StatusTokenVerified = "TOKEN_VERIFIED"
 	StatusRiskPassed    = "RISK_PASSED"
 	StatusStockOccupied = "STOCK_OCCUPIED"
