@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -259,5 +260,58 @@ func TestProductDataThroughTheAdminAPIAndTheEdge(t *testing.T) {
 			return fmt.Errorf("order %+v, %v", o, err)
 		}
 		return nil
+	})
+}
+
+// TestStalledDatabaseDoesNotSlowPurchases: while another connection holds
+// the SQLite write lock (every database write waits), buyers are still
+// answered at Redis speed — accepted ones, and refused ones whose refusal
+// goes to the request log — and once the lock is gone the refusals are
+// written.
+func TestStalledDatabaseDoesNotSlowPurchases(t *testing.T) {
+	c := startClusterWith(t, sqliteOnly(), func(cfg *config.Config) {
+		cfg.Edge.Rate.UserSKULimit, cfg.Edge.Rate.UserPerSecond = 0, 0
+		crowdBudgets(cfg)
+	})
+	c.preheat(t, openActivity(6, sale.SKU{ID: 6001, Stock: 100, Price: 990, LimitPerUser: 1}))
+	lock, err := sql.Open("sqlite", "file:"+c.storeDB+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	tx, err := lock.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`INSERT INTO seckill_reject_minute VALUES (6, 0, 'lock', 0, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	start := time.Now()
+	var slowest time.Duration
+	for u := int64(1); u <= 20; u++ {
+		for range 5 { // one accepted, four refused as DUPLICATE
+			t0 := time.Now()
+			a := c.buy(t, 6001, 600+u)
+			slowest = max(slowest, time.Since(t0))
+			if a.Status != 200 && a.Status != 409 {
+				t.Fatalf("buyer %d: %+v", 600+u, a)
+			}
+		}
+	}
+	if took := time.Since(start); slowest > time.Second || took > 20*time.Second {
+		t.Fatalf("100 purchases took %v (slowest %v) with the database stalled", took, slowest)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyOK(t, "the refusals written after the stall", 30*time.Second, func() error {
+		got := c.lookup(t, 601, 6, "")
+		for _, r := range got.Requests {
+			if r.Reason == "DUPLICATE" {
+				return nil
+			}
+		}
+		return fmt.Errorf("user 601: %+v", got.Requests)
 	})
 }
