@@ -87,12 +87,19 @@ func (r *Reconciler) Settle(ctx context.Context, e results.Entry) (results.Entry
 	default:
 		return e, fmt.Errorf("settle %s: %w", e.RequestNo, err)
 	}
+	// The sweeper, the closer or the consumer may have written the end
+	// meanwhile: theirs stands, and nothing is written twice.
+	if cur, err := r.res.Read(ctx, e.RequestNo); err == nil && cur.State != sale.ResultQueuing {
+		return cur, nil
+	}
 	if err := r.res.Write(ctx, end); err != nil {
 		// The answer is known; the next read settles again.
 		r.m.settled.WithLabelValues("unwritten").Inc()
 	}
-	if err := r.st.LogRequest(ctx, log); err != nil {
-		r.log.Warn("settled ticket's request log not written", zap.String("requestNo", e.RequestNo), zap.Error(err))
+	if l, err := r.st.RequestLog(ctx, e.RequestNo); err != nil || l.Status != log.Status {
+		if err := r.st.LogRequest(ctx, log); err != nil {
+			r.log.Warn("settled ticket's request log not written", zap.String("requestNo", e.RequestNo), zap.Error(err))
+		}
 	}
 	r.m.settled.WithLabelValues(end.State).Inc()
 	return end, nil
