@@ -70,6 +70,14 @@ func (r *Reconciler) Settle(ctx context.Context, e results.Entry) (results.Entry
 		log.Quantity, log.Status, log.OrderNo = o.Quantity, store.StatusSuccess, o.OrderNo
 		log.Remark = "settled: the order exists; the result Redis held was stale"
 	case errors.Is(err, store.ErrNotFound):
+		// Not while this process' sweeper runs: it may be releasing this
+		// very ticket and about to write its end (the buyer polls again).
+		// A sweeper in another process can still race it: the end is the
+		// same FAIL RELEASED, its history then has FAILED twice.
+		if !r.sweepMu.TryLock() {
+			return e, nil
+		}
+		defer r.sweepMu.Unlock()
 		holder, _, herr := r.stock.Holder(ctx, e.Activity, e.SKU, e.Owner)
 		if herr != nil {
 			return e, fmt.Errorf("settle %s: %w", e.RequestNo, herr)
