@@ -102,6 +102,9 @@ func TestEveryDecisionIsInTheRequestLog(t *testing.T) {
 		return nil
 	})
 	testenv.EventuallyOK(t, "TOKEN_VERIFIED in the token ticket's history", 15*time.Second, func() error {
+		if _, err := st.RequestLog(ctx, ticket.body["requestNo"].(string)); err != nil {
+			return err // the consumer has not written the ticket's row yet
+		}
 		evs, err := st.RequestEvents(ctx, ticket.body["requestNo"].(string))
 		if err != nil {
 			return err
