@@ -95,6 +95,7 @@ func New(token string, d Deps, log *zap.Logger) *Server {
 	s.r.PUT("/admin/v1/skus/{sku}/soldout", s.soldOut)
 	s.r.POST("/admin/v1/skus/{sku}/restock", s.restock)
 	s.r.GET("/admin/v1/requests/{requestNo}", s.request)
+	s.r.GET("/admin/v1/users/{id}/requests", s.userRequests)
 	s.r.POST("/admin/v1/reconcile", s.reconcile)
 	s.r.GET("/admin/v1/lag", s.lag)
 	s.r.GET("/admin/v1/routes", s.listRoutes)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -24,6 +25,15 @@ type ticket struct {
 	outcome string // metric label
 	reason  string // why it failed (outFailed)
 	res     results.Entry
+}
+
+// messageID names the Kafka message the ticket came in (the request
+// log's message_id): "partition/offset".
+func (t *ticket) messageID() string {
+	if t.km == nil {
+		return ""
+	}
+	return strconv.FormatInt(int64(t.km.Partition), 10) + "/" + strconv.FormatInt(t.km.Offset, 10)
 }
 
 func (t *ticket) fields() []zap.Field {
@@ -303,13 +313,14 @@ func (c *Consumer) save(ctx context.Context, held []*ticket, letters []store.Dea
 		return nil
 	}
 	msgs := make([]sale.Message, len(held))
+	ids := make([]string, len(held))
 	for i, t := range held {
-		msgs[i] = t.m
+		msgs[i], ids[i] = t.m, t.messageID()
 	}
 	var outs []store.Outcome
 	err := c.retry(ctx, "save batch", func(ctx context.Context) error {
 		var err error
-		outs, err = c.saveBatch(ctx, msgs, store.DeadLettered(letters))
+		outs, err = c.saveBatch(ctx, msgs, ids, store.DeadLettered(letters))
 		return err
 	})
 	if err == nil {
@@ -336,7 +347,7 @@ func (c *Consumer) save(ctx context.Context, held []*ticket, letters []store.Dea
 	}
 	for _, t := range held {
 		tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-		outs, err := c.saveBatch(tctx, []sale.Message{t.m})
+		outs, err := c.saveBatch(tctx, []sale.Message{t.m}, []string{t.messageID()})
 		cancel()
 		if err == nil {
 			c.apply(t, outs[0])
@@ -380,9 +391,9 @@ const delivered = "result written"
 // order goes into the same transaction (store.Delivered): this batch
 // writes its result before its offsets are committed, and a redelivery
 // after a failed result write finds the order and writes the result.
-func (c *Consumer) saveBatch(ctx context.Context, msgs []sale.Message, opts ...store.SaveOption) ([]store.Outcome, error) {
+func (c *Consumer) saveBatch(ctx context.Context, msgs []sale.Message, ids []string, opts ...store.SaveOption) ([]store.Outcome, error) {
 	start := time.Now()
-	outs, err := c.st.SaveBatch(ctx, msgs, append(opts, store.Delivered(delivered))...)
+	outs, err := c.st.SaveBatch(ctx, msgs, append(opts, store.Delivered(delivered), store.MessageIDs(ids))...)
 	c.m.tx.Observe(time.Since(start).Seconds())
 	return outs, err
 }

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"seckill/internal/sale"
@@ -74,7 +75,9 @@ func TestBatchClaimsRouteHotSKUsToTheirShard(t *testing.T) {
 			t.Errorf("default-shard SKU after the forced releases: %+v", k)
 		}
 		for _, m := range hotMsgs[:2] {
-			if e, err := r.st.RequestLog(ctx, m.RequestNo); err != nil || e.Status != store.StatusSuccess {
+			// message_id names the Kafka message the order came from.
+			if e, err := r.st.RequestLog(ctx, m.RequestNo); err != nil || e.Status != store.StatusSuccess ||
+				!strings.Contains(e.MessageID, "/") {
 				t.Errorf("request log of an order: %+v, %v", e, err)
 			}
 		}

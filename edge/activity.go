@@ -33,10 +33,13 @@ type activityJSON struct {
 }
 
 type skuJSON struct {
-	ID           int64      `json:"id"`
-	Price        sale.Cents `json:"price"`
-	LimitPerUser int64      `json:"limitPerUser"`
-	SoldOut      bool       `json:"soldOut"`
+	ID    int64      `json:"id"`
+	Title string     `json:"title,omitempty"`
+	Price sale.Cents `json:"price"`
+	// OriginalPrice is the price before the sale; absent when none.
+	OriginalPrice sale.Cents `json:"originalPrice,omitempty"`
+	LimitPerUser  int64      `json:"limitPerUser"`
+	SoldOut       bool       `json:"soldOut"`
 }
 
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
@@ -90,7 +93,8 @@ func (s *Server) activity(ctx *fasthttp.RequestCtx) {
 		out.Phase = phaseOpen
 	}
 	for i, k := range a.SKUs {
-		out.SKUs[i] = skuJSON{ID: k.ID, Price: k.Price, LimitPerUser: k.LimitPerUser, SoldOut: s.flags.soldOut(k.ID, a.ID)}
+		out.SKUs[i] = skuJSON{ID: k.ID, Title: k.Title, Price: k.Price, OriginalPrice: k.OriginalPrice,
+			LimitPerUser: k.LimitPerUser, SoldOut: s.flags.soldOut(k.ID, a.ID)}
 	}
 	b, err := json.Marshal(out)
 	if err != nil { // cannot happen: plain fields

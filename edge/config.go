@@ -125,6 +125,10 @@ type Config struct {
 	AccessLogEvery int `yaml:"access_log_every"`
 	// RefreshInterval reloads the activity catalog. Default 2s.
 	RefreshInterval time.Duration `yaml:"refresh_interval"`
+	// RejectFlush is how often the free rejections counted per activity,
+	// SKU and reason go to the request log's minute counters (with a
+	// decision log, see decisions.go). Default 10s.
+	RejectFlush time.Duration `yaml:"reject_flush"`
 	// ViewTTL bounds how long a cached per-SKU activity view is reused
 	// before it is rebuilt from the catalog (views are also rebuilt at
 	// every window boundary and catalog reload). Default 1s.
@@ -352,6 +356,7 @@ func DefaultConfig() Config {
 		DBMissTTL:          30 * time.Second,
 		AccessLogEvery:     1000,
 		RefreshInterval:    2 * time.Second,
+		RejectFlush:        10 * time.Second,
 		ViewTTL:            time.Second,
 		ClockSyncInterval:  5 * time.Second,
 		RedisTimeout:       500 * time.Millisecond,
@@ -411,6 +416,8 @@ func (c *Config) Validate() error {
 		return errors.New("edge.soldout_ttl must be positive")
 	case c.RefreshInterval <= 0:
 		return errors.New("edge.refresh_interval must be positive")
+	case c.RejectFlush <= 0:
+		return errors.New("edge.reject_flush must be positive")
 	case c.ViewTTL <= 0:
 		return errors.New("edge.view_ttl must be positive")
 	case c.ClockSyncInterval <= 0:

@@ -53,29 +53,35 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		return
 	case v.offline || now+slack < v.start:
 		s.out.write(ctx, ansNotOpen)
+		v.tally.free(reasonNotOpen)
 		return
 	case now-slack >= v.end:
 		s.out.write(ctx, ansEnded)
+		v.tally.free(reasonEnded)
 		return
 	case s.flags.soldOut(o.SKUID, v.activity):
 		s.out.write(ctx, ansSoldOut)
+		v.tally.free(reasonSoldOut)
 		return
 	case v.act.ReservedOnly && !s.views.cat.Reserved(v.activity, user):
 		s.out.write(ctx, ansReservedOnly)
 		return
 	}
 	if !s.admit.userRate(ctx, user) {
+		v.tally.free(reasonRateUser)
 		return
 	}
 	if v.requireToken {
 		if s.tokens.verifier == nil || len(o.Token) == 0 {
 			s.out.write(ctx, ansTokenRequired)
+			s.refused(ctx, &v, user, &o, ansTokenRequired, "")
 			return
 		}
 		// A token that cannot be good costs no Redis call and no gate
 		// capacity.
 		if s.tokens.checker != nil && s.tokens.checker.Check(o.Token, user, v.act, o.SKUID, time.Unix(0, now)) != nil {
 			s.out.write(ctx, ansTokenInvalid)
+			s.refused(ctx, &v, user, &o, ansTokenInvalid, "the token's signature, buyer, activity or expiry is wrong")
 			return
 		}
 	}
@@ -88,6 +94,8 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if !s.admit.purchase(ctx, o.SKUID) {
+		// The gate or its in-flight bound: both are counted as the gate.
+		v.tally.free(reasonGate)
 		return
 	}
 	// The place purchase took is given back when the engine has answered
@@ -110,11 +118,13 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		ip = s.admit.clientIP(ctx).AppendTo(ipBuf[:0])
 		var ok bool
 		if riskRemark, riskWhy, ok = s.risk.check(ctx, riskQ, ip); !ok {
+			s.riskRefused(ctx, &v, user, &o)
 			return
 		}
 	}
 	// Spent only now, after the limits: a buyer sent away with 429 keeps
 	// a usable token.
+	var verified time.Time
 	if v.requireToken {
 		vctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.TokenVerifyTimeout)
 		err := s.tokens.verifier.Verify(vctx, o.Token, user, v.act, o.SKUID, time.Unix(0, now))
@@ -122,11 +132,14 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		if err != nil {
 			if errors.Is(err, ErrTokenUnavailable) {
 				s.out.write(ctx, ansCheckBusy)
+				s.refused(ctx, &v, user, &o, ansCheckBusy, "the token store is unavailable")
 			} else {
 				s.out.write(ctx, ansTokenInvalid)
+				s.refused(ctx, &v, user, &o, ansTokenInvalid, "the token was spent already or refused by the verifier")
 			}
 			return
 		}
+		verified = time.Now()
 	}
 
 	// The engine gets the resolution itself and does not look the SKU up
@@ -147,6 +160,10 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	if err == nil && riskWhy != riskChecked && t.RequestNo != "" {
 		s.risk.fb.record(s.bgCtx, s.cfg.RedisTimeout, t.RequestNo, riskQ, ip, ctx.Request.Header.PeekBytes(headerDeviceID), riskWhy)
 	}
+	if err == nil && !verified.IsZero() && s.decisions != nil && t.RequestNo != "" {
+		s.decisions.TokenVerified(t.RequestNo, verified)
+	}
+	s.engineRefused(req, t, err)
 	if v.requireToken && s.tokens.refunder != nil && errors.Is(err, engine.ErrBusy) {
 		// The token paid for nothing: give it back for the retry.
 		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.TokenRefundTimeout)

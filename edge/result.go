@@ -46,6 +46,16 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 		e, err = s.dbBound.Fallback(s.resultFallback)(rctx, user, rn)
 		cancel()
 	}
+	if err == nil && e.State == sale.ResultQueuing && e.Owner == user && s.resultSettle != nil {
+		// A QUEUING that may have gone stale (settle decides, cheaply
+		// for a young ticket); on error it stays QUEUING and the buyer
+		// polls again.
+		sctx, cancel := context.WithTimeout(s.bgCtx, 4*s.cfg.RedisTimeout)
+		if settled, serr := s.resultSettle(sctx, e); serr == nil {
+			e = settled
+		}
+		cancel()
+	}
 	switch {
 	case errors.Is(err, results.ErrNotFound):
 		s.out.write(ctx, ansNotFound)
@@ -126,4 +136,15 @@ func WithResultFallback(fallback ResultFallback) Option {
 // misses (DBBound); the caller closes b.
 func WithDBBound(b *DBBound) Option {
 	return func(s *Server) { s.dbBound = b }
+}
+
+// ResultSettle ends a QUEUING result that went stale (reconcile.Settle):
+// it returns the entry as it is when the ticket is young or its end cannot
+// be told yet.
+type ResultSettle func(ctx context.Context, e results.Entry) (results.Entry, error)
+
+// WithResultSettle makes the result route hand every QUEUING answer of
+// its owner to settle before it answers.
+func WithResultSettle(settle ResultSettle) Option {
+	return func(s *Server) { s.resultSettle = settle }
 }

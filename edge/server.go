@@ -54,12 +54,15 @@ type Server struct {
 
 	riskLog RiskLog // RISK_PASSED into tickets' histories (risk.go)
 
+	decisions DecisionLog // refusals, TOKEN_VERIFIED, free-rejection counts (decisions.go)
+
 	ready          []func(context.Context) error
 	gather         prometheus.Gatherer
 	mounts         []func(*router.Router)
 	resultFallback ResultFallback // answers for results Redis lost (result.go)
 	backlogCfg     *Backlog       // WithBacklog; nil: no backlog backpressure
 	dbBound        *DBBound       // bounds resultFallback per user (dbbound.go); nil: none
+	resultSettle   ResultSettle   // ends stale QUEUING results (result.go)
 
 	subscribed     atomic.Bool
 	subscribedOnce atomic.Bool
@@ -257,6 +260,10 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	if s.risk != nil {
 		s.wg.Add(1)
 		go s.risk.recheckLoop(s.bgCtx, cfg.RedisTimeout, s.wg.Done)
+	}
+	if s.decisions != nil {
+		s.wg.Add(1)
+		go s.flushLoop(s.bgCtx)
 	}
 	if s.flags.check != nil {
 		s.wg.Add(1)

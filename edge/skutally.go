@@ -28,6 +28,7 @@ import (
 // use; a nil *skuTally counts nothing.
 type skuTally struct {
 	accepted, rejected prometheus.Counter
+	freeN              freeCounts // the request log's minute counts (decisions.go)
 }
 
 // answered counts the answer ctx carries. No allocation, no lock.

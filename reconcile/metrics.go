@@ -17,6 +17,7 @@ import (
 //	seckill_reconcile_rebuilds_total             SKUs written back into a Redis that lost them
 //	seckill_reconcile_expired_total              ended SKUs whose keys expired after their retention
 //	seckill_reconcile_expiry_held                SKUs past their retention whose keys the last pass kept (drift, pending closes, consumer progress unknown)
+//	seckill_reconcile_settled_total{outcome}     stale results settled: SUCCESS, FAIL; shed (too many at once), unwritten (Redis refused the write)
 type metrics struct {
 	expired  prometheus.Counter
 	held     prometheus.Gauge
@@ -25,6 +26,7 @@ type metrics struct {
 	repairs  *prometheus.CounterVec
 	orphans  prometheus.Counter
 	rebuilds prometheus.Counter
+	settled  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -44,6 +46,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "seckill_reconcile_expired_total", Help: "Ended SKUs whose Redis keys expired after their retention."}),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "seckill_reconcile_expiry_held", Help: "SKUs past their retention whose Redis keys the last pass kept."}),
+		settled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_reconcile_settled_total", Help: "Stale results settled, by outcome."}, []string{"outcome"}),
+	}
+	for _, o := range []string{sale.ResultSuccess, sale.ResultFail, "shed", "unwritten"} {
+		m.settled.WithLabelValues(o)
 	}
 	for _, o := range []string{"ok", "error"} {
 		m.runs.WithLabelValues(o)
@@ -52,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.repairs.WithLabelValues(k)
 	}
 	if reg != nil {
-		reg.MustRegister(m.drift, m.runs, m.repairs, m.orphans, m.rebuilds, m.expired, m.held)
+		reg.MustRegister(m.drift, m.runs, m.repairs, m.orphans, m.rebuilds, m.expired, m.held, m.settled)
 	}
 	return m
 }

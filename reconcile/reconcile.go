@@ -155,6 +155,9 @@ type Reconciler struct {
 	missing map[[2]int64]bool // SKUs the last Watch found missing
 	loading bool              // the last Watch met a loading Redis (watchMu)
 	pass    passState         // the periodic pass's watermark and memory (runMu)
+
+	settleOnce sync.Once
+	settling   *settle // Settle's bounds (settle.go)
 }
 
 // Option is a test seam.

@@ -2,11 +2,14 @@
 // compensation path (and anything else that must not wait for the
 // database) hands a step to a bounded queue, and one goroutine writes the
 // queued steps in batches. A full queue drops the step and counts it — the
-// buyer's answer never waits for the log.
+// buyer's answer never waits for the log. The edge's refused attempts
+// (refusal.go) have a bounded queue of their own, and its free rejections
+// arrive as per-minute counts, added up between writes.
 //
 // Metrics:
 //
-//	seckill_reqlog_steps_total{outcome}   written, dropped (queue full), failed (database error)
+//	seckill_reqlog_steps_total{outcome}            written, dropped (queue full), failed (database error)
+//	seckill_reqlog_reject_counters_total{outcome}  minute counters written, failed
 package reqlog
 
 import (
@@ -24,14 +27,18 @@ import (
 // Writer queues steps and writes them. Safe for concurrent use; Record,
 // Log and Append never block.
 type Writer struct {
-	st      store.Store
-	log     *zap.Logger
-	ch      chan step
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	steps   *prometheus.CounterVec
-	timeout time.Duration
+	st       store.Store
+	log      *zap.Logger
+	ch       chan step
+	refusals chan refusal
+	kick     chan struct{} // counts has something
+	counts   counts
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	steps    *prometheus.CounterVec
+	counted  *prometheus.CounterVec
+	timeout  time.Duration
 }
 
 // step is a queued step: a request-log entry (the row and its history
@@ -50,15 +57,21 @@ func New(st store.Store, log *zap.Logger, reg prometheus.Registerer, size int) *
 	if size <= 0 {
 		size = 4096
 	}
-	w := &Writer{st: st, log: log, ch: make(chan step, size), stop: make(chan struct{}), done: make(chan struct{}),
-		timeout: 5 * time.Second,
+	w := &Writer{st: st, log: log, ch: make(chan step, size), refusals: make(chan refusal, size),
+		kick: make(chan struct{}, 1), counts: counts{m: map[rejectKey]int64{}},
+		stop: make(chan struct{}), done: make(chan struct{}), timeout: 5 * time.Second,
 		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_reqlog_steps_total", Help: "Request-log steps by outcome: written, dropped, failed."}, []string{"outcome"})}
+	w.counted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_reqlog_reject_counters_total", Help: "Free-rejection minute counters written or failed."}, []string{"outcome"})
 	for _, o := range []string{"written", "dropped", "failed"} {
 		w.steps.WithLabelValues(o)
 	}
+	for _, o := range []string{"written", "failed"} {
+		w.counted.WithLabelValues(o)
+	}
 	if reg != nil {
-		reg.MustRegister(w.steps)
+		reg.MustRegister(w.steps, w.counted)
 	}
 	go w.run()
 	return w
@@ -106,44 +119,71 @@ func (w *Writer) put(s step) {
 func (w *Writer) run() {
 	defer close(w.done)
 	batch := make([]step, 0, maxBatch)
+	refused := make([]refusal, 0, maxBatch)
 	for {
+		stopping := false
 		select {
 		case e := <-w.ch:
 			batch = append(batch[:0], e)
+			refused = refused[:0]
+		case r := <-w.refusals:
+			batch = batch[:0]
+			refused = append(refused[:0], r)
+		case <-w.kick:
+			batch, refused = batch[:0], refused[:0]
 		case <-w.stop:
-			// Drain what is queued, then stop.
-			for {
-				batch = batch[:0]
-				for len(batch) < maxBatch {
-					select {
-					case e := <-w.ch:
-						batch = append(batch, e)
-						continue
-					default:
-					}
-					break
-				}
-				if len(batch) == 0 {
-					return
-				}
-				w.write(batch)
+			batch, refused = batch[:0], refused[:0]
+			stopping = true
+		}
+		// Drain what is queued (all of it when stopping), a batch at a
+		// time.
+		for {
+			batch, refused = w.fill(batch), w.fillRefusals(refused)
+			cs := w.takeCounts()
+			if len(batch) == 0 && len(refused) == 0 && len(cs) == 0 {
+				break
+			}
+			w.write(batch, refused, cs)
+			batch, refused = batch[:0], refused[:0]
+			if !stopping {
+				break
 			}
 		}
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case e := <-w.ch:
-				batch = append(batch, e)
-			default:
-				break more
-			}
+		if stopping {
+			return
 		}
-		w.write(batch)
 	}
 }
 
-// write writes the entries of batch, then its history-only events.
-func (w *Writer) write(batch []step) {
+// fill adds queued steps to batch, up to maxBatch, without waiting.
+func (w *Writer) fill(batch []step) []step {
+	for len(batch) < maxBatch {
+		select {
+		case e := <-w.ch:
+			batch = append(batch, e)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// fillRefusals adds queued refusals to rs, up to maxBatch, without waiting.
+func (w *Writer) fillRefusals(rs []refusal) []refusal {
+	for len(rs) < maxBatch {
+		select {
+		case r := <-w.refusals:
+			rs = append(rs, r)
+		default:
+			return rs
+		}
+	}
+	return rs
+}
+
+// write writes the entries of batch, then its history-only events, then
+// the refusals' rows and the rejection counts.
+func (w *Writer) write(batch []step, refused []refusal, cs []store.RejectCount) {
 	var entries []store.LogEntry
 	var events []store.Event
 	for i := range batch {
@@ -160,6 +200,28 @@ func (w *Writer) write(batch []step) {
 	}
 	if len(events) > 0 {
 		w.count(len(events), events[0].RequestNo, w.st.AppendEvents(ctx, events))
+	}
+	if len(refused) > 0 {
+		rows := refusalEntries(refused)
+		w.count(len(refused), rows[0].RequestNo, w.st.LogRequests(ctx, rows))
+	}
+	if len(cs) > 0 {
+		if err := w.st.CountRejections(ctx, cs); err != nil {
+			// Kept for the next write (bounded like any other count).
+			w.counted.WithLabelValues("failed").Add(float64(len(cs)))
+			w.log.Warn("rejection counts not written; kept for the next write", zap.Int("counters", len(cs)), zap.Error(err))
+			select {
+			case <-w.stop:
+				// Closing: the database is not there to take them.
+			default:
+				// No kick: the next step or count brings them along.
+				for _, c := range cs {
+					w.addCount(c.ActivityID, c.SKUID, c.Reason, c.Minute, c.N)
+				}
+			}
+		} else {
+			w.counted.WithLabelValues("written").Add(float64(len(cs)))
+		}
 	}
 }
 

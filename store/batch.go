@@ -118,6 +118,22 @@ type saveOptions struct {
 	deliver bool
 	remark  string
 	letters []DeadLetter
+	ids     []string
+}
+
+// MessageIDs names the Kafka message of each of SaveBatch's messages, in
+// order (ids[i] is msgs[i]'s), for the request log's message_id; a missing
+// or empty one leaves the column as it is.
+func MessageIDs(ids []string) SaveOption {
+	return func(o *saveOptions) { o.ids = ids }
+}
+
+// messageID is message i's id (MessageIDs), cut to the column.
+func (b *batch) messageID(i int) string {
+	if i < len(b.opt.ids) {
+		return cut(b.opt.ids[i], maxMessageID)
+	}
+	return ""
 }
 
 // Delivered makes SaveBatch record, in its transaction, the step after a
@@ -367,7 +383,7 @@ func (s *sqlStore) insertOrders(ctx context.Context, tx *sql.Tx, b *batch, now i
 	return nil
 }
 
-const logInsertCols = 11
+const logInsertCols = 12
 
 // logBatch writes the request log entries and history steps of the batch
 // (step 5 of SaveBatch): one multi-row upsert, one multi-row insert.
@@ -403,12 +419,14 @@ func (s *sqlStore) logBatch(ctx context.Context, tx *sql.Tx, b *batch, now int64
 			st, rk := logFor(o)
 			status, remark = st, cut(rk, maxRemark)
 		}
-		args = append(args, x.rn, x.activity, x.sku, x.user, m.Quantity, status, x.orderNo,
-			x.trace, remark, nowA, nowA)
 		occupied, ok := sale.RequestNoTime(m.RequestNo)
 		if !ok {
 			occupied = time.UnixMilli(m.AcceptedAt)
 		}
+		// The row is created as of the ticket's acceptance, so a buyer's
+		// story (UserRequests) reads in the order things happened.
+		args = append(args, x.rn, x.activity, x.sku, x.user, m.Quantity, status, x.orderNo,
+			x.trace, remark, occupied.UnixMilli(), nowA, b.messageID(i))
 		evs = append(evs,
 			x.rn, StatusStockOccupied, "", occupied.UnixMilli(),
 			x.rn, StatusMQQueued, "", m.AcceptedAt)

@@ -14,11 +14,15 @@ type dialect struct {
 	// on one writer connection).
 	forUpdate string
 	// logUpsert ends the request-log insert: on a duplicate requestNo it
-	// updates status, order_no, remark and updated_ms.
+	// updates status, order_no, remark and updated_ms, and message_id
+	// when the new step names one.
 	logUpsert string
 	// activityUpsert and itemUpsert end the activity and item inserts.
 	activityUpsert string
 	itemUpsert     string
+	// rejectUpsert ends the minute-counter insert: on a duplicate
+	// (activity, sku, reason, minute) it adds the count.
+	rejectUpsert string
 	// txOptions are the write transactions' options.
 	txOptions *sql.TxOptions
 	// readTx are the options of a read that must see one consistent state
@@ -36,16 +40,18 @@ var mysqlDialect = dialect{
 	insertIgnore: "INSERT IGNORE INTO",
 	forUpdate:    " FOR UPDATE",
 	logUpsert: ` ON DUPLICATE KEY UPDATE status = VALUES(status), order_no = VALUES(order_no),
-		remark = VALUES(remark), updated_ms = VALUES(updated_ms)`,
+		remark = VALUES(remark), updated_ms = VALUES(updated_ms),
+		message_id = IF(VALUES(message_id) <> '', VALUES(message_id), message_id)`,
 	activityUpsert: ` ON DUPLICATE KEY UPDATE start_ms = VALUES(start_ms), end_ms = VALUES(end_ms),
 		state = VALUES(state), require_token = VALUES(require_token),
 		rebuy_after_close = VALUES(rebuy_after_close), risk_on_error = VALUES(risk_on_error),
 		reserved_only = VALUES(reserved_only), poll_after_ms = VALUES(poll_after_ms), paused = VALUES(paused), updated_ms = VALUES(updated_ms)`,
 	itemUpsert: ` ON DUPLICATE KEY UPDATE price_cents = VALUES(price_cents), stock = VALUES(stock),
 		limit_per_user = VALUES(limit_per_user), hot = VALUES(hot),
-		hot_shard = VALUES(hot_shard)`,
-	txOptions: &sql.TxOptions{Isolation: sql.LevelReadCommitted},
-	readTx:    &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
+		hot_shard = VALUES(hot_shard), title = VALUES(title), original_price_cents = VALUES(original_price_cents)`,
+	rejectUpsert: ` ON DUPLICATE KEY UPDATE n = n + VALUES(n)`,
+	txOptions:    &sql.TxOptions{Isolation: sql.LevelReadCommitted},
+	readTx:       &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
 }
 
 var sqliteDialect = dialect{
@@ -53,12 +59,14 @@ var sqliteDialect = dialect{
 	schema:       sqliteSchema,
 	insertIgnore: "INSERT OR IGNORE INTO",
 	logUpsert: ` ON CONFLICT (request_no) DO UPDATE SET status = excluded.status,
-		order_no = excluded.order_no, remark = excluded.remark, updated_ms = excluded.updated_ms`,
+		order_no = excluded.order_no, remark = excluded.remark, updated_ms = excluded.updated_ms,
+		message_id = CASE WHEN excluded.message_id <> '' THEN excluded.message_id ELSE message_id END`,
 	activityUpsert: ` ON CONFLICT (id) DO UPDATE SET start_ms = excluded.start_ms, end_ms = excluded.end_ms,
 		state = excluded.state, require_token = excluded.require_token,
 		rebuy_after_close = excluded.rebuy_after_close, risk_on_error = excluded.risk_on_error,
 		reserved_only = excluded.reserved_only, poll_after_ms = excluded.poll_after_ms, paused = excluded.paused, updated_ms = excluded.updated_ms`,
 	itemUpsert: ` ON CONFLICT (activity_id, sku_id) DO UPDATE SET price_cents = excluded.price_cents,
 		stock = excluded.stock, limit_per_user = excluded.limit_per_user, hot = excluded.hot,
-		hot_shard = excluded.hot_shard`,
+		hot_shard = excluded.hot_shard, title = excluded.title, original_price_cents = excluded.original_price_cents`,
+	rejectUpsert: ` ON CONFLICT (activity_id, sku_id, reason, minute_ms) DO UPDATE SET n = n + excluded.n`,
 }

@@ -73,7 +73,7 @@ func (s *sqlStore) LogRequests(ctx context.Context, es []LogEntry) error {
 		}
 		rn, remark := any(e.RequestNo), any(cut(e.Remark, maxRemark))
 		rows = append(rows, rn, e.ActivityID, e.SKUID, e.UserID, e.Quantity, e.Status, e.OrderNo,
-			cut(e.TraceID, maxTrace), remark, created, nowA)
+			cut(e.TraceID, maxTrace), remark, created, nowA, cut(e.MessageID, maxMessageID))
 		evs = append(evs, rn, e.Status, remark, at)
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {

@@ -172,3 +172,45 @@ func (s *sqlStore) hasColumn(ctx context.Context, table, col string) (bool, erro
 	}
 	return n > 0, nil
 }
+
+// migrateProduct adds a SKU's product data, flash_sale_item.title and
+// original_price_cents (empty and 0: none), and seckill_order.source (the
+// channel an order came from, 'SECKILL' for every order this system
+// makes), to tables made before them.
+func (s *sqlStore) migrateProduct(ctx context.Context) error {
+	if err := s.addColumn(ctx, "flash_sale_item", "title", "TEXT NOT NULL DEFAULT ''", "VARCHAR(256) NOT NULL DEFAULT ''"); err != nil {
+		return err
+	}
+	if err := s.addColumn(ctx, "flash_sale_item", "original_price_cents", "INTEGER NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0"); err != nil {
+		return err
+	}
+	return s.addColumn(ctx, "seckill_order", "source", "TEXT NOT NULL DEFAULT 'SECKILL'", "VARCHAR(16) NOT NULL DEFAULT 'SECKILL'")
+}
+
+// migrateLogIndex adds seckill_request_log.message_id (the Kafka message
+// a ticket's order came from) and the index a buyer's requests are read
+// by, (user_id, activity_id, created_ms), to a request log made before
+// them. Like migrateUserIndex it runs at every start.
+func (s *sqlStore) migrateLogIndex(ctx context.Context) error {
+	if err := s.addColumn(ctx, "seckill_request_log", "message_id", "TEXT NOT NULL DEFAULT ''", "VARCHAR(64) NOT NULL DEFAULT ''"); err != nil {
+		return err
+	}
+	if s.d.name != "mysql" {
+		if _, err := s.w.ExecContext(ctx, sqliteLogUserIndex); err != nil {
+			return fmt.Errorf("add idx_log_user_activity: %w", err)
+		}
+		return nil
+	}
+	has, err := s.hasIndex(ctx, "seckill_request_log", "idx_user_activity")
+	if err != nil || has {
+		return err
+	}
+	if _, err := s.w.ExecContext(ctx, `ALTER TABLE seckill_request_log
+		ADD KEY idx_user_activity (user_id, activity_id, created_ms)`); err != nil {
+		if has, herr := s.hasIndex(ctx, "seckill_request_log", "idx_user_activity"); herr == nil && has {
+			return nil
+		}
+		return fmt.Errorf("add seckill_request_log.idx_user_activity: %w", err)
+	}
+	return nil
+}

@@ -30,6 +30,8 @@ var mysqlSchema = []string{
 		limit_per_user BIGINT  NOT NULL,
 		hot            TINYINT NOT NULL DEFAULT 0,
 		hot_shard      INT     NULL,
+		title          VARCHAR(256) NOT NULL DEFAULT '',
+		original_price_cents BIGINT NOT NULL DEFAULT 0,
 		PRIMARY KEY (activity_id, sku_id)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 	`CREATE TABLE IF NOT EXISTS seckill_order (
@@ -47,6 +49,7 @@ var mysqlSchema = []string{
 		created_ms       BIGINT       NOT NULL,
 		updated_ms       BIGINT       NOT NULL,
 		live             TINYINT      NULL DEFAULT 1,
+		source           VARCHAR(16)  NOT NULL DEFAULT 'SECKILL',
 		UNIQUE KEY uk_order_no (order_no),
 		UNIQUE KEY uk_request_no (request_no),
 		UNIQUE KEY uk_activity_sku_user_live (activity_id, sku_id, user_id, live),
@@ -66,7 +69,20 @@ var mysqlSchema = []string{
 		remark      VARCHAR(255) NOT NULL DEFAULT '',
 		created_ms  BIGINT       NOT NULL,
 		updated_ms  BIGINT       NOT NULL,
-		UNIQUE KEY uk_request_no (request_no)
+		message_id  VARCHAR(64)  NOT NULL DEFAULT '',
+		UNIQUE KEY uk_request_no (request_no),
+		KEY idx_user_activity (user_id, activity_id, created_ms)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+	// The edge's free rejections (DESIGN §7): one counter per activity,
+	// SKU, reason and minute, added to by the request-log writer's
+	// flushes instead of one row per refused request.
+	`CREATE TABLE IF NOT EXISTS seckill_reject_minute (
+		activity_id BIGINT      NOT NULL,
+		sku_id      BIGINT      NOT NULL,
+		reason      VARCHAR(32) NOT NULL,
+		minute_ms   BIGINT      NOT NULL,
+		n           BIGINT      NOT NULL,
+		PRIMARY KEY (activity_id, sku_id, reason, minute_ms)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 	`CREATE TABLE IF NOT EXISTS seckill_stock_snapshot (
 		activity_id BIGINT NOT NULL,
@@ -158,6 +174,8 @@ var sqliteSchema = []string{
 		limit_per_user INTEGER NOT NULL,
 		hot            INTEGER NOT NULL DEFAULT 0,
 		hot_shard      INTEGER NULL,
+		title          TEXT    NOT NULL DEFAULT '',
+		original_price_cents INTEGER NOT NULL DEFAULT 0,
 		PRIMARY KEY (activity_id, sku_id)
 	)`,
 	fmt.Sprintf(sqliteOrderTable, "seckill_order"),
@@ -175,7 +193,16 @@ var sqliteSchema = []string{
 		trace_id    TEXT    NOT NULL DEFAULT '',
 		remark      TEXT    NOT NULL DEFAULT '',
 		created_ms  INTEGER NOT NULL,
-		updated_ms  INTEGER NOT NULL
+		updated_ms  INTEGER NOT NULL,
+		message_id  TEXT    NOT NULL DEFAULT ''
+	)`,
+	`CREATE TABLE IF NOT EXISTS seckill_reject_minute (
+		activity_id INTEGER NOT NULL,
+		sku_id      INTEGER NOT NULL,
+		reason      TEXT    NOT NULL,
+		minute_ms   INTEGER NOT NULL,
+		n           INTEGER NOT NULL,
+		PRIMARY KEY (activity_id, sku_id, reason, minute_ms)
 	)`,
 	`CREATE TABLE IF NOT EXISTS seckill_stock_snapshot (
 		activity_id INTEGER NOT NULL,
@@ -259,6 +286,7 @@ const sqliteOrderTable = `CREATE TABLE IF NOT EXISTS %s (
 		created_ms       INTEGER NOT NULL,
 		updated_ms       INTEGER NOT NULL,
 		live             INTEGER DEFAULT 1,
+		source           TEXT    NOT NULL DEFAULT 'SECKILL',
 		UNIQUE (activity_id, sku_id, user_id, live)
 	)`
 
@@ -268,3 +296,8 @@ const sqliteOrderIndex = `CREATE INDEX IF NOT EXISTS idx_order_status_created ON
 // (UserOrders); the MySQL table has it as idx_user_created. Tables made
 // before it get it from migrateUserIndex.
 const sqliteOrderUserIndex = `CREATE INDEX IF NOT EXISTS idx_order_user_created ON seckill_order (user_id, created_ms, id)`
+
+// sqliteLogUserIndex serves a buyer's requests, newest first
+// (UserRequests); the MySQL table has it as idx_user_activity. Tables made
+// before it get it from migrateLogIndex.
+const sqliteLogUserIndex = `CREATE INDEX IF NOT EXISTS idx_log_user_activity ON seckill_request_log (user_id, activity_id, created_ms)`

@@ -45,6 +45,12 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 	if err := s.migrateUserIndex(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
+	if err := s.migrateProduct(ctx); err != nil {
+		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
+	}
+	if err := s.migrateLogIndex(ctx); err != nil {
+		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
+	}
 	return nil
 }
 
@@ -107,8 +113,10 @@ func (s *sqlStore) PutActivity(ctx context.Context, a sale.Activity) error {
 		}
 		for _, k := range a.SKUs {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO flash_sale_item
-				(activity_id, sku_id, price_cents, stock, limit_per_user, hot, hot_shard) VALUES (?, ?, ?, ?, ?, ?, ?)`+s.d.itemUpsert,
-				a.ID, k.ID, int64(k.Price), k.Stock, k.LimitPerUser, boolInt(k.Hot), k.HotShard); err != nil {
+				(activity_id, sku_id, price_cents, stock, limit_per_user, hot, hot_shard, title, original_price_cents)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`+s.d.itemUpsert,
+				a.ID, k.ID, int64(k.Price), k.Stock, k.LimitPerUser, boolInt(k.Hot), k.HotShard, k.Title,
+				int64(k.OriginalPrice)); err != nil {
 				return err
 			}
 			// The snapshot counts orders made; a replace must not
@@ -167,7 +175,7 @@ func (s *sqlStore) CountOrders(ctx context.Context, activity, sku int64) (orders
 }
 
 const orderColumns = `id, order_no, request_no, activity_id, sku_id, user_id, quantity,
-	unit_price_cents, amount_cents, status, trace_id, created_ms, updated_ms`
+	unit_price_cents, amount_cents, status, trace_id, created_ms, updated_ms, source`
 
 func (s *sqlStore) Order(ctx context.Context, orderNo string) (Order, error) {
 	return s.order(ctx, "order_no", orderNo)
@@ -189,7 +197,7 @@ func scanOrder(row interface{ Scan(...any) error }, col, v string) (Order, error
 		created, updated int64
 	)
 	err := row.Scan(&o.ID, &o.OrderNo, &o.RequestNo, &o.ActivityID, &o.SKUID, &o.UserID, &o.Quantity,
-		&price, &amount, &o.Status, &o.TraceID, &created, &updated)
+		&price, &amount, &o.Status, &o.TraceID, &created, &updated, &o.Source)
 	if errors.Is(err, sql.ErrNoRows) {
 		return o, fmt.Errorf("order %s %s: %w", col, v, ErrNotFound)
 	}
@@ -202,25 +210,33 @@ func scanOrder(row interface{ Scan(...any) error }, col, v string) (Order, error
 }
 
 const logColumns = `request_no, activity_id, sku_id, user_id, quantity, status, order_no, trace_id,
-	remark, created_ms, updated_ms`
+	remark, created_ms, updated_ms, message_id`
 
 func (s *sqlStore) LogRequest(ctx context.Context, e LogEntry) error {
 	return s.LogRequests(ctx, []LogEntry{e})
 }
 
 func (s *sqlStore) RequestLog(ctx context.Context, requestNo string) (LogEntry, error) {
-	var (
-		e                LogEntry
-		created, updated int64
-	)
-	err := s.r.QueryRowContext(ctx, `SELECT `+logColumns+` FROM seckill_request_log WHERE request_no = ?`,
-		requestNo).Scan(&e.RequestNo, &e.ActivityID, &e.SKUID, &e.UserID, &e.Quantity, &e.Status, &e.OrderNo,
-		&e.TraceID, &e.Remark, &created, &updated)
+	e, err := scanLog(s.r.QueryRowContext(ctx, `SELECT `+logColumns+` FROM seckill_request_log WHERE request_no = ?`,
+		requestNo))
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("request log %s: %w", requestNo, ErrNotFound)
 	}
 	if err != nil {
 		return e, fmt.Errorf("request log %s: %w", requestNo, err)
+	}
+	return e, nil
+}
+
+// scanLog reads one row of logColumns.
+func scanLog(row interface{ Scan(...any) error }) (LogEntry, error) {
+	var (
+		e                LogEntry
+		created, updated int64
+	)
+	if err := row.Scan(&e.RequestNo, &e.ActivityID, &e.SKUID, &e.UserID, &e.Quantity, &e.Status, &e.OrderNo,
+		&e.TraceID, &e.Remark, &created, &updated, &e.MessageID); err != nil {
+		return e, err
 	}
 	e.Created, e.Updated = time.UnixMilli(created), time.UnixMilli(updated)
 	return e, nil
@@ -252,8 +268,9 @@ func (s *sqlStore) Close() error {
 // Column widths the MySQL schema enforces (strict mode refuses longer
 // values); free text is cut to fit rather than failing a batch.
 const (
-	maxTrace  = 128
-	maxRemark = 255
+	maxTrace     = 128
+	maxRemark    = 255
+	maxMessageID = 64
 )
 
 func cut(s string, n int) string {

@@ -67,6 +67,21 @@ type Store interface {
 	RequestEvents(ctx context.Context, requestNo string) ([]Event, error)
 	// RequestLog returns the request log entry of requestNo or ErrNotFound.
 	RequestLog(ctx context.Context, requestNo string) (LogEntry, error)
+	// UserRequests lists user's request log entries (of activity, or of
+	// every activity when it is 0), newest first — created, then row id,
+	// descending —, at most limit, starting after the cursor. next
+	// continues the list; zero when this page is the last. Read by the
+	// index (user_id, activity_id, created_ms).
+	UserRequests(ctx context.Context, user, activity int64, after RequestCursor, limit int) (es []LogEntry, next RequestCursor, err error)
+	// RequestHistories returns the histories of requestNos (each oldest
+	// first), in one read per chunk of tickets.
+	RequestHistories(ctx context.Context, requestNos []string) (map[string][]Event, error)
+	// CountRejections adds each count to its (activity, sku, reason,
+	// minute) counter, in one transaction.
+	CountRejections(ctx context.Context, cs []RejectCount) error
+	// Rejections lists activity's free-rejection counters from the minute
+	// of since on, oldest first.
+	Rejections(ctx context.Context, activity int64, since time.Time) ([]RejectCount, error)
 	// Activities returns every activity with its items and reserved
 	// users. Each SKU's Stock is its snapshot's initial stock (restocks
 	// included), which is what a rebuild of Redis starts from.
@@ -181,7 +196,6 @@ const (
 
 // Request log statuses: the states of DESIGN §3.
 const (
-	StatusInit          = "INIT"
 	StatusTokenVerified = "TOKEN_VERIFIED"
 	StatusRiskPassed    = "RISK_PASSED"
 	StatusStockOccupied = "STOCK_OCCUPIED"
@@ -192,6 +206,10 @@ const (
 	StatusFailed        = "FAILED"
 	StatusCompensating  = "COMPENSATING"
 )
+
+// SourceSeckill is the source of every order the flash sale makes (the
+// column's default).
+const SourceSeckill = "SECKILL"
 
 // Snapshot is the database's stock of one SKU of one activity.
 type Snapshot struct {
@@ -216,8 +234,11 @@ type Order struct {
 	Amount     sale.Cents `json:"amount"`
 	Status     string     `json:"status"`
 	TraceID    string     `json:"traceId"`
-	Created    time.Time  `json:"created"`
-	Updated    time.Time  `json:"updated"`
+	// Source is the channel the order came from (seed 001 §8.1):
+	// SourceSeckill for every order this system makes.
+	Source  string    `json:"source"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
 }
 
 // Payment is a payment provider's confirmation that it took Amount for
@@ -285,17 +306,21 @@ func (r Release) Message() sale.Message {
 
 // LogEntry is one row of seckill_request_log: the story of one ticket.
 type LogEntry struct {
-	RequestNo  string    `json:"requestNo"`
-	ActivityID int64     `json:"activityId"`
-	SKUID      int64     `json:"skuId"`
-	UserID     int64     `json:"userId"`
-	Quantity   int64     `json:"quantity"`
-	Status     string    `json:"status"`
-	OrderNo    string    `json:"orderNo"`
-	TraceID    string    `json:"traceId"`
-	Remark     string    `json:"remark"` // cut to 255 bytes
-	Created    time.Time `json:"created"`
-	Updated    time.Time `json:"updated"`
+	RequestNo  string `json:"requestNo"`
+	ActivityID int64  `json:"activityId"`
+	SKUID      int64  `json:"skuId"`
+	UserID     int64  `json:"userId"`
+	Quantity   int64  `json:"quantity"`
+	Status     string `json:"status"`
+	OrderNo    string `json:"orderNo"`
+	TraceID    string `json:"traceId"`
+	Remark     string `json:"remark"` // cut to 255 bytes
+	// MessageID names the Kafka message the ticket's order was made from
+	// ("partition/offset"), once the consumer has seen it; empty before,
+	// and for an attempt that never had a message.
+	MessageID string    `json:"messageId,omitempty"`
+	Created   time.Time `json:"created"`
+	Updated   time.Time `json:"updated"`
 	// At is when the state was reached, for the ticket's history (zero:
 	// now). Not stored in the log row itself.
 	At time.Time `json:"-"`

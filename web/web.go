@@ -88,7 +88,7 @@ var Buyer = page("buyer.html", "public, max-age=60", "buyer.js", "style.css")
 // number and every button goes through the admin API with the token) and
 // the chart library it draws with, uPlot (vendored in static/uplot, see
 // its README for the pinned version): GET /admin/ui and /admin/ui/{file:*}.
-var OnCall = page("oncall.html", "no-store", "oncall.js", "style.css",
+var OnCall = page("oncall.html", "no-store", "oncall.js", "support.js", "style.css",
 	"uplot/uPlot.iife.min.js", "uplot/uPlot.min.css", "uplot/LICENSE")
 
 // StreamConfig is edge.result_stream: the shape of the result streams.

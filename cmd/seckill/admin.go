@@ -47,6 +47,9 @@ commands:
   restock SKU UNITS [ACTIVITY]        add units to a live SKU
   stock ACTIVITY                      initial / remaining / occupied / ordered / drift per SKU
   request REQUEST_NO                  the story of one ticket
+  why USER [ACTIVITY] [--cursor C] [--limit N]
+                                      every attempt and ticket of a buyer, newest first,
+                                      with its outcome and reason (support's lookup)
   reconcile [--repair]                run reconciliation now
   lag                                 consumer lag per partition
   blocklist                           IP and user blocklists (admin API and configuration)
@@ -108,7 +111,9 @@ func runAdmin(args []string, out io.Writer) error {
 	interval := fs.Duration("interval", time.Second, "watch: time between frames")
 	count := fs.Int("count", 0, "watch: stop after this many frames (0: until Ctrl-C)")
 	state := fs.String("state", "", "risk unchecked: only records in this state (pending, allow, deny)")
-	limit := fs.Int("limit", 100, "risk unchecked: at most this many records")
+	limit := fs.Int("limit", 0, "risk unchecked: at most this many records (default 100); why: entries per page (default 20, at most 100)")
+	cursor := fs.String("cursor", "", "why: continue after this cursor (the last page's next)")
+	
 	fs.Usage = func() { fmt.Fprint(out, adminUsage) }
 	a, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -159,10 +164,14 @@ func runAdmin(args []string, out io.Writer) error {
 		method, path, body, render = "PUT", "/admin/v1/activities/"+a[1]+"/state", map[string]string{"state": strings.ToUpper(a[2])}, renderActivities
 	case "risk":
 		if len(a) > 1 && a[1] == "unchecked" {
-			if *limit < 1 || *limit > 10_000 {
+			n := *limit
+			if n == 0 {
+				n = 100
+			}
+			if n < 1 || n > 10_000 {
 				return fmt.Errorf("risk unchecked: --limit must be 1..10000")
 			}
-			q := url.Values{"limit": {strconv.Itoa(*limit)}}
+			q := url.Values{"limit": {strconv.Itoa(n)}}
 			if *state != "" {
 				q.Set("state", *state)
 			}
@@ -239,6 +248,15 @@ func runAdmin(args []string, out io.Writer) error {
 			return err
 		}
 		method, path, render = "GET", "/admin/v1/requests/"+a[1], renderStory
+	case "why":
+		if err := need(1); err != nil {
+			return err
+		}
+		p, err := whyPath(a[1:], *cursor, *limit)
+		if err != nil {
+			return err
+		}
+		method, path, render = "GET", p, renderWhy
 	case "reconcile":
 		method, path, render = "POST", "/admin/v1/reconcile", renderReconcileAnswer
 		if *repair {

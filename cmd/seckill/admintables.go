@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -342,4 +343,81 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// whyPath is the lookup's path for `why USER [ACTIVITY]`.
+func whyPath(args []string, cursor string, limit int) (string, error) {
+	user, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || user <= 0 {
+		return "", fmt.Errorf("why: user %q is not a positive integer", args[0])
+	}
+	q := url.Values{}
+	if len(args) > 1 {
+		act, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil || act <= 0 {
+			return "", fmt.Errorf("why: activity %q is not a positive integer", args[1])
+		}
+		q.Set("activity", args[1])
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	p := "/admin/v1/users/" + strconv.FormatInt(user, 10) + "/requests"
+	if len(q) > 0 {
+		p += "?" + q.Encode()
+	}
+	return p, nil
+}
+
+// renderWhy prints a buyer's attempts and tickets, newest first: one line
+// each, the steps of its history beneath.
+func renderWhy(b []byte, out io.Writer) error {
+	var rep admin.UserRequests
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return err
+	}
+	scope := "every activity"
+	if rep.ActivityID != 0 {
+		scope = "activity " + strconv.FormatInt(rep.ActivityID, 10)
+	}
+	fmt.Fprintf(out, "user %d, %s: %d entries\n", rep.UserID, scope, len(rep.Requests))
+	w := table(out)
+	fmt.Fprintln(w, "AT\tACTIVITY\tSKU\tQTY\tOUTCOME\tREASON\tTICKET\tORDER\tTRACE")
+	for _, r := range rep.Requests {
+		order := r.OrderNo
+		if r.Order != nil {
+			order += " (" + r.Order.Status + ")"
+		}
+		ticket := r.RequestNo
+		if strings.HasPrefix(ticket, "R-") {
+			ticket = "-" // a refused attempt: no ticket was handed out
+		}
+		reason := r.Reason
+		if reason == "" {
+			reason = "-"
+		}
+		if order == "" {
+			order = "-"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Created.Format("2006-01-02T15:04:05.000Z07:00"),
+			r.ActivityID, r.SKUID, r.Quantity, r.Outcome, reason, ticket, order, r.TraceID)
+		for _, e := range r.History {
+			// The steps beneath: time, step, remark.
+			fmt.Fprintf(w, "  %s\t\t\t\t%s\t%s\t\t\t\n", e.At.Format("15:04:05.000"), e.Status, e.Remark)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if rep.Next != "" {
+		fmt.Fprintf(out, "more: seckill admin why %d", rep.UserID)
+		if rep.ActivityID != 0 {
+			fmt.Fprintf(out, " %d", rep.ActivityID)
+		}
+		fmt.Fprintf(out, " --cursor %s\n", rep.Next)
+	}
+	return nil
 }

@@ -97,6 +97,40 @@ func TestDevAndAdminCLI(t *testing.T) {
 	if out := mustAdmin("request", ticket.RequestNo, "--json"); !strings.Contains(out, `"orderNo": "O`+ticket.RequestNo) {
 		t.Fatalf("request story --json:\n%s", out)
 	}
+	// Support's lookup: the buyer's second attempt is refused as a
+	// duplicate; `why` tells both, newest first.
+	req, _ = http.NewRequest("POST", "http://"+pub+"/api/v1/flash-sale/order", strings.NewReader(`{"skuId":1001,"quantity":1}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-User-Id", "77")
+	if resp, err = http.DefaultClient.Do(req); err != nil || resp.StatusCode != 409 {
+		t.Fatalf("buy again: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	testenv.EventuallyOK(t, "why to tell the duplicate", 10*time.Second, func() error {
+		out := mustAdmin("why", "77", "1")
+		rejected, success := -1, -1
+		for i, l := range strings.Split(out, "\n") {
+			f := strings.Fields(l)
+			switch {
+			case len(f) > 6 && f[4] == "REJECTED" && f[5] == "DUPLICATE" && f[6] == "-":
+				rejected = i
+			case len(f) > 6 && f[4] == "SUCCESS" && f[6] == ticket.RequestNo:
+				success = i
+			}
+		}
+		if !hasRow(out, "AT ACTIVITY SKU QTY OUTCOME REASON TICKET ORDER TRACE") || rejected < 0 || success < rejected {
+			return fmt.Errorf("why 77 1:\n%s", out)
+		}
+		return nil
+	})
+	if out := mustAdmin("why", "77", "--json", "--limit", "1"); !strings.Contains(out, `"outcome": "REJECTED"`) || !strings.Contains(out, `"next": "`) {
+		t.Fatalf("why --json --limit 1:\n%s", out)
+	}
+	for _, bad := range [][]string{{"why"}, {"why", "x"}, {"why", "77", "0"}} {
+		if _, err := admin(bad...); err == nil {
+			t.Errorf("admin %v: no error", bad)
+		}
+	}
 	if out := mustAdmin("soldout", "1002", "true"); !hasRow(out, "ACTIVITY SKU MARK SOLD OUT REMAINING") || !hasRow(out, "1 1002 on yes 50000") {
 		t.Fatalf("soldout:\n%s", out)
 	}

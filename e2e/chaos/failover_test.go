@@ -363,8 +363,10 @@ func TestFailoverLosesUnreplicated(t *testing.T) {
 // released — the sweeper finds each order and leaves its record alone,
 // for longer than the orphan grace — the ledger adds up and the
 // reconciler reports zero drift; a buyer who tries again is told
-// DUPLICATE; and the buyer's poll still reads QUEUING, since the result
-// route trusts a result Redis has (the gap the section names).
+// DUPLICATE; and the buyer's poll, once the ticket is older than the
+// orphan grace and Kafka proves it consumed, is settled against the
+// database: SUCCESS with the order's number, written back to the promoted
+// replica (the result row; reconcile.Settle).
 func TestFailoverLosesClaimsAndResults(t *testing.T) {
 	ctx := context.Background()
 	pair := startFailoverPair(t)
@@ -431,9 +433,12 @@ func TestFailoverLosesClaimsAndResults(t *testing.T) {
 		}
 		st, body, err := s.get("/api/v1/flash-sale/result/"+rn, tk.User)
 		t.Logf("ticket %s of user %d: order %s; the buyer's poll answers %d %s", rn, tk.User, o.OrderNo, st, body)
-		if err != nil || st != 200 || !strings.Contains(string(body), `"code":"QUEUING"`) {
-			t.Errorf("poll of %s: %d %s %v; DESIGN documents QUEUING (a lost SUCCESS result is not rewritten) — "+
-				"if the product now heals it, update the section and this test", rn, st, body, err)
+		if err != nil || st != 200 || !strings.Contains(string(body), `"code":"SUCCESS"`) ||
+			!strings.Contains(string(body), o.OrderNo) {
+			t.Errorf("poll of %s: %d %s %v; want SUCCESS with order %s (the stale QUEUING settled)", rn, st, body, err, o.OrderNo)
+		}
+		if v, err := nodeDo(ctx, pair.replica.Addr, "HGET", k.Results, rn); err != nil || !strings.HasPrefix(v, "SUCCESS|") {
+			t.Errorf("result of %s on the promoted replica after the poll: %s %v, want SUCCESS written back", rn, v, err)
 		}
 	}
 	st, body, err := s.admin("POST", "/admin/v1/reconcile", nil)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Activity states as stored in Redis meta and in the activity table.
@@ -87,11 +89,18 @@ func (a *Activity) Rebuy() bool { return a.RebuyAfterClose == nil || *a.RebuyAft
 // SKU is one item of an activity. Price is in cents; Stock is the initial
 // stock of this sale.
 type SKU struct {
-	ID           int64 `json:"id" yaml:"id"`
-	Stock        int64 `json:"stock" yaml:"stock"`
-	Price        Cents `json:"price" yaml:"price"`
-	LimitPerUser int64 `json:"limitPerUser" yaml:"limit_per_user"`
-	Hot          bool  `json:"hot" yaml:"hot"`
+	ID    int64 `json:"id" yaml:"id"`
+	Stock int64 `json:"stock" yaml:"stock"`
+	Price Cents `json:"price" yaml:"price"`
+	// Title is the product's name as the buyer page shows it (at most
+	// MaxTitleBytes of UTF-8, no control characters); empty: the page
+	// names the SKU by its id.
+	Title string `json:"title,omitempty" yaml:"title"`
+	// OriginalPrice is the price before the sale, in cents, shown struck
+	// through beside Price; 0: none shown. Never below Price.
+	OriginalPrice Cents `json:"originalPrice,omitempty" yaml:"original_price"`
+	LimitPerUser  int64 `json:"limitPerUser" yaml:"limit_per_user"`
+	Hot           bool  `json:"hot" yaml:"hot"`
 	// HotShard places a hot SKU on hot shard HotShard (0-based, of
 	// redis.hot) instead of the placement rule's shard. Only with Hot.
 	// Fixed for the life of the sale: the SKU's keys live there.
@@ -142,6 +151,12 @@ func (a *Activity) Validate() error {
 		}
 		if s.Price < 0 {
 			return fmt.Errorf("activity %d sku %d: price must not be negative", a.ID, s.ID)
+		}
+		if s.OriginalPrice < 0 || (s.OriginalPrice > 0 && s.OriginalPrice < s.Price) {
+			return fmt.Errorf("activity %d sku %d: originalPrice must not be negative nor below price", a.ID, s.ID)
+		}
+		if err := checkTitle(s.Title); err != nil {
+			return fmt.Errorf("activity %d sku %d: title %w", a.ID, s.ID, err)
 		}
 		if s.HotShard != nil && (*s.HotShard < 0 || !s.Hot) {
 			return fmt.Errorf("activity %d sku %d: hotShard must be 0 or more, and only on a hot SKU", a.ID, s.ID)
@@ -250,5 +265,26 @@ func (c *Cents) UnmarshalYAML(unmarshal func(any) error) error {
 		return err
 	}
 	*c = v
+	return nil
+}
+
+// MaxTitleBytes bounds a SKU's title (the width of flash_sale_item.title).
+const MaxTitleBytes = 256
+
+// checkTitle refuses a title the database could not hold or a page could
+// be fooled by: longer than MaxTitleBytes, not UTF-8, or with control
+// characters.
+func checkTitle(t string) error {
+	if len(t) > MaxTitleBytes {
+		return fmt.Errorf("must be at most %d bytes", MaxTitleBytes)
+	}
+	if !utf8.ValidString(t) {
+		return fmt.Errorf("must be UTF-8")
+	}
+	for _, r := range t {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("must not hold control characters")
+		}
+	}
 	return nil
 }

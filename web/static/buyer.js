@@ -55,12 +55,16 @@
         el = document.createElement("div");
         el.className = "sku";
         el.id = `sku-${s.id}`;
-        el.innerHTML = `<div class="muted">SKU ${s.id}</div><div class="price"></div>` +
+        el.innerHTML = `<div class="title"></div><div class="muted">SKU ${s.id}</div>` +
+          `<div><span class="price"></span> <s class="muted original"></s></div>` +
           `<div class="muted limit"></div><button data-sku="${s.id}">Buy now</button>`;
         el.querySelector("button").addEventListener("click", () => buy(s.id));
         box.appendChild(el);
       }
+      // textContent: a title is the operator's text, never markup.
+      el.querySelector(".title").textContent = s.title || `SKU ${s.id}`;
       el.querySelector(".price").textContent = `¥${s.price}`;
+      el.querySelector(".original").textContent = s.originalPrice ? `¥${s.originalPrice}` : "";
       el.querySelector(".limit").textContent = `limit ${s.limitPerUser} per buyer`;
       const b = el.querySelector("button");
       // paused: on-call paused the intake (the edge answers 503 PAUSED).

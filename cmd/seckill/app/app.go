@@ -231,7 +231,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			eopts = append(eopts, edge.WithTokenIssuer(s.Tokens))
 		}
 		if s.jobs.reqlog != nil {
-			eopts = append(eopts, edge.WithRiskLog(s.jobs.reqlog))
+			eopts = append(eopts, edge.WithRiskLog(s.jobs.reqlog), edge.WithDecisionLog(s.jobs.reqlog))
 		}
 		// One bound on the database reads a user's ids cause, shared by
 		// the result route, the result stream and pay.
@@ -244,6 +244,9 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			f := resultFromStore(s.Store)
 			eopts = append(eopts, edge.WithResultFallback(f))
 			fallback = s.dbBound.Fallback(f)
+			if s.jobs.recon != nil {
+				eopts = append(eopts, edge.WithResultSettle(s.jobs.recon.Settle))
+			}
 		}
 		res, pay, stock, st, payTimeout := s.Results, s.Payments, s.Stock, s.Store, cfg.Order.PayTimeout
 		eopts = append(eopts, edge.WithStockCheck(func(ctx context.Context, a, k int64) (bool, error) {

@@ -205,7 +205,7 @@ func TestPagesInABrowser(t *testing.T) {
 	// Its one purchase must be accepted: see crowdBudgets.
 	c := startClusterWith(t, mode{driver: "sqlite"}, crowdBudgets)
 	c.preheat(t, openActivity(1,
-		sale.SKU{ID: 1001, Stock: 10, Price: 9900, LimitPerUser: 1},
+		sale.SKU{ID: 1001, Stock: 10, Price: 9900, LimitPerUser: 1, Title: "Tea cup <b>x</b>", OriginalPrice: 12900},
 		sale.SKU{ID: 1002, Stock: 10, Price: 1990, LimitPerUser: 1, Hot: true}))
 	b := browser(t)
 
@@ -223,6 +223,12 @@ func TestPagesInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#ticket-card`)),
 		pollTrue(`document.getElementById("result").textContent === "SUCCESS"`, chromedp.WithPollingTimeout(20*time.Second)),
 	)
+	// The product's title (as text, never markup) and its price before
+	// the sale; a SKU without them is named by its id.
+	if title, orig, other := text(t, buyer, "#sku-1001 .title"), text(t, buyer, "#sku-1001 .original"),
+		text(t, buyer, "#sku-1002 .title"); title != "Tea cup <b>x</b>" || orig != "¥129.00" || other != "SKU 1002" {
+		t.Fatalf("buyer page shows title %q, original price %q; SKU 1002 %q", title, orig, other)
+	}
 	result, ticket := text(t, buyer, "#result"), text(t, buyer, "#ticket")
 	if result != "SUCCESS" || ticket == "" {
 		t.Fatalf("buyer page shows %q for ticket %q", result, ticket)
@@ -264,6 +270,19 @@ func TestPagesInABrowser(t *testing.T) {
 		pollTrue(`document.querySelector("#row-1-1002 .soldout").textContent.startsWith("yes")`, chromedp.WithPollingTimeout(10*time.Second)),
 	)
 	screenshot(t, oncall, "oncall-page.png")
+
+	// The search box: buyer 4242's ticket, with its order and story.
+	run(t, oncall, 30*time.Second,
+		chromedp.SendKeys(chromedp.CSS(`#why-user`), "4242"),
+		chromedp.Click(chromedp.CSS(`#why-form button`)),
+		pollTrue(`document.querySelector(`+strconv.Quote("#why-"+ticket+" .outcome")+`) !== null`, chromedp.WithPollingTimeout(10*time.Second)),
+	)
+	if out, order, story := text(t, oncall, "#why-"+ticket+" .outcome"), text(t, oncall, "#why-"+ticket+" .order"),
+		text(t, oncall, "#why-"+ticket+" .story"); out != "SUCCESS" || !strings.Contains(order, "PENDING_PAYMENT") ||
+		!strings.Contains(story, "STOCK_OCCUPIED") {
+		t.Fatalf("search row: outcome %q, order %q, story %q", out, order, story)
+	}
+	screenshot(t, oncall, "oncall-why.png")
 
 	// The on-call charts: drawn (uPlot canvases with pixels on them) and
 	// moving — more points with every sample, and SKU 1001's remaining

@@ -40,7 +40,8 @@ var documentedMetrics = []string{
 	"seckill_reconcile_drift", "seckill_reconcile_runs_total", "seckill_reconcile_repairs_total",
 	"seckill_reconcile_orphans_released_total", "seckill_reconcile_rebuilds_total",
 	"seckill_payment_closed_total", "seckill_payment_releases_total", "seckill_payment_releases_pending",
-	"seckill_reqlog_steps_total", "seckill_monitor_errors_total", "seckill_dependency_up",
+	"seckill_reqlog_steps_total", "seckill_reqlog_reject_counters_total", "seckill_reconcile_settled_total",
+	"seckill_monitor_errors_total", "seckill_dependency_up",
 }
 
 func TestEveryDocumentedSignalIsOnMetricsFromTheStart(t *testing.T) {
