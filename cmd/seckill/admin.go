@@ -113,7 +113,7 @@ func runAdmin(args []string, out io.Writer) error {
 	state := fs.String("state", "", "risk unchecked: only records in this state (pending, allow, deny)")
 	limit := fs.Int("limit", 0, "risk unchecked: at most this many records (default 100); why: entries per page (default 20, at most 100)")
 	cursor := fs.String("cursor", "", "why: continue after this cursor (the last page's next)")
-	
+
 	fs.Usage = func() { fmt.Fprint(out, adminUsage) }
 	a, err := parseInterleaved(fs, args)
 	if err != nil {
