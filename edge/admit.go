@@ -27,7 +27,8 @@ import (
 //     consumer.lag_high, a share of their drain rate (backlog.go; 429
 //     BACKLOG); a place among the SKU's attempts in flight
 //     (edge.rate.sku_inflight; 429), held until the engine has answered,
-//     then the per-SKU admission gate (429).
+//     then the per-SKU admission gate (429), which a recent ticket holder
+//     passes without spending (holders.go).
 //
 // The user × SKU window (edge.rate.user_sku_limit per user_sku_window) is
 // not counted here: the engine's occupy script counts it in the same call
@@ -211,11 +212,13 @@ func (a *admission) userRate(ctx *fasthttp.RequestCtx, user int64) bool {
 }
 
 // purchase runs the shared limits of one purchase attempt: a place among
-// the SKU's attempts in flight, then the admission gate. ok false means it
+// the SKU's attempts in flight, then the admission gate, which a holder (a
+// buyer the engine said holds a ticket for sku) passes without spending:
+// the gate's capacity is for buyers who can still buy. ok false means it
 // has answered (and holds nothing); ok true means the attempt holds a place
 // of sku, which the caller must give back (done) once the engine has
 // answered or the attempt ends.
-func (a *admission) purchase(ctx *fasthttp.RequestCtx, sku int64) bool {
+func (a *admission) purchase(ctx *fasthttp.RequestCtx, sku int64, holder bool) bool {
 	// A backlog of orders refuses before anything is held: the attempt
 	// would only add to it.
 	if b := a.backlog; b != nil {
@@ -231,6 +234,9 @@ func (a *admission) purchase(ctx *fasthttp.RequestCtx, sku int64) bool {
 	if !a.inflight.AcquireWait(sku) {
 		a.out.retry(ctx, ansInflight, 0)
 		return false
+	}
+	if holder {
+		return true
 	}
 	if ok, wait := a.gate.Allow(sku); !ok {
 		a.inflight.Release(sku)

@@ -103,11 +103,10 @@ type Config struct {
 	// refreshed (the fallback when an event is missed). Default 2s.
 	SoldOutTTL time.Duration `yaml:"soldout_ttl"`
 	// HoldersTTL is how long the edge remembers that a buyer holds a
-	// ticket for a SKU (the engine answered QUEUING or DUPLICATE) and
-	// answers their next attempt 409 DUPLICATE itself, before the SKU's
-	// admission gate (holders.go); 0 turns it off. A buyer whose ticket
-	// was released may be answered DUPLICATE (naming the released ticket)
-	// for up to this long. Default 5s.
+	// ticket for a SKU (the engine answered QUEUING or DUPLICATE); their
+	// attempts meanwhile pass the SKU's admission gate without spending it
+	// (holders.go; the engine still answers them). 0 turns it off.
+	// Default 5s.
 	HoldersTTL time.Duration `yaml:"holders_ttl"`
 	// HoldersMax bounds the holders remembered. Default 1048576.
 	HoldersMax int `yaml:"holders_max"`

@@ -144,9 +144,6 @@ func unlimited() Config {
 	c := DefaultConfig()
 	c.Rate = RateConfig{MaxKeys: c.Rate.MaxKeys}
 	c.Identity = identity.ModeAny // the identity modes have their own tests
-	// The fake engines answer one user again and again; the holders
-	// cache, which would answer for them, has its own tests.
-	c.HoldersTTL = 0
 	return c
 }
 

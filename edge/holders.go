@@ -9,15 +9,15 @@ import (
 )
 
 // holders remembers, for edge.holders_ttl, the buyers the engine has told
-// hold a ticket for a SKU (QUEUING or DUPLICATE, with the requestNo), so
-// that their next attempt is answered 409 DUPLICATE here, before the
-// SKU's shared admission gate: a few accounts hammering a SKU they hold
-// cannot spend the gate capacity fresh buyers need. Bounded (edge.holders_max
-// entries; ristretto evicts past it) and short-lived: a ticket released
-// (FAIL, expired payment) frees the buyer in the engine at once, here
-// within the TTL — until then the buyer is answered DUPLICATE with the
-// released ticket's requestNo, whose result says FAIL. Safe for concurrent
-// use; held does not allocate.
+// hold a ticket for a SKU (QUEUING or DUPLICATE), so that their next
+// attempts pass the SKU's shared admission gate without spending it: a few
+// accounts hammering a SKU they hold cannot take the gate capacity fresh
+// buyers need. The engine still answers each attempt (DUPLICATE, or a
+// ticket again once the old one was released), so nothing is answered
+// from memory; what bounds a holder's attempts is the per-user limit and
+// the SKU's in-flight bound. Bounded (edge.holders_max entries; ristretto
+// evicts past it) and short-lived. Safe for concurrent use; held does not
+// allocate.
 type holders struct {
 	cache *ristretto.Cache[uint64, holder] // nil: off (holders_ttl 0)
 	ttl   time.Duration

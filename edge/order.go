@@ -85,17 +85,11 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	// A buyer the engine just told holds a ticket is told again here:
-	// their retries spend no gate capacity (holders.go). Not where a
-	// token is required: a spent token is answered 403 as it always was,
-	// and each attempt there needs a token of its own.
-	if rn, held := s.hold.held(v.activity, o.SKUID, user); held && !v.requireToken {
-		s.out.ticket(ctx, fasthttp.StatusConflict, "DUPLICATE", rn, msgDuplicate)
-		return
-	}
-	if !s.admit.purchase(ctx, o.SKUID) {
-		// The gate or its in-flight bound: both are counted as the gate.
-		v.tally.free(reasonGate)
+	// A buyer the engine just told holds a ticket passes the SKU's gate
+	// without spending it (holders.go): their retries cannot starve the
+	// fresh buyers the gate admits. The engine still answers them.
+	_, holder := s.hold.held(v.activity, o.SKUID, user)
+	if !s.admit.purchase(ctx, o.SKUID, holder) {
 		return
 	}
 	// The place purchase took is given back when the engine has answered
