@@ -90,6 +90,9 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	// fresh buyers the gate admits. The engine still answers them.
 	_, holder := s.hold.held(v.activity, o.SKUID, user)
 	if !s.admit.purchase(ctx, o.SKUID, holder) {
+		// The backlog, the gate or its in-flight bound: all are counted
+		// as the gate.
+		v.tally.free(reasonGate)
 		return
 	}
 	// The place purchase took is given back when the engine has answered
