@@ -10,10 +10,11 @@ import (
 	"testing"
 )
 
-// composeRedisPasswords are placeholders for the Redis ACL users'
-// passwords docker-compose.yml requires.
+// composeRedisPasswords are placeholders for the passwords
+// docker-compose.yml requires: the Redis ACL users' and the database's.
 var composeRedisPasswords = []string{"REDIS_EDGE_PASSWORD=0a", "REDIS_ENGINE_PASSWORD=0b",
-	"REDIS_CONSUMER_PASSWORD=0c", "REDIS_REPLICA_PASSWORD=0d"}
+	"REDIS_CONSUMER_PASSWORD=0c", "REDIS_REPLICA_PASSWORD=0d",
+	"MYSQL_PASSWORD=0e", "MYSQL_ROOT_PASSWORD=0f"}
 
 // aclUsers are the users deploy/redis/users.acl defines.
 func aclUsers(t *testing.T) map[string]bool {
