@@ -164,10 +164,12 @@ func runAdmin(args []string, out io.Writer) error {
 		method, path, body, render = "PUT", "/admin/v1/activities/"+a[1]+"/state", map[string]string{"state": strings.ToUpper(a[2])}, renderActivities
 	case "risk":
 		if len(a) > 1 && a[1] == "unchecked" {
-			n := *limit
-			if n == 0 {
-				n = 100
-			}
+			n := 100
+			fs.Visit(func(f *flag.Flag) {
+				if f.Name == "limit" {
+					n = *limit
+				}
+			})
 			if n < 1 || n > 10_000 {
 				return fmt.Errorf("risk unchecked: --limit must be 1..10000")
 			}
