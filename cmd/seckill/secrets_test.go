@@ -126,6 +126,9 @@ func TestProductionRefusesAnUnauthenticatedRedisAtStart(t *testing.T) {
 				clearSeckillEnv(t)
 				t.Setenv("SECKILL_ADMIN_TOKEN", strong)
 				t.Setenv("SECKILL_ORDER_SIGNING_KEYS", "k1:"+strong)
+				// A database password of the operator's own, so that the
+				// refusal is the Redis one.
+				t.Setenv("SECKILL_STORE_DSN", "seckill:"+strong+"@tcp(127.0.0.1:1)/seckill?parseTime=true")
 				for k, v := range c.env {
 					t.Setenv(k, v)
 				}

@@ -224,9 +224,11 @@ func TestAdmissionGateNeverStarvesTheLastUnits(t *testing.T) {
 		t.Fatalf("only %d requests gated: the test did not load the gate", gated.Load())
 	}
 	// At 20/s for 100 units the sale lasts about 5 s; whatever the crowd
-	// sent, the engine saw roughly what the gate admits.
-	if max := float64(stock)*2 + 20*time.Since(start).Seconds(); calls > max {
-		t.Errorf("%v engine calls, want at most %v: the gate let the crowd through", calls, max)
+	// sent, the engine saw roughly what the gate admits — besides the
+	// retries of buyers it had told hold a ticket, which pass the gate
+	// without spending it and are answered DUPLICATE by the engine.
+	if max := float64(stock)*2 + 20*time.Since(start).Seconds(); calls-float64(dup.Load()) > max {
+		t.Errorf("%v engine calls (%d of them duplicates), want at most %v others: the gate let the crowd through", calls, dup.Load(), max)
 	}
 }
 
