@@ -99,7 +99,7 @@ func TestPassJudgesWhatChanged(t *testing.T) {
 	})
 }
 
-// TestPassSkipsOrdersOfAClosedSale: an order closed after the page was read
+// TestPassSkipsClosedOrders: an order closed after the page was read
 // gave its record back; the pass must not call it lost (and restore a record
 // for a closed order, which would hold a unit for ever).
 func TestPassSkipsClosedOrders(t *testing.T) {
