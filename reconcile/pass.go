@@ -235,9 +235,7 @@ func (r *Reconciler) counters(ctx context.Context, a *sale.Activity, k *sale.SKU
 	if err != nil {
 		return line, err
 	}
-	line.Redis.Present, line.Redis.Initial, line.Redis.Remaining = led.Present, led.Initial, led.Remaining
-	line.Redis.Sold, line.Redis.Records, line.Redis.Claimed = led.Sold, led.Holders, led.Claimed
-	line.Redis.Pending = led.Pending
+	line.setRedis(led)
 	sn, err := r.st.Snapshot(ctx, a.ID, k.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		return line, nil // an activity being created: its snapshot comes with its items

@@ -99,7 +99,7 @@ func TestPassJudgesWhatChanged(t *testing.T) {
 	})
 }
 
-// TestPassSkipsOrdersOfAClosedSale: an order closed after the page was read
+// TestPassSkipsClosedOrders: an order closed after the page was read
 // gave its record back; the pass must not call it lost (and restore a record
 // for a closed order, which would hold a unit for ever).
 func TestPassSkipsClosedOrders(t *testing.T) {
@@ -199,10 +199,12 @@ func TestPassCostsTheChangeNotTheCrowd(t *testing.T) {
 			continue
 		}
 		// Other goroutines (the Redis client's, the database pool's)
-		// allocate now and then during a pass: a margin for them, far
-		// below what reading the orders costs (the full comparison of a
-		// million orders allocates hundreds of megabytes).
-		if alloc > 2*base+1<<20 {
+		// allocate now and then during a pass, and SQLite's page cache
+		// (bounded by its cache_size) fills with the deeper index of a
+		// bigger table: a margin of 4 MB for them, far below what reading
+		// the orders costs (the full comparison of a million orders peaks
+		// above a gigabyte).
+		if alloc > base+4<<20 {
 			t.Fatalf("%d orders: %d bytes allocated, %d with 1,000: the pass grows with the crowd", n, alloc, base)
 		}
 	}

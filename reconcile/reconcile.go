@@ -123,6 +123,13 @@ type SKUReport struct {
 	Reindexed int64 `json:"reindexed,omitempty"`
 }
 
+// setRedis fills the line's Redis half from one atomic read.
+func (l *SKUReport) setRedis(led stock.Ledger) {
+	l.Redis.Present, l.Redis.Initial, l.Redis.Remaining = led.Present, led.Initial, led.Remaining
+	l.Redis.Sold, l.Redis.Records, l.Redis.Claimed = led.Sold, led.Holders, led.Claimed
+	l.Redis.Pending = led.Pending
+}
+
 // Drift is one kind of drift found.
 type Drift struct {
 	Kind   string `json:"kind"`
@@ -304,9 +311,7 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 	if err != nil {
 		return line, err
 	}
-	line.Redis.Present, line.Redis.Initial, line.Redis.Remaining = led.Present, led.Initial, led.Remaining
-	line.Redis.Sold, line.Redis.Records, line.Redis.Claimed = led.Sold, led.Holders, led.Claimed
-	line.Redis.Pending = led.Pending
+	line.setRedis(led)
 	var recs stock.Records
 	if led.Present {
 		if recs, err = r.stock.Records(ctx, a.ID, k); err != nil {

@@ -49,8 +49,19 @@ func TestPassExpiresAnEndedSaleAfterItsRetention(t *testing.T) {
 			t.Fatal("no keys before the retention")
 		}
 
+		// Unpaid orders past their deadline, not closed yet (the closer
+		// is behind): kept.
+		rc := r.retiring(t, keep, end.Add(keep), end.Add(keep))
+		if _, err := rc.Pass(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		if n := r.skuKeys(t, 501); n == 0 {
+			t.Fatal("keys expired while an unpaid order may still be closed into them")
+		}
+		r.exec(t, "UPDATE seckill_order SET status = 'PAID'") // the buyers paid
+
 		// One second before the retention ends: kept.
-		rc := r.retiring(t, keep, end.Add(keep-time.Second), end.Add(keep))
+		rc = r.retiring(t, keep, end.Add(keep-time.Second), end.Add(keep))
 		if _, err := rc.Pass(ctx, false); err != nil {
 			t.Fatal(err)
 		}
@@ -114,6 +125,7 @@ func TestPassKeepsTheKeysOfDrift(t *testing.T) {
 		ctx := context.Background()
 		r.order(t, 501, 1)
 		r.claim(t, 502, 2) // claimed, its order never written
+		r.exec(t, "UPDATE seckill_order SET status = 'PAID'")
 		keep := time.Minute
 		at := r.act.End.Add(keep)
 		rc := r.retiring(t, keep, at, at)

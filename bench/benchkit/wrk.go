@@ -48,7 +48,7 @@ var (
 // dir/name.wrk.txt.
 func RunWrk(dir, name string, l Load) (WrkResult, error) {
 	args := []string{"-t" + strconv.Itoa(l.Threads), "-c" + strconv.Itoa(l.Conns),
-		"-d" + l.Dur.String(), "--latency", "--timeout", l.Timeout.String(), "-s", l.Script, l.URL}
+		"-d" + wrkDuration(l.Dur), "--latency", "--timeout", wrkDuration(l.Timeout), "-s", l.Script, l.URL}
 	if len(l.Args) > 0 {
 		args = append(append(args, "--"), l.Args...)
 	}
@@ -124,4 +124,10 @@ func (r WrkResult) Unanswered() int64 {
 		}
 	}
 	return max(sent-answered, 0)
+}
+
+// wrkDuration writes d as wrk reads it: whole seconds ("60s"; wrk refuses
+// Go's "1m0s"), at least 1.
+func wrkDuration(d time.Duration) string {
+	return strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))) + "s"
 }
