@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,6 +33,11 @@ type Redis struct {
 	aclFile string
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when cmd has exited
+
+	// doers is Do's one connection per test (closed when the test ends),
+	// so that a test polling with Do does not open a connection a call.
+	doMu  sync.Mutex
+	doers map[testing.TB]rueidis.Client
 }
 
 // RedisOption changes how StartRedis starts the server.
@@ -185,18 +191,61 @@ func (r *Redis) Client(t testing.TB) rueidis.Client {
 	return c
 }
 
-// Do runs one command on a fresh connection and returns the reply; a test
-// convenience for inspecting and setting up state. A Redis error reply or a
-// broken connection fails the test; a nil reply does not (it is returned,
-// for callers that expect one).
+// Do runs one command on the test's own connection (opened by its first
+// Do, closed when the test ends) and returns the reply; a test convenience
+// for inspecting and setting up state. A Redis error reply or a broken
+// connection fails the test; a nil reply does not (it is returned, for
+// callers that expect one).
 func (r *Redis) Do(t testing.TB, args ...string) rueidis.RedisResult {
 	t.Helper()
-	c := r.Client(t)
+	c := r.doer(t)
 	res := c.Do(context.Background(), c.B().Arbitrary(args...).Build())
+	if err := res.Error(); err != nil && !rueidis.IsRedisNil(err) {
+		if _, isReply := rueidis.IsRedisErr(err); !isReply {
+			// The connection broke (a restarted server): once more on a
+			// new one, as a fresh connection per call would have.
+			c = r.renewDoer(t)
+			res = c.Do(context.Background(), c.B().Arbitrary(args...).Build())
+		}
+	}
 	if err := res.Error(); err != nil && !rueidis.IsRedisNil(err) {
 		t.Fatalf("redis %s %v: %v", r.Addr, args, err)
 	}
 	return res
+}
+
+// doer is t's connection for Do.
+func (r *Redis) doer(t testing.TB) rueidis.Client {
+	t.Helper()
+	r.doMu.Lock()
+	defer r.doMu.Unlock()
+	if c, ok := r.doers[t]; ok {
+		return c
+	}
+	c := r.Client(t)
+	if r.doers == nil {
+		r.doers = map[testing.TB]rueidis.Client{}
+	}
+	r.doers[t] = c
+	t.Cleanup(func() {
+		r.doMu.Lock()
+		delete(r.doers, t)
+		r.doMu.Unlock()
+	})
+	return c
+}
+
+// renewDoer replaces t's connection for Do by a new one.
+func (r *Redis) renewDoer(t testing.TB) rueidis.Client {
+	t.Helper()
+	c := r.Client(t)
+	r.doMu.Lock()
+	if r.doers == nil {
+		r.doers = map[testing.TB]rueidis.Client{}
+	}
+	r.doers[t] = c
+	r.doMu.Unlock()
+	return c
 }
 
 // Int runs one command and returns its integer reply (an integer, or a
