@@ -72,7 +72,7 @@ test:
 	echo "== go test $(TESTFLAGS) ./... (all but $(CHAOSPKG))"; \
 	$(GO) test $(TESTFLAGS) $$pkgs || exit $$?; \
 	echo "== go test -count=1 -run NotAllocate (allocation counts, without -race: it drops sync.Pool items)"; \
-	$(GO) test -count=1 -run 'NotAllocate' ./edge ./internal/identity ./internal/sale || exit $$?; \
+	$(GO) test -count=1 -run 'NotAllocate' ./edge ./internal/identity ./sale || exit $$?; \
 	echo "== go test $(CHAOSFLAGS) $(CHAOSPKG) (every fault scenario, make chaos for the table)"; \
 	start=$$(date +%s); \
 	SECKILL_CHAOS_TABLE=$$table $(GO) test $(CHAOSFLAGS) $(CHAOSPKG); status=$$?; \

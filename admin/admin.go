@@ -24,11 +24,11 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
-	"seckill/internal/blocklist"
+	"seckill/blocklist"
 	"seckill/internal/lag"
-	"seckill/internal/results"
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/stock"
+	"seckill/stock/results"
 	"seckill/store"
 )
 

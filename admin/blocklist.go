@@ -6,7 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/blocklist"
+	"seckill/blocklist"
 )
 
 // The blocklist routes keep the admin API's entries in Redis; every edge

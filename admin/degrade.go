@@ -3,7 +3,7 @@ package admin
 import (
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // DegradeView answers the degrade routes: an activity's degrade switches.

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/routeswitch"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/routeswitch"
+	"seckill/sale"
 	"seckill/stock/stocktest"
 )
 

@@ -6,9 +6,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/catalog"
+	"seckill/catalog"
 	"seckill/internal/riskaudit"
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // setRisk is PUT /admin/v1/activities/{id}/risk {"onError":"allow"|"deny"}:

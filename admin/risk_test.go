@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"seckill/internal/riskaudit"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock/stocktest"
 )
 

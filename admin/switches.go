@@ -3,7 +3,7 @@ package admin
 import (
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/routeswitch"
+	"seckill/routeswitch"
 )
 
 // RouteView is one line of the route switches: a non-core buyer route

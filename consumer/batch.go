@@ -10,8 +10,8 @@ import (
 	"github.com/IBM/sarama"
 	"go.uber.org/zap"
 
-	"seckill/internal/results"
-	"seckill/internal/sale"
+	"seckill/sale"
+	"seckill/stock/results"
 	"seckill/store"
 )
 

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock"
 	"seckill/stock/stocktest"
 	"seckill/store"

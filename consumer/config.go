@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"seckill/internal/kafkasec"
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // Config is the consumer section.

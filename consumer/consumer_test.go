@@ -15,10 +15,10 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/keyring"
-	"seckill/internal/results"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock"
+	"seckill/stock/results"
 	"seckill/stock/stocktest"
 	"seckill/store"
 )

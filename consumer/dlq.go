@@ -9,7 +9,7 @@ import (
 	"github.com/IBM/sarama"
 	"go.uber.org/zap"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/store"
 )
 

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/keyring"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock"
 	"seckill/store"
 )

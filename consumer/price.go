@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/store"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/store"
 )
 

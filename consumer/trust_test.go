@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"seckill/internal/keyring"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // TestForgedUnsignedAndOverLimitMessagesAreDeadLettered: copies of a held

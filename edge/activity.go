@@ -7,7 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // Phases of an activity as the public view shows them.

@@ -12,8 +12,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"seckill/engine"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TestSKUTallyDoesNotAllocate: counting runs once per purchase of a known

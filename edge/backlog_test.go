@@ -13,9 +13,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/lag"
-	"seckill/internal/results"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
+	"seckill/stock/results"
 )
 
 // fakeGroup is a consumer group the backlog guard samples: it commits at

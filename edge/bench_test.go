@@ -6,7 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // admitting is production's admission with limits no benchmark reaches:

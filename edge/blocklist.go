@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"seckill/internal/blocklist"
+	"seckill/blocklist"
 )
 
 // blocklists is the blocklist in force: the union of edge.blocklist

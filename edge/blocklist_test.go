@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/blocklist"
+	"seckill/blocklist"
 	"seckill/internal/testenv"
 )
 

@@ -6,9 +6,9 @@ import (
 	"net/netip"
 	"time"
 
-	"seckill/internal/blocklist"
+	"seckill/blocklist"
 	"seckill/internal/identity"
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/web"
 )
 

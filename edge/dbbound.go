@@ -12,7 +12,7 @@ import (
 
 	"seckill/internal/identity"
 	"seckill/internal/ratelimit"
-	"seckill/internal/results"
+	"seckill/stock/results"
 )
 
 // ErrDBReadsLimited: the caller has spent its database reads for now

@@ -9,7 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/results"
+	"seckill/stock/results"
 )
 
 // One user naming well-formed ids that exist nowhere — bare numbers,

@@ -8,7 +8,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/routeswitch"
+	"seckill/routeswitch"
 )
 
 // On-call's degrade switches at the edge (seed 001 §11.6, §16).

@@ -9,9 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/results"
-	"seckill/internal/routeswitch"
-	"seckill/internal/sale"
+	"seckill/routeswitch"
+	"seckill/sale"
+	"seckill/stock/results"
 )
 
 // degrade switches activity 7's degrade as the admin API does: the

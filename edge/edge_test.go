@@ -18,14 +18,14 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"seckill/catalog"
 	"seckill/engine"
-	"seckill/internal/catalog"
 	"seckill/internal/identity"
-	"seckill/internal/results"
-	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock"
+	"seckill/stock/results"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

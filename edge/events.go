@@ -7,7 +7,7 @@ import (
 	"github.com/redis/rueidis"
 	"go.uber.org/zap"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // HandleEvent applies an event at once: soldout raises the SKU's flag (and

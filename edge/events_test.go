@@ -8,7 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 func TestEventsReachEveryEdge(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"seckill/engine"
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/stock"
 )
 

@@ -8,8 +8,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"seckill/internal/identity"
-	"seckill/internal/results"
-	"seckill/internal/sale"
+	"seckill/sale"
+	"seckill/stock/results"
 )
 
 // Messages of result answers.

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/results"
-	"seckill/internal/sale"
+	"seckill/sale"
+	"seckill/stock/results"
 )
 
 // hotActivity sells SKU 1201 from the hot-SKU shard.

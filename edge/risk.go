@@ -14,7 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // The risk check (edge.risk): an optional call to a risk service — account,

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"seckill/catalog"
 	"seckill/engine"
-	"seckill/internal/catalog"
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // Behaviours of the fake risk service.

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"seckill/internal/riskaudit"
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TestRiskFallsBackToLocalRulesAndRechecks walks a risk-service outage

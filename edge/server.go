@@ -17,10 +17,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"seckill/blocklist"
+	"seckill/catalog"
 	"seckill/engine"
-	"seckill/internal/blocklist"
-	"seckill/internal/catalog"
-	"seckill/internal/results"
+	"seckill/stock/results"
 )
 
 // Server is the public HTTP endpoint. Build it with New, run it with Serve

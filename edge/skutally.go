@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/catalog"
+	"seckill/catalog"
 )
 
 // Per-SKU purchase counts: every answer to a purchase of a SKU the catalog

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"seckill/engine"
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/stock"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"seckill/engine"
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/stock"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TokenVerifier checks a qualification token for activities that require

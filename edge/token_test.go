@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"seckill/engine"
-	"seckill/internal/sale"
 	"seckill/internal/token"
+	"seckill/sale"
 )
 
 const tokenPath = "/api/v1/flash-sale/token"

@@ -8,8 +8,8 @@ import (
 
 	"github.com/dgraph-io/ristretto/v2"
 
-	"seckill/internal/catalog"
-	"seckill/internal/sale"
+	"seckill/catalog"
+	"seckill/sale"
 )
 
 // view is what the order path needs of the activity a SKU resolves to,

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 func TestCurrentActivityChangesAtTheBoundary(t *testing.T) {

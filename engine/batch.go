@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/stock"
 )
 

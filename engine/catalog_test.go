@@ -8,9 +8,9 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"seckill/internal/catalog"
-	"seckill/internal/sale"
+	"seckill/catalog"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock"
 )
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"seckill/internal/kafkasec"
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/stock"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // TestAnAcceptedBuyerCostsOneRedisCall: the in-process engine, with the

@@ -16,7 +16,7 @@ import (
 	"context"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // Engine takes purchase attempts. Implementations are safe for concurrent

@@ -7,13 +7,13 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"seckill/internal/catalog"
+	"seckill/catalog"
 	"seckill/internal/keyring"
-	"seckill/internal/results"
-	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock"
+	"seckill/stock/results"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"seckill/internal/results"
-	"seckill/internal/sale"
 	"seckill/internal/timeouts"
+	"seckill/sale"
+	"seckill/stock/results"
 
 	"seckill/stock"
 )

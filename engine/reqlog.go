@@ -1,6 +1,6 @@
 package engine
 
-import "seckill/internal/sale"
+import "seckill/sale"
 
 // RequestLog receives the request-log steps (DESIGN §3) only the engine
 // knows of: a ticket whose message could not be made durable is

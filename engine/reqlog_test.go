@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // steps records what the engine hands its request log.

@@ -19,8 +19,8 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
-	"seckill/internal/catalog"
-	"seckill/internal/sale"
+	"seckill/catalog"
+	"seckill/sale"
 	"seckill/stock"
 )
 

@@ -26,7 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/internal/lag"
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/stock"
 	"seckill/store"
 )

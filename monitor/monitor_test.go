@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock"
 	"seckill/stock/stocktest"
 	"seckill/store"

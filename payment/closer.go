@@ -7,9 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"seckill/internal/results"
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/stock"
+	"seckill/stock/results"
 	"seckill/store"
 )
 

@@ -9,7 +9,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/sale"
+	"seckill/internal/identity"
+	"seckill/sale"
 )
 
 // PayPath is the buyer's route Handler serves; {orderNo} is a router
@@ -48,7 +49,7 @@ func Handler(s *Service, timeout time.Duration) fasthttp.RequestHandler {
 	}
 	return func(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("Cache-Control", "no-store")
-		user, present, valid := sale.ParseUserID(ctx.Request.Header.Peek("X-User-Id"))
+		user, present, valid := identity.ParseUserID(ctx.Request.Header.Peek("X-User-Id"))
 		if !present {
 			answer(ctx, fasthttp.StatusUnauthorized, Answer{Code: "UNAUTHORIZED", Message: "X-User-Id header required"})
 			return

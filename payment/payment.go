@@ -27,7 +27,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/store"
 )
 

@@ -17,11 +17,11 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
-	"seckill/internal/results"
-	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock"
+	"seckill/stock/results"
 	"seckill/stock/stocktest"
 	"seckill/store"
 )

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // Metrics of the reconciler, the sweeper and the watcher:

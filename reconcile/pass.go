@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/stock"
 	"seckill/store"
 )

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/stock/stocktest"
 	"seckill/store"
 )

@@ -12,10 +12,10 @@ import (
 	"github.com/redis/rueidis"
 	"go.uber.org/zap/zaptest"
 
-	"seckill/internal/results"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock"
+	"seckill/stock/results"
 	"seckill/stock/stocktest"
 	"seckill/store"
 )

@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // retired reports whether a's keys have outlived their retention at now:

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // retiring returns a reconciler whose clock is past r's activity's end

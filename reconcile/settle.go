@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"seckill/internal/results"
-	"seckill/internal/sale"
+	"seckill/sale"
+	"seckill/stock/results"
 	"seckill/store"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"seckill/internal/results"
-	"seckill/internal/sale"
+	"seckill/sale"
+	"seckill/stock/results"
 	"seckill/store"
 )
 

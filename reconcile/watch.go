@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"seckill/internal/sale"
 	"seckill/internal/shard"
+	"seckill/sale"
 	"seckill/stock"
 	"seckill/store"
 )

@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/store"
 )
 

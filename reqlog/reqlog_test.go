@@ -12,7 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/store"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/results"
-	"seckill/internal/sale"
 	"seckill/lua"
+	"seckill/sale"
+	"seckill/stock/results"
 )
 
 // MaxBatch bounds the buyers of one batch script call (engine.batch.max_size)

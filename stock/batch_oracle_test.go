@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TestBatchScriptAgainstHandComputedBatches checks the occupy script

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // Stock ledger micro-benchmarks against a real redis-server. Load numbers

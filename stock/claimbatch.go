@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"seckill/internal/sale"
 	"seckill/lua"
+	"seckill/sale"
 )
 
 var claimBatchScript = newPipelined(lua.ClaimBatch)

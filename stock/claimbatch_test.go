@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 func TestClaimBatchAnswersLikeClaimOneByOne(t *testing.T) {

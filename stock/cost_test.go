@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // TestScriptCallsCostTheDocumentedCommands counts, with INFO commandstats

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/sale"
 	"seckill/lua"
+	"seckill/sale"
 )
 
 // Durable occupy (redis.wait_replicas): WAIT after the occupy script, on

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/catalog"
-	"seckill/internal/sale"
+	"seckill/catalog"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // TestWaitReplicas: with redis.wait_replicas 1, an occupy is answered OK

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TestForgedQuantityDoesNotInflateStock: a message naming a held ticket

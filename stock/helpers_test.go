@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/catalog"
-	"seckill/internal/results"
-	"seckill/internal/sale"
+	"seckill/catalog"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/sale"
+	"seckill/stock/results"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

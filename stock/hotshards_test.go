@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/catalog"
-	"seckill/internal/sale"
+	"seckill/catalog"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // hotRig is a Stock over a default redis-server and two hot ones.

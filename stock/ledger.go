@@ -7,8 +7,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/sale"
 	"seckill/lua"
+	"seckill/sale"
 )
 
 // The reconciler's and the rebuild's view of Redis: atomic counters, the

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 func TestLedgerRestoreSettleAndRebuild(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/sale"
 	"seckill/lua"
+	"seckill/sale"
 )
 
 var restockScript = rueidis.NewLuaScript(lua.Restock)

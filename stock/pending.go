@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // The pending index (DESIGN §5, sk:{a…:s…}:pending): a sorted set of every

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TestPendingIndexIsTheUnclaimedRecords: through a random run of occupies,

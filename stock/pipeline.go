@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // pipelined is a Lua script whose calls for many SKUs go out together: one

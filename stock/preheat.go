@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // OrderedFunc reports how many units of (activity, sku) the database holds as

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"seckill/internal/sale"
 	"seckill/lua"
+	"seckill/sale"
 
 	"github.com/redis/rueidis"
 )

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"seckill/internal/sale"
 	"seckill/lua"
+	"seckill/sale"
 )
 
 var releaseBatchScript = newPipelined(lua.ReleaseBatch)

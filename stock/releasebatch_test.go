@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TestReleaseBatchAnswersLikeReleaseOneByOne runs one scenario on two

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // Keys lists every key of SKU (activity, sku) on its shard, the ones

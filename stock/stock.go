@@ -14,9 +14,9 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/catalog"
-	"seckill/internal/sale"
+	"seckill/catalog"
 	"seckill/internal/shard"
+	"seckill/sale"
 )
 
 // Stock runs the stock scripts (occupy, release, claim) on the shard that

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 func TestOccupyCodes(t *testing.T) { eachOccupy(t, testOccupyCodes) }

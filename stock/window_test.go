@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TestWindowTripsAndRecovers: the user × SKU window the occupy script

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // chunk bounds the rows of one multi-row statement, far below both

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // benchBatches runs batches of size fresh tickets (one SKU with stock for

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TestDeadLettersAreQuarantinedOnceInTheBatch: quarantined letters are

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TestDegradeSwitchesComeBackFromTheDatabase: an activity's degrade

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // Item returns one SKU of an activity as the database holds it (price,

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 func TestItemIsWhatPutActivityLastWrote(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 var (

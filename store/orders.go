@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // The order lifecycle after SaveBatch (payment, unpaid close, the release

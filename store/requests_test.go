@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TestUserRequestsPagesNewestFirst: a buyer's entries of one activity, and

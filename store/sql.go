@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // sqlStore is both implementations: the shared SQL over a dialect. w takes

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // Store is the orders database. Implementations are safe for concurrent use.

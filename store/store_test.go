@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

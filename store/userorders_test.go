@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // userOrdersFixture writes orders of users 100 and 200 on SKUs 10–16 of

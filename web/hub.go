@@ -10,7 +10,7 @@ import (
 	"github.com/redis/rueidis"
 	"go.uber.org/zap"
 
-	"seckill/internal/results"
+	"seckill/stock/results"
 )
 
 // ResultHub is a process's one subscription to results.Channel, fanned out

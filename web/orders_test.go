@@ -14,7 +14,7 @@ import (
 
 	"github.com/fasthttp/router"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 	"seckill/store"
 )
 

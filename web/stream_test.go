@@ -15,9 +15,9 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap/zaptest"
 
-	"seckill/internal/results"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
+	"seckill/stock/results"
 )
 
 // streamRig serves NewResultEvents(cfg) on a fasthttp server with the

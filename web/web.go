@@ -26,8 +26,8 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/internal/identity"
-	"seckill/internal/results"
-	"seckill/internal/sale"
+	"seckill/sale"
+	"seckill/stock/results"
 )
 
 //go:embed static

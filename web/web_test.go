@@ -14,9 +14,9 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
-	"seckill/internal/results"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
+	"seckill/stock/results"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -23,7 +23,7 @@ type part struct {
 }
 
 var devParts = []part{
-	{"broker", `^github\.com/twmb/franz-go/pkg/kfake\.|^seckill/internal/devserver\.`},
+	{"broker", `^github\.com/twmb/franz-go/pkg/kfake\.|^seckill/cmd/seckill/devserver\.`},
 	{"database", `^modernc\.org/sqlite|^modernc\.org/libc|^database/sql\.|^seckill/store\.`},
 	{"consumer", `^seckill/consumer\.|^github\.com/IBM/sarama\.\(\*(consumerGroup|consumerGroupSession|consumerGroupClaim|partitionConsumer|brokerConsumer|consumer|offsetManager|partitionOffsetManager)\)`},
 	{"engine", `^seckill/engine\.|^seckill/stock\.|^github\.com/IBM/sarama\.\(\*(asyncProducer|syncProducer|topicProducer|partitionProducer|brokerProducer|produceSet)\)`},

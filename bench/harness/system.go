@@ -19,7 +19,7 @@ import (
 
 	"seckill/admin"
 	"seckill/bench/benchkit"
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 const adminToken = "bench-harness-token-0123456789abcdef"

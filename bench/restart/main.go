@@ -43,8 +43,8 @@ import (
 
 	"seckill/admin"
 	"seckill/bench/benchkit"
-	"seckill/internal/devserver"
-	"seckill/internal/sale"
+	"seckill/cmd/seckill/devserver"
+	"seckill/sale"
 	"seckill/store"
 )
 

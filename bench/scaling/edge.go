@@ -11,7 +11,7 @@ import (
 
 	"seckill/admin"
 	"seckill/bench/benchkit"
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 const adminToken = "bench-scaling-admin-token-0123456789abcdef"

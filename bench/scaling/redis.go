@@ -13,9 +13,9 @@ import (
 
 	"seckill/bench/benchkit"
 	"seckill/bench/refs/seed"
-	"seckill/internal/catalog"
-	"seckill/internal/sale"
+	"seckill/catalog"
 	"seckill/internal/shard"
+	"seckill/sale"
 	"seckill/stock"
 )
 

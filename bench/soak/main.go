@@ -41,7 +41,7 @@ import (
 	"time"
 
 	"seckill/bench/benchkit"
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 const adminToken = "bench-soak-token"

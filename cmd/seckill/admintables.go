@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"seckill/admin"
-	"seckill/internal/sale"
 	"seckill/reconcile"
+	"seckill/sale"
 )
 
 // The tables `seckill admin` prints, one per answer of the admin API

@@ -14,9 +14,9 @@ import (
 	"go.uber.org/zap"
 
 	"seckill/cmd/seckill/config"
-	"seckill/internal/devserver"
+	"seckill/cmd/seckill/devserver"
 	"seckill/internal/obs"
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // runBroker is `seckill broker`: the embedded Kafka-protocol broker (kfake)

@@ -9,9 +9,9 @@ import (
 
 	"seckill/cmd/seckill/app"
 	"seckill/cmd/seckill/config"
-	"seckill/internal/devserver"
-	"seckill/internal/sale"
+	"seckill/cmd/seckill/devserver"
 	"seckill/internal/shard"
+	"seckill/sale"
 )
 
 // runDev is `seckill dev`: the whole system in one process.

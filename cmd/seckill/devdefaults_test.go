@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // TestDevWithoutConfigRunsTheDevDefaults runs `seckill dev` with no

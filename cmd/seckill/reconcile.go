@@ -10,13 +10,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"seckill/catalog"
 	"seckill/cmd/seckill/config"
-	"seckill/internal/catalog"
 	"seckill/internal/lag"
-	"seckill/internal/results"
 	"seckill/internal/shard"
 	"seckill/reconcile"
 	"seckill/stock"
+	"seckill/stock/results"
 	"seckill/store"
 )
 

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/catalog"
-	"seckill/internal/sale"
+	"seckill/catalog"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock"
 	"seckill/store"
 )

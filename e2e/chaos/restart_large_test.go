@@ -19,9 +19,9 @@ import (
 	"github.com/redis/rueidis"
 	_ "modernc.org/sqlite"
 
-	"seckill/internal/devserver"
-	"seckill/internal/sale"
+	"seckill/cmd/seckill/devserver"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // A restart at real data sizes. `seckill dev` — the edge, engine

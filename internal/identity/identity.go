@@ -20,7 +20,7 @@
 //     verifies.
 //
 // In every mode the id itself is 1 to 18 decimal digits, positive
-// (sale.ParseUserID), and a request with more than one X-User-Id header is
+// (ParseUserID), and a request with more than one X-User-Id header is
 // 400. Verification does not allocate (pooled HMAC states).
 package identity
 
@@ -39,8 +39,6 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-
-	"seckill/internal/sale"
 )
 
 // The modes of edge.identity.
@@ -235,7 +233,7 @@ func (v *Verifier) User(ctx *fasthttp.RequestCtx) (int64, Result) {
 		return 0, Doubled
 	}
 	raw := all[0]
-	user, present, valid := sale.ParseUserID(raw)
+	user, present, valid := ParseUserID(raw)
 	switch {
 	case !present:
 		return 0, Missing

@@ -1,6 +1,6 @@
 // Package jsontext holds the JSON string syntax the hand-written decoders
 // share: the edge's order-body scanner and the consumer's order-message
-// decoder (internal/sale). It allocates nothing of its own.
+// decoder (sale). It allocates nothing of its own.
 package jsontext
 
 import (

@@ -6,7 +6,6 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
 )
 
@@ -20,7 +19,7 @@ func TestLagOfAGroupThatNeverJoined(t *testing.T) {
 		t.Fatalf("empty topic, no group: %d, %v; want 0", n, err)
 	}
 	for range 3 {
-		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: sale.OrdersTopic, Value: sarama.StringEncoder("m")}); err != nil {
+		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: testenv.OrdersTopic, Value: sarama.StringEncoder("m")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,7 +37,7 @@ func TestLagOfAGroupThatNeverJoined(t *testing.T) {
 func lagRig(t *testing.T, group string) (*testenv.Kafka, *Reader, sarama.SyncProducer) {
 	t.Helper()
 	k := testenv.StartKafka(t, 1)
-	r, err := New(k.Addrs, group, sale.OrdersTopic)
+	r, err := New(k.Addrs, group, testenv.OrdersTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +58,7 @@ func TestSumFollowsNewestAndCommitted(t *testing.T) {
 	k, r, prod := lagRig(t, "summed")
 	ctx := context.Background()
 	for range 5 {
-		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: sale.OrdersTopic, Value: sarama.StringEncoder("m")}); err != nil {
+		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: testenv.OrdersTopic, Value: sarama.StringEncoder("m")}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"seckill/internal/sale"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"seckill/internal/testenv"
 )
 
 func TestConsumedThroughFollowsTheCommittedOffsets(t *testing.T) {
@@ -19,7 +19,7 @@ func TestConsumedThroughFollowsTheCommittedOffsets(t *testing.T) {
 	}
 	stamps := []time.Time{time.Now().Add(-3 * time.Minute), time.Now().Add(-2 * time.Minute), time.Now().Add(-time.Minute)}
 	for _, ts := range stamps {
-		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: sale.OrdersTopic, Value: sarama.StringEncoder("m"), Timestamp: ts}); err != nil {
+		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: testenv.OrdersTopic, Value: sarama.StringEncoder("m"), Timestamp: ts}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -46,12 +46,12 @@ func TestConsumedThroughFollowsTheCommittedOffsets(t *testing.T) {
 func TestConsumedThroughRereadsWhenTheCommitWasOvertaken(t *testing.T) {
 	k, r, prod := lagRig(t, "g")
 	for range 3 {
-		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: sale.OrdersTopic, Value: sarama.StringEncoder("m")}); err != nil {
+		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: testenv.OrdersTopic, Value: sarama.StringEncoder("m")}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	commitUpTo(t, k.Addrs, "g", 3)
-	if err := k.Cluster.DeleteRecords(sale.OrdersTopic, 0, 3); err != nil {
+	if err := k.Cluster.DeleteRecords(testenv.OrdersTopic, 0, 3); err != nil {
 		t.Fatal(err)
 	}
 	// The group's offsets as they were a moment ago: 1, once.
@@ -64,13 +64,13 @@ func TestConsumedThroughRereadsWhenTheCommitWasOvertaken(t *testing.T) {
 		p := kmsg.NewOffsetFetchResponseTopicPartition()
 		p.Partition, p.Offset = 0, 1
 		rt := kmsg.NewOffsetFetchResponseTopic()
-		rt.Topic, rt.Partitions = sale.OrdersTopic, []kmsg.OffsetFetchResponseTopicPartition{p}
+		rt.Topic, rt.Partitions = testenv.OrdersTopic, []kmsg.OffsetFetchResponseTopicPartition{p}
 		resp.Topics = []kmsg.OffsetFetchResponseTopic{rt}
 		if of.Version >= 8 {
 			gp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 			gp.Partition, gp.Offset = 0, 1
 			gt := kmsg.NewOffsetFetchResponseGroupTopic()
-			gt.Topic, gt.Partitions = sale.OrdersTopic, []kmsg.OffsetFetchResponseGroupTopicPartition{gp}
+			gt.Topic, gt.Partitions = testenv.OrdersTopic, []kmsg.OffsetFetchResponseGroupTopicPartition{gp}
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.Topics = "g", []kmsg.OffsetFetchResponseGroupTopic{gt}
 			resp.Groups = []kmsg.OffsetFetchResponseGroup{g}
@@ -103,7 +103,7 @@ func commitUpTo(t *testing.T, addrs []string, group string, upto int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	h := &marker{upto: upto, done: cancel}
-	if err := g.Consume(ctx, []string{sale.OrdersTopic}, h); err != nil && ctx.Err() == nil {
+	if err := g.Consume(ctx, []string{testenv.OrdersTopic}, h); err != nil && ctx.Err() == nil {
 		t.Fatal(err)
 	}
 	if !h.reached {

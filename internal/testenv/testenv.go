@@ -9,7 +9,7 @@
 // a child process started and stopped by its PID with its output in a log
 // file (the chaos suite's processes and the bench harness's). Proc takes no
 // *testing.T, so the bench harness, a plain program, uses it too; `seckill
-// dev` (internal/devserver) does not: production code does not link the
+// dev` (cmd/seckill/devserver) does not: production code does not link the
 // test environment.
 package testenv
 

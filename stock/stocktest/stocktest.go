@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"seckill/internal/catalog"
-	"seckill/internal/results"
-	"seckill/internal/sale"
+	"seckill/catalog"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock"
+	"seckill/stock/results"
 	"seckill/store"
 )
 

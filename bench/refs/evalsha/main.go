@@ -44,8 +44,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"seckill/bench/refs/seed"
-	"seckill/internal/sale"
 	"seckill/lua"
+	"seckill/sale"
 	"seckill/stock"
 )
 

@@ -14,9 +14,9 @@ import (
 
 	"seckill/cmd/seckill/config"
 	"seckill/engine"
-	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // aclPasswords are the test's passwords of deploy/redis/users.acl's users.

@@ -18,9 +18,9 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"seckill/internal/results"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
+	"seckill/stock/results"
 )
 
 // TestAdversarialTrafficKeepsTheBooks sends a few thousand hostile

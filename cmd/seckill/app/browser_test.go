@@ -12,7 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // artifacts is where the browser tests leave their screenshots

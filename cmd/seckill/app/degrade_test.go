@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TestRouteSwitchesCloseTheRealRoutes: through a whole system, closing

@@ -20,9 +20,9 @@ import (
 
 	"seckill/cmd/seckill/config"
 	"seckill/engine"
-	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

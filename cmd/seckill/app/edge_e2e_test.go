@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"seckill/cmd/seckill/config"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
 	"seckill/internal/token"
+	"seckill/sale"
 )
 
 // The edge's public-endpoint behaviour through a whole system on real

@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"seckill/cmd/seckill/config"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // TestRedisStoppedMidSaleAnswersBusyUntilItIsBack: fail closed on the plain

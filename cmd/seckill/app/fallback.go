@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"seckill/edge"
-	"seckill/internal/results"
-	"seckill/internal/sale"
+	"seckill/sale"
+	"seckill/stock/results"
 	"seckill/store"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // A buyer whose result Redis lost (restart without persistence) still reads

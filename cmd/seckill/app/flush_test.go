@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"seckill/cmd/seckill/config"
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TestFlushedRedisAnswersBusyUntilRebuilt: Redis is flushed mid-sale (what

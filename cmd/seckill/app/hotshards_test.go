@@ -9,9 +9,9 @@ import (
 
 	"seckill/admin"
 	"seckill/cmd/seckill/config"
-	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // TestSaleOnTwoHotShards: the whole system with two hot shards. Hot SKUs

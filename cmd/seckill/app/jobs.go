@@ -1,7 +1,7 @@
 package app
 
 import (
-	"seckill/internal/routeswitch"
+	"seckill/routeswitch"
 
 	"context"
 	"sync"

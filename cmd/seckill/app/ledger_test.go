@@ -21,10 +21,10 @@ import (
 	"seckill/admin"
 	"seckill/cmd/seckill/config"
 	"seckill/engine"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
 	"seckill/payment"
 	"seckill/reconcile"
+	"seckill/sale"
 	"seckill/store"
 )
 

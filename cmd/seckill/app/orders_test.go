@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"seckill/cmd/seckill/config"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/web"
 )
 

@@ -10,7 +10,7 @@ import (
 	"seckill/admin"
 	"seckill/edge"
 	"seckill/internal/identity"
-	"seckill/internal/routeswitch"
+	"seckill/routeswitch"
 	"seckill/store"
 	"seckill/web"
 )

@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/cmd/seckill/config"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/store"
 )
 

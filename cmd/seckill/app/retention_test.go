@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"seckill/cmd/seckill/config"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // TestThirtySalesLeaveRedisAsTheyFoundIt: thirty short sales of 100 buyers

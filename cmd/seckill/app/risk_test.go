@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"seckill/cmd/seckill/config"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 // TestRiskCheckThroughTheAdminAPI: a whole system with edge.risk.url set:

@@ -8,7 +8,7 @@ import (
 
 	"seckill/cmd/seckill/config"
 	"seckill/internal/keyring"
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // testOrderSigning is the order-signing key of the tests' systems.

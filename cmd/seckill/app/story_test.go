@@ -11,9 +11,9 @@ import (
 
 	"seckill/admin"
 	"seckill/cmd/seckill/config"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
 	"seckill/internal/token"
+	"seckill/sale"
 	"seckill/store"
 )
 

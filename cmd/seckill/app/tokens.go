@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"seckill/edge"
-	"seckill/internal/sale"
 	"seckill/internal/token"
+	"seckill/sale"
 )
 
 // tokenVerifier adapts token.Tokens to the edge (edge.TokenVerifier,

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"seckill/edge"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
 	"seckill/internal/token"
+	"seckill/sale"
 )
 
 // The adapter sorts token.Tokens' answers into the edge's two kinds: a

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"seckill/cmd/seckill/config"
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // TestUserSKUWindowIsCountedByTheOccupyScript: edge.rate.user_sku_limit and

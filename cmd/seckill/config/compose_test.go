@@ -15,7 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"go.yaml.in/yaml/v3"
 
-	"seckill/internal/devserver"
+	"seckill/cmd/seckill/devserver"
 )
 
 // composeFile is the part of docker-compose.yml these tests read. Fields

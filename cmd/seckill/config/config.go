@@ -10,11 +10,11 @@ import (
 	"seckill/edge"
 	"seckill/engine"
 	"seckill/internal/obs"
-	"seckill/internal/sale"
 	"seckill/internal/shard"
 	"seckill/internal/token"
 	"seckill/payment"
 	"seckill/reconcile"
+	"seckill/sale"
 	"seckill/store"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -1,4 +1,4 @@
-package sale
+package identity
 
 // MaxUserIDDigits is the longest X-User-Id accepted: every 18-digit decimal
 // fits an int64.

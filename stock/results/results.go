@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // DefaultTTL is how long a result stays readable (DESIGN §5: 48 h).

@@ -18,7 +18,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // Catalog is safe for concurrent use.

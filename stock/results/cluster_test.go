@@ -9,9 +9,9 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/results"
-	"seckill/internal/sale"
 	"seckill/internal/testenv"
+	"seckill/sale"
+	"seckill/stock/results"
 )
 
 // TestWriteOnCluster: on a Redis Cluster a Write of final results stores

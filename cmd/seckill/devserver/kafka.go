@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // DefaultSegmentBytes is the size at which a persisted partition's log

@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // Key is the hash of switches on the default Redis: route name -> "1"

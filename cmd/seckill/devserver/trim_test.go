@@ -11,7 +11,7 @@ import (
 	"github.com/IBM/sarama"
 	"go.uber.org/zap/zaptest"
 
-	"seckill/internal/sale"
+	"seckill/sale"
 )
 
 // These tests run the broker persisted in a temporary directory with small
