@@ -159,7 +159,7 @@ func run(o options) error {
 		p.StopWithin(5 * time.Second)
 	}
 	// The EVALSHA references: the seed's §9.2 script (the yardstick), then
-	// the project's occupy script as issue #12 measured it (the heavier
+	// the project's occupy script as it stood at d9a4ed0 (the heavier
 	// one), each on its own fresh redis-server.
 	if r.naive, r.naiveCost, err = runEvalsha(out, bin, "seed", refSeedName, std); err != nil {
 		return err

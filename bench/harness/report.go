@@ -14,7 +14,7 @@ type report struct {
 	started time.Time
 
 	// naive is the seed-script EVALSHA reference, the yardstick; evalsha
-	// the project's occupy script as issue #12 measured it.
+	// the project's occupy script as it stood at d9a4ed0.
 	bare, bare2, naive, evalsha, sync benchkit.WrkResult
 	syncRun                           bool
 	accept, reject, seed, poll        benchkit.WrkResult
@@ -119,7 +119,7 @@ func (r *report) render() string {
 		fmt.Fprintf(&b, "- %s: %s\n", mark, fmt.Sprintf(f, a...))
 	}
 	// Every accept target is stated against the seed-script reference; the
-	// heavier occupy-script reference (issue #12's) is the second line.
+	// heavier occupy-script reference (d9a4ed0's script) is the second line.
 	refs := []struct {
 		name string
 		w    benchkit.WrkResult

@@ -13,7 +13,7 @@
 //     order: the cheapest honest occupy, not a durable one.
 //
 //   - stock (the default): occupy_stock_only.lua, lua/occupy_batch.lua as it
-//     was when issue #12 measured this reference (d9a4ed0): the stock
+//     was at d9a4ed0, when the first accept targets were set: the stock
 //     rules and the record only — no user × SKU window, no QUEUING result.
 //     The harness compares with this one, so the targets keep the yardstick
 //     they were set against, although the engine's call now does more.
@@ -56,7 +56,7 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:18081", "listen address (loopback)")
 	addr := flag.String("redis", "127.0.0.1:6379", "redis-server")
 	units := flag.Int64("stock", 100_000_000, "units to preheat")
-	which := flag.String("script", "stock", "seed: seed 001 §9.2's script exactly; stock: the occupy script issue #12 measured (no window, no result); current: lua/occupy_batch.lua with the window and the result")
+	which := flag.String("script", "stock", "seed: seed 001 §9.2's script exactly; stock: the occupy script as of d9a4ed0 (no window, no result); current: lua/occupy_batch.lua with the window and the result")
 	flag.Parse()
 
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{*addr}, DisableCache: true})
