@@ -25,22 +25,15 @@ type Producer struct {
 }
 
 // ack carries one message's outcome from the dispatcher to its sender, and
-// the message itself: pooled together, so a send allocates no message and
-// no boxed key or value. It is reused only once Sarama and the dispatcher
-// are done with it (the ack came back, or Sarama never took the message).
+// the message itself, allocated together. It is never reused: Sarama may
+// still read a message after handing it back (a partition producer whose
+// broker died re-dispatches what it held), so a pooled message would be
+// written under it.
 type ack struct {
 	ch       chan error
 	msg      sarama.ProducerMessage
 	key, val sarama.ByteEncoder // behind msg.Key and msg.Value (as pointers: no boxing)
 }
-
-// release drops the message's references and returns a to the pool.
-func (a *ack) release() {
-	a.msg, a.key, a.val = sarama.ProducerMessage{}, nil, nil
-	ackPool.Put(a)
-}
-
-var ackPool = sync.Pool{New: func() any { return &ack{ch: make(chan error, 1)} }}
 
 // SaramaConfig builds the producer configuration: acks=all with the
 // idempotent producer (one in-flight request per broker keeps order and
@@ -119,23 +112,25 @@ var errInFlight = errors.New("message still in flight")
 // errInFlight leaves key and value with Sarama: the caller must not reuse
 // them.
 func (p *Producer) Send(ctx context.Context, key, value []byte) error {
-	a := ackPool.Get().(*ack)
-	a.key, a.val = key, value
+	a := &ack{ch: make(chan error, 1), key: key, val: value}
 	a.msg = sarama.ProducerMessage{Topic: p.topic, Key: &a.key, Value: &a.val, Metadata: a}
 	expired := p.timeout.After()
 	select {
 	case p.ap.Input() <- &a.msg:
 	case <-expired:
-		a.release()
 		return errSendTimeout
 	case <-ctx.Done():
-		a.release()
 		return ctx.Err()
 	}
 	select {
 	case err := <-a.ch:
-		a.release() // Sarama and the dispatcher are done with it
-		return err
+		if err != nil {
+			// Returned in error, the message may still be read by a
+			// partition producer that re-dispatches it: its buffers
+			// stay with it.
+			return fmt.Errorf("%w (%w)", err, errInFlight)
+		}
+		return nil
 	case <-expired:
 		// a stays with the in-flight message; the dispatcher's late
 		// answer lands in its buffered channel and is collected by GC.
