@@ -186,7 +186,7 @@ func TestBacklogBackpressure(t *testing.T) {
 	probe := attempt{User: 900_001, SKU: skuNormal}
 	var resultDuring, shedMetric string
 	run, _ := s.buyWithFault(load, faultPlan{
-		Name: "MariaDB's answers +1s for 5s: a backlog builds", At: 2 * time.Second,
+		Name: "MariaDB's answers +1s for 8s: a backlog builds", At: 2 * time.Second,
 		Inject: func() error {
 			s.attempt(&probe)
 			if probe.Status != 200 {
@@ -195,10 +195,13 @@ func TestBacklogBackpressure(t *testing.T) {
 			s.proxy.SetLatency(faultproxy.ToClient, faultproxy.Latency{Delay: time.Second})
 			return nil
 		},
-		HealAt: 7 * time.Second,
+		// 8 s: the edge sheds once the lag has waited lag_high (3 s) and
+		// five samples agree (1.25 s), so a shorter fault can heal before
+		// a fast machine's consumer has been stuck long enough.
+		HealAt: 10 * time.Second,
 		Heal: func() error {
 			n, err := s.lag()
-			s.t.Logf("consumer lag after 5s of a slow database: %d (%v)", n, err)
+			s.t.Logf("consumer lag after 8s of a slow database: %d (%v)", n, err)
 			st, b, rerr := s.get("/api/v1/flash-sale/result/"+probe.RequestNo, probe.User)
 			resultDuring = fmt.Sprintf("%d %s %v", st, b, rerr)
 			_, m, merr := s.admin("GET", "/metrics", nil)
