@@ -2,7 +2,7 @@
 #
 #   make run    installs what is missing, builds, starts `seckill dev`
 #   make check  make lint and every package's tests but the fault suite,
-#               without -race: about three minutes, for day-to-day work
+#               without -race, for day-to-day work
 #   make test   make lint (go vet, gofmt, staticcheck), the alert rule tests, race
 #               tests against one shared MariaDB, every fault scenario of
 #               e2e/chaos (the fleet and the failover tests among them:
@@ -90,8 +90,7 @@ test:
 
 # The day-to-day check: the lint and every package's tests but the fault
 # suite, without -race (which is what makes make test slow), against one
-# throwaway MariaDB. About three minutes on two cores; make test is what CI
-# runs.
+# throwaway MariaDB; make test is what CI runs.
 CHECKFLAGS ?= -count=1 -timeout 10m
 check:
 	@scripts/deps.sh --test
