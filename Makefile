@@ -192,6 +192,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 lint:
 	$(GO) vet ./...
+	@scripts/subjects.sh
 	@out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt:"; echo "$$out"; exit 1; fi
 	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then \
