@@ -14,10 +14,14 @@ if ! git cat-file -e "$SINCE^{commit}" 2>/dev/null; then
 	echo "subjects: $SINCE is not in this clone; skipped"
 	exit 0
 fi
-long=$(git log --no-merges --format='%h %s' "$SINCE..HEAD" |
-	awk -v max="$MAX" '{ s = substr($0, index($0, " ") + 1); if (length(s) > max) print }')
+export LC_ALL=C.UTF-8 # ${#s} counts characters, not bytes
+long=""
+while IFS= read -r line; do
+	s=${line#* }
+	if [ "${#s}" -gt "$MAX" ]; then long+="$line"$'\n'; fi
+done < <(git log --no-merges --format='%h %s' "$SINCE..HEAD")
 if [ -n "$long" ]; then
 	echo "subjects: these commit subjects are over $MAX characters:"
-	echo "$long"
+	printf %s "$long"
 	exit 1
 fi
