@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,8 +39,10 @@ func storyOf(h []Event) string {
 func TestBatchTellsItsStoryInOneRow(t *testing.T) {
 	runTest(t, func(t *testing.T, r runner) {
 		ctx := context.Background()
-		decided := time.UnixMilli(time.Now().UnixMilli() + 5000)
-		s := r.open(t, WithClock(func() time.Time { return decided }))
+		var clock atomic.Pointer[time.Time]
+		now := time.Now()
+		clock.Store(&now)
+		s := r.open(t, WithClock(func() time.Time { return *clock.Load() }))
 		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 600}))
 		rns := sale.NewRequestNos(1)
 		var msgs []sale.Message
@@ -48,6 +51,9 @@ func TestBatchTellsItsStoryInOneRow(t *testing.T) {
 			m.AcceptedAt += int64(i % 7)
 			msgs = append(msgs, m)
 		}
+		// Decided a second after the last ticket (opening MySQL takes a while).
+		decided := time.UnixMilli(time.Now().UnixMilli() + 1000)
+		clock.Store(&decided)
 		out, err := s.SaveBatch(ctx, msgs, Delivered("result written"))
 		if err != nil {
 			t.Fatal(err)
@@ -104,9 +110,10 @@ func TestBatchTellsItsStoryInOneRow(t *testing.T) {
 func TestStoryMergesWithLaterAndEarlierSteps(t *testing.T) {
 	runTest(t, func(t *testing.T, r runner) {
 		ctx := context.Background()
+		var clock atomic.Pointer[time.Time]
 		now := time.Now()
-		clock := now
-		s := r.open(t, WithClock(func() time.Time { return clock }))
+		clock.Store(&now)
+		s := r.open(t, WithClock(func() time.Time { return *clock.Load() }))
 		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 5}))
 		rns := sale.NewRequestNos(1)
 		m := msg(rns.Next(1, 10), 1, 10, 100)
@@ -116,14 +123,16 @@ func TestStoryMergesWithLaterAndEarlierSteps(t *testing.T) {
 			Quantity: 1, Status: "COMPENSATING", Remark: "produce timed out", Created: occupied, At: comp}}); err != nil {
 			t.Fatal(err)
 		}
-		clock = now.Add(time.Second)
+		// Decided a second after the ticket (opening MySQL takes a while).
+		decided := occupied.Add(time.Second)
+		clock.Store(&decided)
 		m.AcceptedAt = comp.Add(time.Millisecond).UnixMilli()
 		if _, err := s.SaveBatch(ctx, []sale.Message{m}, Delivered("result written")); err != nil {
 			t.Fatal(err)
 		}
 		// Paid in the batch's millisecond: it still comes after SUCCESS.
 		if _, _, err := s.ConfirmPayment(ctx, Payment{OrderNo: testenv.OrderNo(m.RequestNo), ProviderRef: "ref-1",
-			Amount: 990}, now.Add(-time.Hour)); err != nil {
+			Amount: 990}, occupied.Add(-time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		evs, err := s.RequestEvents(ctx, m.RequestNo)
@@ -137,7 +146,7 @@ func TestStoryMergesWithLaterAndEarlierSteps(t *testing.T) {
 		want := fmt.Sprint([]string{StatusStockOccupied, "COMPENSATING", StatusMQQueued, StatusOrderCreated,
 			StatusSuccess, EventOrderPaid})
 		if fmt.Sprint(got) != want {
-			t.Errorf("history %v, want %v", got, want)
+			t.Errorf("history %v, want %v: %s", got, want, storyOf(evs))
 		}
 		if e, err := s.RequestLog(ctx, m.RequestNo); err != nil || e.Status != StatusSuccess {
 			t.Errorf("request log %+v, %v", e, err)
