@@ -22,6 +22,15 @@ func rowCount(t *testing.T, s Store, table string) int {
 	return n
 }
 
+// openWithClock opens a store whose clock reads now until set.
+func openWithClock(t *testing.T, r runner) (Store, *atomic.Pointer[time.Time]) {
+	t.Helper()
+	clock := new(atomic.Pointer[time.Time])
+	now := time.Now()
+	clock.Store(&now)
+	return r.open(t, WithClock(func() time.Time { return *clock.Load() })), clock
+}
+
 // storyOf is a history as "STATUS(remark)@ms" steps.
 func storyOf(h []Event) string {
 	var b strings.Builder
@@ -39,10 +48,7 @@ func storyOf(h []Event) string {
 func TestBatchTellsItsStoryInOneRow(t *testing.T) {
 	runTest(t, func(t *testing.T, r runner) {
 		ctx := context.Background()
-		var clock atomic.Pointer[time.Time]
-		now := time.Now()
-		clock.Store(&now)
-		s := r.open(t, WithClock(func() time.Time { return *clock.Load() }))
+		s, clock := openWithClock(t, r)
 		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 600}))
 		rns := sale.NewRequestNos(1)
 		var msgs []sale.Message
@@ -110,10 +116,7 @@ func TestBatchTellsItsStoryInOneRow(t *testing.T) {
 func TestStoryMergesWithLaterAndEarlierSteps(t *testing.T) {
 	runTest(t, func(t *testing.T, r runner) {
 		ctx := context.Background()
-		var clock atomic.Pointer[time.Time]
-		now := time.Now()
-		clock.Store(&now)
-		s := r.open(t, WithClock(func() time.Time { return *clock.Load() }))
+		s, clock := openWithClock(t, r)
 		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 5}))
 		rns := sale.NewRequestNos(1)
 		m := msg(rns.Next(1, 10), 1, 10, 100)
