@@ -49,7 +49,8 @@ type existingOrder struct {
 //     the ticket's history gets STOCK_OCCUPIED (at the ticket's time),
 //     MQ_QUEUED (when the engine built the message) and that state. With
 //     Delivered, a created order's entry goes on to SUCCESS in the same
-//     statement and its history gets that step after ORDER_CREATED.
+//     statement and its history gets that step after ORDER_CREATED. The
+//     history steps are columns of the entry's row (story.go).
 //
 // Every multi-row statement runs at power-of-two sizes, prepared once per
 // connection (stmts.go).
@@ -74,8 +75,7 @@ func (s *sqlStore) SaveBatch(ctx context.Context, msgs []sale.Message, opts ...S
 	s.prepare(ctx, &takeStockSQL, 1)
 	s.prepare(ctx, &ordersOfUsersSQL, len(msgs))
 	s.prepare(ctx, &orderInsertSQL, len(msgs))
-	s.prepare(ctx, &logUpsertSQL, len(msgs))
-	s.prepare(ctx, &eventInsertSQL, (3+boolInt(b.opt.deliver))*len(msgs))
+	s.prepare(ctx, &storyUpsertSQL, len(msgs))
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		b.reset()
 		if err := s.lockSnapshots(ctx, tx, b); err != nil {
@@ -385,8 +385,8 @@ func (s *sqlStore) insertOrders(ctx context.Context, tx *sql.Tx, b *batch, now i
 
 const logInsertCols = 12
 
-// logBatch writes the request log entries and history steps of the batch
-// (step 5 of SaveBatch): one multi-row upsert, one multi-row insert.
+// logBatch writes the request log entries of the batch with their stories
+// (step 5 of SaveBatch; story.go): one multi-row upsert, no history rows.
 func (s *sqlStore) logBatch(ctx context.Context, tx *sql.Tx, b *batch, now int64) error {
 	n := 0
 	for i := range b.msgs {
@@ -400,46 +400,41 @@ func (s *sqlStore) logBatch(ctx context.Context, tx *sql.Tx, b *batch, now int64
 		return nil
 	}
 	nowA, successA, deliveredA := any(now), any(StatusSuccess), any(cut(b.opt.remark, maxRemark))
-	perTicket := 3
-	if b.opt.deliver {
-		perTicket = 4
-	}
-	args := make([]any, 0, n*logInsertCols)
-	evs := make([]any, 0, n*perTicket*eventCols)
+	createdA, createdDeliveredA := any(StatusOrderCreated), any(StatusOrderCreated+" "+StatusSuccess)
+	args := make([]any, 0, n*storyInsertCols)
 	for i := range b.msgs {
 		if b.same[i] || b.out[i].Kind == Existing {
 			continue
 		}
 		m, o, x := &b.msgs[i], &b.out[i], b.box(i)
-		var status, remark any // each boxed once: they go into two rows
-		delivered := b.opt.deliver && o.Kind == Created
-		if delivered {
-			status, remark = successA, deliveredA
-		} else {
+		var status, remark, steps any // each boxed once: a value may go into two columns
+		switch {
+		case b.opt.deliver && o.Kind == Created:
+			status, remark, steps = successA, deliveredA, createdDeliveredA
+		case o.Kind == Created:
+			status, remark, steps = createdA, "", createdA
+		default:
 			st, rk := logFor(o)
 			status, remark = st, cut(rk, maxRemark)
+			steps = status
 		}
 		occupied, ok := sale.RequestNoTime(m.RequestNo)
 		if !ok {
 			occupied = time.UnixMilli(m.AcceptedAt)
 		}
+		queued := m.AcceptedAt
+		if queued <= 0 {
+			// The story is told only of rows with a queued time.
+			queued = occupied.UnixMilli()
+		}
 		// The row is created as of the ticket's acceptance, so a buyer's
 		// story (UserRequests) reads in the order things happened.
 		args = append(args, x.rn, x.activity, x.sku, x.user, m.Quantity, status, x.orderNo,
-			x.trace, remark, occupied.UnixMilli(), nowA, b.messageID(i))
-		evs = append(evs,
-			x.rn, StatusStockOccupied, "", occupied.UnixMilli(),
-			x.rn, StatusMQQueued, "", m.AcceptedAt)
-		if delivered {
-			evs = append(evs, x.rn, StatusOrderCreated, "", nowA)
-		}
-		evs = append(evs, x.rn, status, remark, nowA)
+			x.trace, remark, occupied.UnixMilli(), nowA, b.messageID(i),
+			queued, nowA, steps, remark)
 	}
-	if _, err := s.execRows(ctx, tx, &logUpsertSQL, args); err != nil {
+	if _, err := s.execRows(ctx, tx, &storyUpsertSQL, args); err != nil {
 		return fmt.Errorf("log %d requests: %w", n, err)
-	}
-	if _, err := s.execRows(ctx, tx, &eventInsertSQL, evs); err != nil {
-		return fmt.Errorf("append %d request events: %w", len(evs)/eventCols, err)
 	}
 	return nil
 }

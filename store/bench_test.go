@@ -15,8 +15,13 @@ import (
 // benchBatches runs batches of size fresh tickets (one SKU with stock for
 // all of them) through save on a SQLite store, one batch per iteration.
 func benchBatches(b *testing.B, size int, save func(s Store, msgs []sale.Message) error) {
+	benchBatchesOn(b, filepath.Join(b.TempDir(), "bench.db"), size, save)
+}
+
+// benchBatchesOn is benchBatches on the SQLite file of dsn.
+func benchBatchesOn(b *testing.B, dsn string, size int, save func(s Store, msgs []sale.Message) error) {
 	cfg := DefaultConfig()
-	cfg.DSN = filepath.Join(b.TempDir(), "bench.db")
+	cfg.DSN = dsn
 	s, err := Open(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -86,5 +91,21 @@ func BenchmarkSaveThenLog(b *testing.B) {
 func BenchmarkSaveDelivered(b *testing.B) {
 	for _, n := range []int{35, 500, 2000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) { benchBatches(b, n, saveDelivered) })
+	}
+}
+
+// BenchmarkSaveDeliveredPragma is BenchmarkSaveDelivered under other
+// SQLite settings than the store's (bench/results/accept.md):
+// synchronous=NORMAL — in WAL mode a commit no longer waits for its fsync
+// (the WAL is synced at checkpoints), which an OS crash or power loss can
+// undo after the consumer committed the batch's offsets; and a WAL
+// checkpointed every 10,000 pages instead of 1,000.
+func BenchmarkSaveDeliveredPragma(b *testing.B) {
+	for _, p := range []string{"synchronous(NORMAL)", "wal_autocheckpoint(10000)"} {
+		for _, n := range []int{35, 500} {
+			b.Run(fmt.Sprintf("%s/%d", p, n), func(b *testing.B) {
+				benchBatchesOn(b, filepath.Join(b.TempDir(), "bench.db")+"?_pragma="+p, n, saveDelivered)
+			})
+		}
 	}
 }

@@ -17,6 +17,9 @@ type dialect struct {
 	// updates status, order_no, remark and updated_ms, and message_id
 	// when the new step names one.
 	logUpsert string
+	// storyUpsert goes on from logUpsert for SaveBatch's rows: it sets
+	// the story columns too (story.go).
+	storyUpsert string
 	// activityUpsert and itemUpsert end the activity and item inserts.
 	activityUpsert string
 	itemUpsert     string
@@ -42,6 +45,8 @@ var mysqlDialect = dialect{
 	logUpsert: ` ON DUPLICATE KEY UPDATE status = VALUES(status), order_no = VALUES(order_no),
 		remark = VALUES(remark), updated_ms = VALUES(updated_ms),
 		message_id = IF(VALUES(message_id) <> '', VALUES(message_id), message_id)`,
+	storyUpsert: `, queued_ms = VALUES(queued_ms), decided_ms = VALUES(decided_ms),
+		decided = VALUES(decided), decided_remark = VALUES(decided_remark)`,
 	activityUpsert: ` ON DUPLICATE KEY UPDATE start_ms = VALUES(start_ms), end_ms = VALUES(end_ms),
 		state = VALUES(state), require_token = VALUES(require_token),
 		rebuy_after_close = VALUES(rebuy_after_close), risk_on_error = VALUES(risk_on_error),
@@ -61,6 +66,8 @@ var sqliteDialect = dialect{
 	logUpsert: ` ON CONFLICT (request_no) DO UPDATE SET status = excluded.status,
 		order_no = excluded.order_no, remark = excluded.remark, updated_ms = excluded.updated_ms,
 		message_id = CASE WHEN excluded.message_id <> '' THEN excluded.message_id ELSE message_id END`,
+	storyUpsert: `, queued_ms = excluded.queued_ms, decided_ms = excluded.decided_ms,
+		decided = excluded.decided, decided_remark = excluded.decided_remark`,
 	activityUpsert: ` ON CONFLICT (id) DO UPDATE SET start_ms = excluded.start_ms, end_ms = excluded.end_ms,
 		state = excluded.state, require_token = excluded.require_token,
 		rebuy_after_close = excluded.rebuy_after_close, risk_on_error = excluded.risk_on_error,

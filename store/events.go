@@ -100,6 +100,19 @@ func (s *sqlStore) AppendEvents(ctx context.Context, evs []Event) error {
 }
 
 func (s *sqlStore) RequestEvents(ctx context.Context, requestNo string) ([]Event, error) {
+	st, err := s.stories(ctx, []any{requestNo})
+	if err != nil {
+		return nil, fmt.Errorf("request events %s: %w", requestNo, err)
+	}
+	evs, err := s.eventRows(ctx, requestNo)
+	if err != nil {
+		return nil, err
+	}
+	return tell(st[requestNo], evs), nil
+}
+
+// eventRows are requestNo's rows of seckill_request_event, oldest first.
+func (s *sqlStore) eventRows(ctx context.Context, requestNo string) ([]Event, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT status, remark, created_ms FROM seckill_request_event
 		WHERE request_no = ? ORDER BY created_ms, id`, requestNo)
 	if err != nil {

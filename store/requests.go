@@ -133,6 +133,13 @@ func (s *sqlStore) RequestHistories(ctx context.Context, requestNos []string) (m
 		if err := rows.Err(); err != nil {
 			return nil, fmt.Errorf("request histories: %w", err)
 		}
+		st, err := s.stories(ctx, args)
+		if err != nil {
+			return nil, fmt.Errorf("request histories: %w", err)
+		}
+		for rn, evs := range st {
+			out[rn] = tell(evs, out[rn])
+		}
 		rest = rest[n:]
 	}
 	return out, nil

@@ -51,6 +51,9 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 	if err := s.migrateLogIndex(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
+	if err := s.migrateStory(ctx); err != nil {
+		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
+	}
 	return nil
 }
 
