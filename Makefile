@@ -71,6 +71,8 @@ test:
 	pkgs=$$($(GO) list ./... | grep -v '/e2e/chaos$$') || exit $$?; \
 	echo "== go test $(TESTFLAGS) ./... (all but $(CHAOSPKG))"; \
 	$(GO) test $(TESTFLAGS) $$pkgs || exit $$?; \
+	echo "== cd deploy && go test $(TESTFLAGS) ./... (the manifest tests, a module of their own)"; \
+	(cd deploy && $(GO) test $(TESTFLAGS) ./...) || exit $$?; \
 	echo "== go test -count=1 -run NotAllocate (allocation counts, without -race: it drops sync.Pool items)"; \
 	$(GO) test -count=1 -run 'NotAllocate' ./edge ./internal/identity ./sale || exit $$?; \
 	echo "== go test $(CHAOSFLAGS) $(CHAOSPKG) (every fault scenario, make chaos for the table)"; \
@@ -104,6 +106,7 @@ check:
 	$(MAKE) --no-print-directory lint || exit $$?; \
 	pkgs=$$($(GO) list ./... | grep -v '/e2e/chaos$$') || exit $$?; \
 	$(GO) test $(CHECKFLAGS) $$pkgs || exit $$?; \
+	(cd deploy && $(GO) test $(CHECKFLAGS) ./...) || exit $$?; \
 	echo "== make check: all passed in $$(( $$(date +%s) - t0 ))s"
 
 # The fault-injection suite (e2e/chaos, DESIGN §8) — the same run make test
@@ -190,13 +193,17 @@ bench: deps
 # on Go 1.26.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
+# deploy/ is a module of its own (the manifest tests and k8s.io/api): ./...
+# of the root does not reach it, so each step runs there too.
 lint:
 	$(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 	@out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt:"; echo "$$out"; exit 1; fi
 	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then \
 		echo "$(GO) run $(STATICCHECK) ./..."; \
-		$(GO) run $(STATICCHECK) ./...; \
+		$(GO) run $(STATICCHECK) ./... && \
+		(cd deploy && $(GO) run $(STATICCHECK) ./...); \
 	else \
 		echo "lint: staticcheck is not installable here (no module proxy?); skipped"; \
 	fi
