@@ -22,8 +22,6 @@ import (
 	"seckill/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 const (
 	adminToken  = "chaos-admin-token-0123456789abcdef"
 	tokenKeyID  = "k1"
@@ -65,7 +63,7 @@ type Options struct {
 
 // System is one seckill deployment as separate processes on real servers.
 type System struct {
-	t    *testing.T
+	t    testing.TB
 	opts Options
 	dir  string
 	bin  string
@@ -112,7 +110,7 @@ type System struct {
 
 // startSystem starts redis-servers, the broker, the engine sidecar (in
 // sidecar mode), the edge and the consumer, and waits until each is ready.
-func startSystem(t *testing.T, o Options) *System {
+func startSystem(t testing.TB, o Options) *System {
 	t.Helper()
 	if o.Partitions == 0 {
 		o.Partitions = 4
