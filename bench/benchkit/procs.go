@@ -38,10 +38,15 @@ func Start(dir, name, bin string, env []string, args ...string) (*Proc, error) {
 	if err := p.Start(); err != nil {
 		return nil, err
 	}
+	track(p)
+	return p, nil
+}
+
+// track adds p to the children StopAll stops.
+func track(p *Proc) {
 	procsMu.Lock()
 	procs = append(procs, p)
 	procsMu.Unlock()
-	return p, nil
 }
 
 // StopWithin sends SIGTERM to p's PID, waits up to grace, then SIGKILL.
