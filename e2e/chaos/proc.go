@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,14 +39,9 @@ func seckillBinary(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
 		binPath = filepath.Join(dir, "seckill")
 		start := time.Now()
-		cmd := exec.Command("go", "build", "-race", "-o", binPath, "./cmd/seckill")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build -race ./cmd/seckill: %v\n%s", err, out)
+		if buildErr = testenv.BuildSeckill(binPath, true); buildErr != nil {
 			return
 		}
 		fmt.Fprintf(os.Stderr, "chaos: built %s (-race) in %v\n", binPath, time.Since(start).Round(time.Millisecond))
