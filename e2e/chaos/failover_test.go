@@ -149,7 +149,10 @@ func TestFailoverLosesUnreplicated(t *testing.T) {
 	users := keysOf(activityID, skuNormal).Users
 	for _, tk := range lost.Tickets {
 		u := strconv.FormatInt(tk.User, 10)
-		onMaster, _ := nodeDo(ctx, master.Addr, "HGET", users, u)
+		onMaster, err := nodeDo(ctx, master.Addr, "HGET", users, u)
+		if err != nil {
+			t.Fatalf("user %d: the master's record: %v", tk.User, err)
+		}
 		onReplica, rerr := nodeDo(ctx, replica.Addr, "HGET", users, u)
 		if onMaster != tk.RequestNo || !rueidis.IsRedisNil(rerr) {
 			t.Fatalf("user %d: record %q on the master, %q (%v) on the replica: want the ticket %s on the master only",
