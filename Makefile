@@ -2,7 +2,8 @@
 #
 #   make run    installs what is missing, builds, starts `seckill dev`
 #   make check  make lint and every package's tests but the fault suite,
-#               without -race, for day-to-day work
+#               without -race and with -short (no long e2e: the tests that
+#               call testenv.Long), for day-to-day work; under 3 minutes
 #   make test   make lint (go vet, gofmt, staticcheck), the alert rule tests, race
 #               tests against one shared MariaDB, every fault scenario of
 #               e2e/chaos (the fleet and the failover tests among them:
@@ -91,9 +92,11 @@ test:
 	echo "== make test: all passed in $$(( $$(date +%s) - t0 ))s"
 
 # The day-to-day check: the lint and every package's tests but the fault
-# suite, without -race (which is what makes make test slow), against one
-# throwaway MariaDB; make test is what CI runs.
-CHECKFLAGS ?= -count=1 -timeout 10m
+# suite, without -race (which is what makes make test slow) and with -short
+# (the long e2e tests — whole processes, the browser, large crowds — mark
+# themselves with testenv.Long and are skipped; a few scale a crowd down),
+# against one throwaway MariaDB; make test is what CI runs.
+CHECKFLAGS ?= -short -count=1 -timeout 10m
 check:
 	@scripts/deps.sh --test
 	@set -u -o pipefail; t0=$$(date +%s); \

@@ -21,6 +21,7 @@ import (
 // process, buys through HTTP, drives every admin CLI command against it and
 // stops it with SIGINT.
 func TestDevAndAdminCLI(t *testing.T) {
+	testenv.Long(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "seckill")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {

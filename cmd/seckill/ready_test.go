@@ -78,6 +78,7 @@ func callAs(user int, method, url, body string) (httpAnswer, error) {
 // loads it slowly on purpose (dev.redis_args: key-load-delay), for five
 // seconds or so.
 func TestDevWaitsForItsLoadingRedis(t *testing.T) {
+	testenv.Long(t)
 	dir := t.TempDir()
 	bin := buildSeckill(t, dir)
 	data := filepath.Join(dir, "data")

@@ -153,6 +153,7 @@ func TestSIGHUPReloadsRateLimits(t *testing.T) {
 // reload; a SIGHUP (say, `pkill -HUP seckill` meant for the edges) is
 // logged and the process keeps serving until SIGTERM, which it obeys.
 func TestSIGHUPLeavesTheConsumerRunning(t *testing.T) {
+	testenv.Long(t)
 	dir := t.TempDir()
 	bin := buildSeckill(t, dir)
 	r := testenv.StartRedis(t)
