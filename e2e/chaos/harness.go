@@ -94,7 +94,7 @@ type System struct {
 	// no occupancy may hold stock without an order at quiescence.
 	sweeper bool
 
-	// Where the checker reads Redis (books_test.go). defaultAddrs, when
+	// Where the checker reads Redis (books.go). defaultAddrs, when
 	// set, is the default Redis as the processes address it (a Redis
 	// Cluster's nodes, or a failover address); otherwise Redis.Addr.
 	// skuShard names the single redis-server of a SKU that does not live
