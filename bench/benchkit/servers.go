@@ -26,7 +26,8 @@ func StartRedis(out, name, dir string) (*Proc, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	p := &Proc{Proc: r.Proc(), Name: name, LogPath: logPath}
+	r.Proc().Name = name
+	p := &Proc{Proc: r.Proc()}
 	track(p)
 	return p, r.Addr, nil
 }

@@ -105,7 +105,7 @@ func run(c config) error {
 	if err := benchkit.WaitReady(dev, "http://"+edge+"/readyz", 2*time.Minute); err != nil {
 		return err
 	}
-	redis, err := redisAddrs(dev.LogPath)
+	redis, err := redisAddrs(dev.Log)
 	if err != nil {
 		return err
 	}
