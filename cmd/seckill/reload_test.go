@@ -227,8 +227,8 @@ func TestSIGHUPLeavesTheConsumerRunning(t *testing.T) {
 func buildSeckill(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "seckill")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := testenv.BuildSeckill(bin, false); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
