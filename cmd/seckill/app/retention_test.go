@@ -27,6 +27,7 @@ import (
 // result is still answered by the edge — from the database — as the order
 // table says it ended.
 func TestThirtySalesLeaveRedisAsTheyFoundIt(t *testing.T) {
+	testenv.Long(t)
 	c := startClusterWith(t, mode{driver: "sqlite"}, func(cfg *config.Config) {
 		crowdBudgets(cfg)
 		cfg.Order.PayTimeout = time.Second
@@ -137,10 +138,6 @@ func TestThirtySalesLeaveRedisAsTheyFoundIt(t *testing.T) {
 		tmu     sync.Mutex
 		swg     sync.WaitGroup
 	)
-	sales := int64(30)
-	if testing.Short() {
-		sales = 6 // make check; the thirty run in make test
-	}
 	t0 := time.Now()
 	ids := make(chan int64)
 	for w := 0; w < 5; w++ {
@@ -153,17 +150,17 @@ func TestThirtySalesLeaveRedisAsTheyFoundIt(t *testing.T) {
 			}
 		})
 	}
-	for id := int64(1); id <= sales; id++ {
+	for id := int64(1); id <= 30; id++ {
 		ids <- id
 	}
 	close(ids)
 	swg.Wait()
-	t.Logf("%d sales took %v", sales, time.Since(t0))
+	t.Logf("30 sales took %v", time.Since(t0))
 	// The sales' keys exist while they run.
 	if during := measure(); during[0].keys <= base[0].keys || during[1].keys <= base[1].keys {
 		t.Fatalf("no keys during the sales: %+v, baseline %+v", during, base)
 	}
-	for id := int64(1); id <= sales; id++ {
+	for id := int64(1); id <= 30; id++ {
 		gone(id)
 	}
 	t.Logf("their keys were gone %v after the first began", time.Since(t0))
@@ -180,15 +177,15 @@ func TestThirtySalesLeaveRedisAsTheyFoundIt(t *testing.T) {
 		for i, name := range []string{"default", "hot"} {
 			b, a := base[i].mem-base[i].clients, after[i].mem-after[i].clients
 			if after[i].keys*10 > base[i].keys*11 || a*10 > b*11 {
-				return fmt.Errorf("%s Redis after %d sales: %+v, baseline %+v (10%% allowed)", name, sales, after[i], base[i])
+				return fmt.Errorf("%s Redis after 30 sales: %+v, baseline %+v (10%% allowed)", name, after[i], base[i])
 			}
 		}
 		return nil
 	}
 	testenv.EventuallyOK(t, "Redis memory back at its baseline", 15*time.Second, within)
 	for i, name := range []string{"default", "hot"} {
-		t.Logf("%s Redis: baseline %d keys, used_memory %d (%d without client buffers); after %d sales %d keys, %d (%d)",
-			name, base[i].keys, base[i].mem, base[i].mem-base[i].clients, sales, after[i].keys, after[i].mem, after[i].mem-after[i].clients)
+		t.Logf("%s Redis: baseline %d keys, used_memory %d (%d without client buffers); after 30 sales %d keys, %d (%d)",
+			name, base[i].keys, base[i].mem, base[i].mem-base[i].clients, after[i].keys, after[i].mem, after[i].mem-after[i].clients)
 	}
 
 	// Every ticket's result, from the database now, as it ended: its
@@ -208,7 +205,7 @@ func TestThirtySalesLeaveRedisAsTheyFoundIt(t *testing.T) {
 			t.Fatalf("result of %s (order %s %s): %+v, want %s", tk.rn, orderNo, status, r, want)
 		}
 	}
-	t.Logf("%d tickets of %d sales read back from the database", len(tickets), sales)
+	t.Logf("%d tickets of 30 sales read back from the database", len(tickets))
 }
 
 // infoInt reads field of an INFO answer.
