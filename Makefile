@@ -2,7 +2,8 @@
 #
 #   make run    installs what is missing, builds, starts `seckill dev`
 #   make check  make lint and every package's tests but the fault suite,
-#               without -race, for day-to-day work
+#               without -race and with -short (no long e2e: the tests that
+#               call testenv.Long), for day-to-day work; under 3 minutes
 #   make test   make lint (go vet, gofmt, staticcheck), the alert rule tests, race
 #               tests against one shared MariaDB, every fault scenario of
 #               e2e/chaos (the fleet and the failover tests among them:
@@ -71,6 +72,8 @@ test:
 	pkgs=$$($(GO) list ./... | grep -v '/e2e/chaos$$') || exit $$?; \
 	echo "== go test $(TESTFLAGS) ./... (all but $(CHAOSPKG))"; \
 	$(GO) test $(TESTFLAGS) $$pkgs || exit $$?; \
+	echo "== cd deploy && go test $(TESTFLAGS) ./... (the manifest tests, a module of their own)"; \
+	(cd deploy && $(GO) test $(TESTFLAGS) ./...) || exit $$?; \
 	echo "== go test -count=1 -run NotAllocate (allocation counts, without -race: it drops sync.Pool items)"; \
 	$(GO) test -count=1 -run 'NotAllocate' ./edge ./internal/identity ./sale || exit $$?; \
 	echo "== go test $(CHAOSFLAGS) $(CHAOSPKG) (every fault scenario, make chaos for the table)"; \
@@ -89,9 +92,11 @@ test:
 	echo "== make test: all passed in $$(( $$(date +%s) - t0 ))s"
 
 # The day-to-day check: the lint and every package's tests but the fault
-# suite, without -race (which is what makes make test slow), against one
-# throwaway MariaDB; make test is what CI runs.
-CHECKFLAGS ?= -count=1 -timeout 10m
+# suite, without -race (which is what makes make test slow) and with -short
+# (the long e2e tests — whole processes, the browser, large crowds — mark
+# themselves with testenv.Long and are skipped; a few scale a crowd down),
+# against one throwaway MariaDB; make test is what CI runs.
+CHECKFLAGS ?= -short -count=1 -timeout 10m
 check:
 	@scripts/deps.sh --test
 	@set -u -o pipefail; t0=$$(date +%s); \
@@ -104,6 +109,7 @@ check:
 	$(MAKE) --no-print-directory lint || exit $$?; \
 	pkgs=$$($(GO) list ./... | grep -v '/e2e/chaos$$') || exit $$?; \
 	$(GO) test $(CHECKFLAGS) $$pkgs || exit $$?; \
+	(cd deploy && $(GO) test $(CHECKFLAGS) ./...) || exit $$?; \
 	echo "== make check: all passed in $$(( $$(date +%s) - t0 ))s"
 
 # The fault-injection suite (e2e/chaos, DESIGN §8) — the same run make test
@@ -190,14 +196,18 @@ bench: deps
 # on Go 1.26.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
+# deploy/ is a module of its own (the manifest tests and k8s.io/api): ./...
+# of the root does not reach it, so each step runs there too.
 lint:
 	$(GO) vet ./...
 	@scripts/subjects.sh
+	cd deploy && $(GO) vet ./...
 	@out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt:"; echo "$$out"; exit 1; fi
 	@if $(GO) run $(STATICCHECK) -version >/dev/null 2>&1; then \
 		echo "$(GO) run $(STATICCHECK) ./..."; \
-		$(GO) run $(STATICCHECK) ./...; \
+		$(GO) run $(STATICCHECK) ./... && \
+		(cd deploy && $(GO) run $(STATICCHECK) ./...); \
 	else \
 		echo "lint: staticcheck is not installable here (no module proxy?); skipped"; \
 	fi

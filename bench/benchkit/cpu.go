@@ -1,15 +1,14 @@
 package benchkit
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"time"
+
+	"seckill/internal/testenv"
 )
 
 // clockTick is the unit of /proc/PID/stat times (getconf CLK_TCK; 100 on
@@ -50,48 +49,9 @@ func ProcCPU(pid int) (time.Duration, error) {
 	return time.Duration(ticks) * clockTick, nil
 }
 
-// RedisInfo reads one INFO section from the redis-server at addr over a bare
-// RESP connection (no client handshake: the only command it adds is this INFO,
-// which a tool counting commands takes out again).
-func RedisInfo(addr, section string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := fmt.Fprintf(c, "*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n", len(section), section); err != nil {
-		return "", err
-	}
-	r := bufio.NewReader(c)
-	head, err := r.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	if !strings.HasPrefix(head, "$") {
-		return "", fmt.Errorf("INFO %s on %s: %q", section, addr, strings.TrimSpace(head))
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
-	if err != nil || n < 0 {
-		return "", fmt.Errorf("INFO %s on %s: %q", section, addr, strings.TrimSpace(head))
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return "", err
-	}
-	return string(body), nil
-}
+// RedisInfo reads one INFO section from the redis-server at addr
+// (testenv.RedisInfo: a bare connection, no client handshake).
+func RedisInfo(addr, section string) (string, error) { return testenv.RedisInfo(addr, section) }
 
 // RedisPID is the process id of the redis-server at addr (INFO server).
-func RedisPID(addr string) (int, error) {
-	s, err := RedisInfo(addr, "server")
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(s, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
-			return strconv.Atoi(v)
-		}
-	}
-	return 0, fmt.Errorf("INFO server on %s: no process_id", addr)
-}
+func RedisPID(addr string) (int, error) { return testenv.RedisPID(addr) }

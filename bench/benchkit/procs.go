@@ -15,12 +15,10 @@ import (
 	"seckill/internal/testenv"
 )
 
-// Proc is a child process a bench tool started (a testenv.Proc), stopped by
-// its PID; Name names it in messages, LogPath holds its output.
+// Proc is a child process a bench tool started (a testenv.Proc: Name names
+// it in messages, Log holds its output), stopped by its PID.
 type Proc struct {
 	*testenv.Proc
-	Name    string
-	LogPath string
 }
 
 // procs are all children still running, stopped in reverse order by StopAll.
@@ -33,15 +31,20 @@ var (
 // output in dir/name.log. The child gets SIGTERM if the tool dies first.
 func Start(dir, name, bin string, env []string, args ...string) (*Proc, error) {
 	logPath := filepath.Join(dir, name+".log")
-	p := &Proc{Name: name, LogPath: logPath, Proc: &testenv.Proc{Name: name, Bin: bin, Args: args,
+	p := &Proc{Proc: &testenv.Proc{Name: name, Bin: bin, Args: args,
 		Env: append(os.Environ(), env...), Log: logPath, DeathSignal: syscall.SIGTERM}}
 	if err := p.Start(); err != nil {
 		return nil, err
 	}
+	track(p)
+	return p, nil
+}
+
+// track adds p to the children StopAll stops.
+func track(p *Proc) {
 	procsMu.Lock()
 	procs = append(procs, p)
 	procsMu.Unlock()
-	return p, nil
 }
 
 // StopWithin sends SIGTERM to p's PID, waits up to grace, then SIGKILL.

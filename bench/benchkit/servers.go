@@ -7,24 +7,29 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
+
+	"seckill/internal/testenv"
 )
 
 // StartRedis runs a redis-server named name (its log: out/name.log) with
-// its files in dir, with seckill dev's persistence settings.
+// its files in dir, with seckill dev's persistence settings (the
+// append-only file, fsync every second), by testenv's one starter; StopAll
+// stops it (SIGTERM: the file is written out).
 func StartRedis(out, name, dir string) (*Proc, string, error) {
-	addr := FreeAddr()
-	_, port, _ := strings.Cut(addr, ":")
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", err
 	}
-	p, err := Start(out, name, "redis-server", nil, "--port", port, "--bind", "127.0.0.1", "--dir", dir,
-		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--daemonize", "no", "--protected-mode", "no")
+	logPath := filepath.Join(out, name+".log")
+	r, err := testenv.LaunchRedis(dir, testenv.WithRedisLog(logPath),
+		testenv.WithRedisArgs("--appendonly", "yes", "--appendfsync", "everysec"))
 	if err != nil {
 		return nil, "", err
 	}
-	return p, addr, WaitPort(p, addr, 10*time.Second)
+	r.Proc().Name = name
+	p := &Proc{Proc: r.Proc()}
+	track(p)
+	return p, r.Addr, nil
 }
 
 // MariaDB is the MariaDB scripts/mariadb-test.sh starts (and stops by

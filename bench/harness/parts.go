@@ -125,7 +125,7 @@ func startPartsWith(out, bin, config string, po partsOpts) (*system, error) {
 	// The sold-out SKU's one ticket becomes an order only through the
 	// consumer: once it has, the consumer is in its group and consuming.
 	if _, err := s.waitDrained(time.Minute); err != nil {
-		return s, fmt.Errorf("the consumer does not turn tickets into orders (see %s): %w", consumer.LogPath, err)
+		return s, fmt.Errorf("the consumer does not turn tickets into orders (see %s): %w", consumer.Log, err)
 	}
 	return s, nil
 }

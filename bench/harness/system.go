@@ -99,7 +99,7 @@ var reDevRedis = regexp.MustCompile(`redis\s+(\S+) \(default\), (\S+) \(hot shar
 func devWatch(p *benchkit.Proc) ([]watched, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, _ := os.ReadFile(p.LogPath)
+		b, _ := os.ReadFile(p.Log)
 		if m := reDevRedis.FindSubmatch(b); m != nil {
 			ws := []watched{{role: roleServer, pid: p.PID()}}
 			for i, role := range []string{roleRedisDef, roleRedisHot} {
@@ -113,7 +113,7 @@ func devWatch(p *benchkit.Proc) ([]watched, error) {
 			return ws, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("seckill dev printed no redis addresses (see %s)", p.LogPath)
+			return nil, fmt.Errorf("seckill dev printed no redis addresses (see %s)", p.Log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

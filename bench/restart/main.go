@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,6 +43,7 @@ import (
 	"seckill/admin"
 	"seckill/bench/benchkit"
 	"seckill/cmd/seckill/devserver"
+	"seckill/internal/testenv"
 	"seckill/sale"
 	"seckill/store"
 )
@@ -81,8 +81,8 @@ func run(sizes, out, config, bin string, keep bool) error {
 	go func() { <-sig; stopAll(); os.Exit(130) }()
 	if bin == "" {
 		bin = filepath.Join(out, "seckill")
-		if b, err := exec.Command("go", "build", "-o", bin, "./cmd/seckill").CombinedOutput(); err != nil {
-			return fmt.Errorf("go build: %v\n%s", err, b)
+		if err := testenv.BuildSeckill(bin, false); err != nil {
+			return err
 		}
 	}
 	var rows []result
@@ -219,8 +219,7 @@ func measure(out, bin, config string, n int, keep bool) (result, error) {
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return r, err
 	}
-	d := &dev{bin: bin, config: config, dir: dir, logs: logs, edge: freeAddr(), admin: freeAddr(),
-		http: &http.Client{Timeout: 30 * time.Second}}
+	d := newDev(bin, config, dir, logs, &http.Client{Timeout: 30 * time.Second})
 
 	// The sale.
 	if _, err := d.start("sale", "warn"); err != nil {
@@ -257,7 +256,7 @@ func measure(out, bin, config string, n int, keep bool) (result, error) {
 			// anything is left.
 			secs := max(3, min(20, int(left/8000)+1))
 			cmd := exec.Command("wrk", "-t2", "-c256", fmt.Sprintf("-d%ds", secs), "-s", "bench/flash_sale_unique.lua",
-				"http://"+d.edge+"/api/v1/flash-sale/order")
+				"http://"+d.Edge+"/api/v1/flash-sale/order")
 			if b, err := cmd.CombinedOutput(); err != nil {
 				return r, fmt.Errorf("wrk: %v\n%s", err, b)
 			}
@@ -290,7 +289,7 @@ func measure(out, bin, config string, n int, keep bool) (result, error) {
 	// Let the broker's trim (every 5s) and Redis' fsync (every second)
 	// catch up, as a sale that has been quiet for a moment would.
 	time.Sleep(6 * time.Second)
-	r.AOF[0], r.AOF[1] = aofInfo(d.redis[0]), aofInfo(d.redis[1])
+	r.AOF[0], r.AOF[1] = aofInfo(d.Redis()[0]), aofInfo(d.Redis()[1])
 	if r.Sizes, err = measureSizes(dir); err != nil {
 		return r, err
 	}
@@ -345,15 +344,21 @@ func measure(out, bin, config string, n int, keep bool) (result, error) {
 	return r, d.stop(syscall.SIGTERM)
 }
 
-// dev is one data directory's `seckill dev`.
+// dev is one data directory's `seckill dev` (testenv.Dev: a process group
+// of its own, so that SIGKILL reaches its redis-server children too); its
+// log, every start of it, is in logs/dev.log.
 type dev struct {
-	bin, config, dir, logs string
-	edge, admin            string
-	http                   *http.Client
-	cmd                    *exec.Cmd
-	done                   chan struct{}
-	log                    string
-	redis                  [2]string // default, hot
+	*testenv.Dev
+	config, dir, admin string
+	http               *http.Client
+}
+
+func newDev(bin, config, dir, logs string, client *http.Client) *dev {
+	edge := freeAddr()
+	d := &dev{config: config, dir: dir, admin: freeAddr(), http: client}
+	d.Dev = testenv.NewDev(bin, filepath.Join(logs, "dev.log"), edge,
+		[]string{"--config", config, "--data-dir", dir, "--listen", edge, "--admin-listen", d.admin}, nil)
+	return d
 }
 
 var running []*dev
@@ -364,92 +369,32 @@ func stopAll() {
 	}
 }
 
-var bannerRedis = regexp.MustCompile(`redis\s+(\S+) \(default\), (\S+) \(hot shard\)`)
-
-// start runs seckill dev (in a process group of its own, so that SIGKILL
-// reaches its redis-server children too) and returns the time from exec
-// until /readyz answers 200.
+// start runs seckill dev (the run named name in its log) at log level
+// level and returns the time from exec until /readyz answers 200.
 func (d *dev) start(name, level string) (time.Duration, error) {
-	d.log = filepath.Join(d.logs, name+".log")
-	f, err := os.Create(d.log)
-	if err != nil {
-		return 0, err
-	}
-	cmd := exec.Command(d.bin, "dev", "--config", d.config, "--data-dir", d.dir, "--listen", d.edge, "--admin-listen", d.admin)
-	cmd.Env = append(os.Environ(), "SECKILL_ADMIN_TOKEN="+adminToken, "SECKILL_DEV_DEMO=false", "SECKILL_LOG_LEVEL="+level,
+	d.Name = "seckill dev " + name
+	d.Env = append(os.Environ(), "SECKILL_ADMIN_TOKEN="+adminToken, "SECKILL_DEV_DEMO=false", "SECKILL_LOG_LEVEL="+level,
 		"SECKILL_START_TIMEOUT=10m")
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
-		f.Close()
+	if err := d.Start(); err != nil {
 		return 0, err
 	}
-	d.cmd, d.done = cmd, make(chan struct{})
-	done := d.done
-	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
 	running = append(running, d)
-	for {
-		resp, err := d.http.Get("http://" + d.edge + "/readyz")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		select {
-		case <-done:
-			b, _ := os.ReadFile(d.log)
-			return 0, fmt.Errorf("seckill dev exited before /readyz:\n%s", tail(b, 20))
-		default:
-		}
-		if time.Since(t0) > 10*time.Minute {
-			return 0, errors.New("seckill dev not ready after 10m")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if _, err := d.AwaitReady(10 * time.Minute); err != nil {
+		return 0, err
 	}
-	took := time.Since(t0)
-	b, _ := os.ReadFile(d.log)
-	m := bannerRedis.FindSubmatch(b)
-	if m == nil {
-		return took, fmt.Errorf("no redis addresses in the banner:\n%s", tail(b, 20))
-	}
-	d.redis = [2]string{string(m[1]), string(m[2])}
-	return took, nil
+	return time.Since(t0), nil
 }
 
 // stop signals the whole process group (SIGKILL) or the process (SIGTERM)
-// and waits for it.
+// and waits for it and its redis-servers' ports to close.
 func (d *dev) stop(sig syscall.Signal) error {
-	if d.cmd == nil {
-		return nil
-	}
-	select {
-	case <-d.done:
-		return nil
-	default:
-	}
-	pid := d.cmd.Process.Pid
 	if sig == syscall.SIGKILL {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-	} else {
-		_ = d.cmd.Process.Signal(sig)
+		d.KillGroup()
+		return nil
 	}
-	select {
-	case <-d.done:
-	case <-time.After(5 * time.Minute):
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		<-d.done
+	if d.Stop(sig, 5*time.Minute) {
 		return fmt.Errorf("seckill dev ignored %v for 5 minutes", sig)
-	}
-	// SIGTERM: its redis-servers exit with it (they are stopped in
-	// order); SIGKILL: the group's kill reached them. Wait until their
-	// ports are closed either way.
-	for _, a := range d.redis {
-		for i := 0; i < 500 && dialOK(a); i++ {
-			time.Sleep(20 * time.Millisecond)
-		}
 	}
 	return nil
 }
@@ -460,7 +405,7 @@ var readyLine = regexp.MustCompile(`"?dependency ready"?[,\s]+\{?"dependency": ?
 
 // waits lists the dependency waits of the last start.
 func (d *dev) waits() string {
-	b, _ := os.ReadFile(d.log)
+	b := []byte(d.SinceStart())
 	var out []string
 	for _, m := range readyLine.FindAllSubmatch(b, -1) {
 		w := string(m[2])
@@ -481,7 +426,7 @@ func (d *dev) call(method, path string, in, out any) error {
 
 // remaining is the SKU's stock in Redis (the hot shard).
 func (d *dev) remaining() (int64, error) {
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{d.redis[1]}, DisableCache: true})
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{d.Redis()[1]}, DisableCache: true})
 	if err != nil {
 		return 0, err
 	}
@@ -518,7 +463,7 @@ func (d *dev) stock() (admin.SKUStock, error) {
 func (d *dev) waitSelling(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		resp, err := d.http.Get(fmt.Sprintf("http://%s/api/v1/flash-sale/activities/%d", d.edge, activityID))
+		resp, err := d.http.Get(fmt.Sprintf("http://%s/api/v1/flash-sale/activities/%d", d.Edge, activityID))
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -632,15 +577,6 @@ func freeAddr() string {
 	return "127.0.0.1:" + strconv.Itoa(port)
 }
 
-func dialOK(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
 func loadavg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -648,9 +584,4 @@ func loadavg() string {
 	}
 	f := strings.Fields(string(b))
 	return strings.Join(f[:min(3, len(f))], " ")
-}
-
-func tail(b []byte, n int) string {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -207,7 +207,7 @@ func measureConsumer(o options, env []string, api benchkit.Admin) (figure, error
 	var first time.Time
 	for {
 		if !cons.Running() {
-			return figure{}, fmt.Errorf("seckill consumer exited (see %s)", cons.LogPath)
+			return figure{}, fmt.Errorf("seckill consumer exited (see %s)", cons.Log)
 		}
 		orders, occupied, err := stockOf()
 		if err != nil {
@@ -228,7 +228,7 @@ func measureConsumer(o options, env []string, api benchkit.Admin) (figure, error
 				cmd:  "GOMAXPROCS=1 seckill " + strings.Join(args, " ") + "  on the edge run's backlog (go run ./bench/scaling -only edge,consumer)"}, nil
 		}
 		if time.Now().After(timeout) {
-			return figure{}, fmt.Errorf("%d tickets still without an order (see %s)", occupied, cons.LogPath)
+			return figure{}, fmt.Errorf("%d tickets still without an order (see %s)", occupied, cons.Log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

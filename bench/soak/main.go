@@ -24,6 +24,7 @@ package main
 import (
 	"bufio"
 	"encoding/csv"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -104,7 +105,7 @@ func run(c config) error {
 	if err := benchkit.WaitReady(dev, "http://"+edge+"/readyz", 2*time.Minute); err != nil {
 		return err
 	}
-	redis, err := redisAddrs(dev.LogPath)
+	redis, err := redisAddrs(dev.Log)
 	if err != nil {
 		return err
 	}
@@ -171,6 +172,9 @@ func run(c config) error {
 		return err
 	}
 	rep, verdict := judge(procs, samples, c)
+	books, booksErr := checkBooks(data, redis, 1001, c.stock+int64(restocks)*max(c.stock/10, 1))
+	rep += "books (e2e/chaos checker):\n" + books
+	verdict = errors.Join(verdict, booksErr)
 	fmt.Printf("\n%s (`go run ./bench/soak -duration %v`), load average %s, %d CPUs\n", time.Now().UTC().Format(time.RFC3339), c.dur, loadavg(), runtime.NumCPU())
 	fmt.Printf("soak.lua: %d requests, %.0f/s, p99 %v, %s\n", loads[0].Requests, loads[0].RPS, loads[0].P99, loads[0].CodesString())
 	fmt.Printf("flash_sale.lua: %d requests, %.0f/s, p99 %v\n", loads[1].Requests, loads[1].RPS, loads[1].P99)

@@ -21,11 +21,9 @@ import (
 // process, buys through HTTP, drives every admin CLI command against it and
 // stops it with SIGINT.
 func TestDevAndAdminCLI(t *testing.T) {
+	testenv.Long(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "seckill")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildSeckill(t, dir)
 	pub, adm := freeAddr(t), freeAddr(t)
 	cmd := exec.Command(bin, "dev", "--config", "../../configs/dev.yaml", "--data-dir", filepath.Join(dir, "data"),
 		"--listen", pub, "--admin-listen", adm)

@@ -27,6 +27,7 @@ import (
 // land, the dev admin token works, and a reserved buyer of a requireToken
 // sale gets a token and buys with it (without token keys: 503).
 func TestDevWithoutConfigRunsTheDevDefaults(t *testing.T) {
+	testenv.Long(t)
 	dir := t.TempDir()
 	bin := buildSeckill(t, dir)
 	pub, adm := freeAddr(t), freeAddr(t)

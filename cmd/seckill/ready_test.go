@@ -10,34 +10,26 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"seckill/internal/testenv"
 )
 
-// devProc is a `seckill dev` child process.
-type devProc struct {
-	cmd    *exec.Cmd
-	logs   *syncBuffer
-	exited chan struct{}
-	err    error
-}
+// devProc is a `seckill dev` child process (its output in a log file of
+// the test's), killed when the test ends.
+type devProc struct{ *testenv.Proc }
 
 func startDev(t *testing.T, bin, dataDir, pub, adm string, env ...string) *devProc {
 	t.Helper()
-	p := &devProc{logs: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, "dev", "--config", "../../configs/dev.yaml", "--data-dir", dataDir, "--listen", pub, "--admin-listen", adm)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
+	p := &devProc{&testenv.Proc{Name: "seckill dev", Bin: bin, Log: filepath.Join(t.TempDir(), "dev.log"),
+		Args: []string{"dev", "--config", "../../configs/dev.yaml", "--data-dir", dataDir, "--listen", pub, "--admin-listen", adm},
+		Env:  append(os.Environ(), env...)}}
+	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	})
+	t.Cleanup(func() { p.Stop(syscall.SIGKILL, time.Minute) })
 	return p
 }
 
@@ -78,6 +70,7 @@ func callAs(user int, method, url, body string) (httpAnswer, error) {
 // loads it slowly on purpose (dev.redis_args: key-load-delay), for five
 // seconds or so.
 func TestDevWaitsForItsLoadingRedis(t *testing.T) {
+	testenv.Long(t)
 	dir := t.TempDir()
 	bin := buildSeckill(t, dir)
 	data := filepath.Join(dir, "data")
@@ -102,15 +95,15 @@ func TestDevWaitsForItsLoadingRedis(t *testing.T) {
 	t.Run("a start timeout shorter than the load ends the process naming redis.default", func(t *testing.T) {
 		p := startDev(t, bin, data, freeAddr(t), freeAddr(t), slow, "SECKILL_START_TIMEOUT=1s")
 		select {
-		case <-p.exited:
+		case <-p.Exited():
 		case <-time.After(30 * time.Second):
-			t.Fatalf("still running 30s after a 1s start timeout\n%s", p.logs.String())
+			t.Fatalf("still running 30s after a 1s start timeout\n%s", p.SinceStart())
 		}
 		var exit *exec.ExitError
-		if !errors.As(p.err, &exit) || exit.ExitCode() != 1 {
-			t.Fatalf("exit: %v, want status 1\n%s", p.err, p.logs.String())
+		if !errors.As(p.Err(), &exit) || exit.ExitCode() != 1 {
+			t.Fatalf("exit: %v, want status 1\n%s", p.Err(), p.SinceStart())
 		}
-		out := p.logs.String()
+		out := p.SinceStart()
 		for _, want := range []string{"seckill dev: start_timeout (1s) passed while waiting for redis.default", "LOADING"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("output does not say %q:\n%s", want, out)
@@ -125,12 +118,12 @@ func TestDevWaitsForItsLoadingRedis(t *testing.T) {
 		var sawWaiting bool
 		for {
 			select {
-			case <-p.exited:
-				t.Fatalf("seckill dev exited: %v\n%s", p.err, p.logs.String())
+			case <-p.Exited():
+				t.Fatalf("seckill dev exited: %v\n%s", p.Err(), p.SinceStart())
 			default:
 			}
 			if time.Since(started) > 90*time.Second {
-				t.Fatalf("not ready after 90s\n%s", p.logs.String())
+				t.Fatalf("not ready after 90s\n%s", p.SinceStart())
 			}
 			ready, err := call("GET", "http://"+pub+"/readyz", "")
 			if err != nil { // the listener is not open yet
@@ -159,12 +152,12 @@ func TestDevWaitsForItsLoadingRedis(t *testing.T) {
 		}
 		waited := time.Since(started)
 		if !sawWaiting {
-			t.Fatalf("ready after %v without ever waiting for redis.default: the load was too short for the test\n%s", waited, p.logs.String())
+			t.Fatalf("ready after %v without ever waiting for redis.default: the load was too short for the test\n%s", waited, p.SinceStart())
 		}
 		if b, err := call("POST", "http://"+pub+"/api/v1/flash-sale/order", `{"skuId":1001,"quantity":1}`); err != nil || b.Status != 200 || b.Code != "QUEUING" {
-			t.Fatalf("a purchase once ready: %+v %v\n%s", b, err, p.logs.String())
+			t.Fatalf("a purchase once ready: %+v %v\n%s", b, err, p.SinceStart())
 		}
-		out := p.logs.String()
+		out := p.SinceStart()
 		first := strings.Count(out, "\twaiting for a dependency\t{\"dependency\": \"redis.default\"")
 		still := strings.Count(out, "still waiting for a dependency\t{\"dependency\": \"redis.default\"")
 		done := strings.Count(out, "dependency ready\t{\"dependency\": \"redis.default\"")
@@ -177,7 +170,7 @@ func TestDevWaitsForItsLoadingRedis(t *testing.T) {
 		}
 		// The start line comes before the wait, the ready line after it.
 		testenv.Eventually(t, "dev's ready line", 10*time.Second, func() bool {
-			out = p.logs.String()
+			out = p.SinceStart()
 			return strings.Contains(out, "\tready\t{\"role\": \"dev\"")
 		})
 		starting := strings.Index(out, "\tstarting\t{\"role\": \"dev\"")

@@ -153,6 +153,7 @@ func TestSIGHUPReloadsRateLimits(t *testing.T) {
 // reload; a SIGHUP (say, `pkill -HUP seckill` meant for the edges) is
 // logged and the process keeps serving until SIGTERM, which it obeys.
 func TestSIGHUPLeavesTheConsumerRunning(t *testing.T) {
+	testenv.Long(t)
 	dir := t.TempDir()
 	bin := buildSeckill(t, dir)
 	r := testenv.StartRedis(t)
@@ -226,8 +227,8 @@ func TestSIGHUPLeavesTheConsumerRunning(t *testing.T) {
 func buildSeckill(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "seckill")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := testenv.BuildSeckill(bin, false); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -89,6 +89,7 @@ func checkFields(t *testing.T, got map[string]any, want map[string]any) {
 // in its output; a process that never got its servers logs no ready line,
 // the broker does.
 func TestStartLinesOfTheProductionProcesses(t *testing.T) {
+	testenv.Long(t)
 	dir := t.TempDir()
 	bin := buildSeckill(t, dir)
 	redisDef, redisHot, kafka, db := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)

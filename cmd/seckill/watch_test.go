@@ -35,14 +35,14 @@ func TestWatchConsole(t *testing.T) {
 	waitDevReady(t, p, pub)
 	t.Run("dev says what it runs on, and that it is ready, without the admin token", func(t *testing.T) {
 		testenv.EventuallyOK(t, "dev's ready line", 10*time.Second, func() error {
-			if _, ok := logLine(p.logs.String(), "ready"); !ok {
-				return errors.New("no ready line\n" + p.logs.String())
+			if _, ok := logLine(p.SinceStart(), "ready"); !ok {
+				return errors.New("no ready line\n" + p.SinceStart())
 			}
 			return nil
 		})
-		line, ok := logLine(p.logs.String(), "starting")
+		line, ok := logLine(p.SinceStart(), "starting")
 		if !ok {
-			t.Fatalf("no start line\n%s", p.logs.String())
+			t.Fatalf("no start line\n%s", p.SinceStart())
 		}
 		checkStartLine(t, line, map[string]any{"role": "dev", "listeners": map[string]string{"public": pub, "admin": adm},
 			"store": "sqlite", "dsn": filepath.Join(dir, "data", "seckill.db")})
@@ -90,7 +90,7 @@ func TestWatchConsole(t *testing.T) {
 				rep.SKUs[0].Occupied+rep.SKUs[1].Occupied == 0 && lag.Total == 0 {
 				return nil
 			}
-			return fmt.Errorf("never settled: %+v, lag %+v, %v\n%s", rep, lag, err, p.logs.String())
+			return fmt.Errorf("never settled: %+v, lag %+v, %v\n%s", rep, lag, err, p.SinceStart())
 		})
 	}
 	for u := 1; u <= 4; u++ {
@@ -356,14 +356,14 @@ func waitDevReady(t *testing.T, p *devProc, pub string) {
 	t.Helper()
 	testenv.EventuallyOK(t, "dev's readiness", 90*time.Second, func() error {
 		select {
-		case <-p.exited:
-			t.Fatalf("seckill dev exited: %v\n%s", p.err, p.logs.String())
+		case <-p.Exited():
+			t.Fatalf("seckill dev exited: %v\n%s", p.Err(), p.SinceStart())
 		default:
 		}
 		a, err := call("GET", "http://"+pub+"/readyz", "")
 		if err == nil && a.Status == 200 {
 			return nil
 		}
-		return fmt.Errorf("readyz: %+v %v\n%s", a, err, p.logs.String())
+		return fmt.Errorf("readyz: %+v %v\n%s", a, err, p.SinceStart())
 	})
 }

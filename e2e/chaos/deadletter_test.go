@@ -35,7 +35,7 @@ func TestGenuineMessagesDeadLettered(t *testing.T) {
 		During: healthy, Settle: time.Second,
 		DeadLetters: &deadLettering{},
 	})
-	if n := s.Consumer.grep("undecodable or unverified order message dead-lettered"); n == 0 {
+	if n := s.Consumer.Count("undecodable or unverified order message dead-lettered"); n == 0 {
 		t.Error("no genuine message was dead-lettered: the fault tested nothing")
 	}
 }

@@ -9,7 +9,7 @@
 // HTTP clients) run against the same processes.
 //
 // The fleet (fleet_test.go, `make fleet`) is the production shape: a Redis
-// Cluster of 3 masters + 3 replicas (cluster_test.go) for the default
+// Cluster of 3 masters + 3 replicas (cluster.go) for the default
 // Redis, two hot shards, three edges (one with a sidecar engine) and three
 // consumers of one group, while members come and go and a cluster master
 // fails over. The failover tests (failover_test.go) make a master die with
@@ -19,12 +19,12 @@
 // It is a black box: it imports only internal/testenv and
 // internal/faultproxy (the proxy that makes a dependency slow, refused or
 // partitioned) from the project. It
-// reads Redis keys and SQL rows by their documented names (names_test.go),
+// reads Redis keys and SQL rows by their documented names (names.go),
 // writes the configuration file, the activity and the tokens it needs from
 // the documentation, and counts the ledger itself; the admin stock report and
 // the reconciler are asked too, as second opinions that must agree.
 //
-// What the checker (check_test.go, judged by a pure function that
+// What the checker (check.go, judged by a pure function that
 // checker_test.go feeds hand-built broken states) demands of every scenario:
 //   - per SKU: orders + live occupancies + Redis stock == initial, Redis
 //     stock + sold == initial, the snapshot agrees, one live order per user,
@@ -42,6 +42,13 @@
 //     it, the fault's named set while it lasted (until its settle time after
 //     the heal), healthy ones after; and tickets were accepted after it;
 //   - no process reported a data race.
+//
+// The harness (harness.go, proc.go, load.go, cluster.go) and the checker
+// (books.go, check.go, ledger.go, names.go) are non-test files, so other
+// rigs can use them: CheckBooks judges the books a finished sale left in
+// Redis and the store by the same verdicts (bench/soak checks its run with
+// it). They take testing.TB where they take a test. The scenarios are the
+// _test.go files.
 //
 // Every scenario runs in every `go test ./...` — `make test` runs the suite
 // alone after the other packages, and CI runs `make test`. `make chaos` is

@@ -4,128 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"seckill/internal/faultproxy"
 	"seckill/internal/testenv"
 )
-
-// switchProxy forwards TCP connections to an upstream that can change: the
-// address a Redis master is known by (a virtual IP or DNS name that an
-// operator, Sentinel or a managed service moves to the promoted replica),
-// or a replica's link to its master. sever closes every open connection
-// and, until the next retarget, refuses new ones (accepts and closes them):
-// nothing more flows, and nothing held back is delivered later.
-type switchProxy struct {
-	ln net.Listener
-
-	mu       sync.Mutex
-	upstream string // "" refuses
-	conns    map[net.Conn]struct{}
-	wg       sync.WaitGroup
-}
-
-func startSwitchProxy(t testing.TB, upstream string) *switchProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &switchProxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *switchProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *switchProxy) port() string {
-	_, port, _ := net.SplitHostPort(p.addr())
-	return port
-}
-
-// sever closes every connection and refuses new ones.
-func (p *switchProxy) sever() { p.retarget("") }
-
-// retarget closes every connection; new ones go to upstream.
-func (p *switchProxy) retarget(upstream string) {
-	p.mu.Lock()
-	p.upstream = upstream
-	conns := p.conns
-	p.conns = map[net.Conn]struct{}{}
-	p.mu.Unlock()
-	for c := range conns {
-		c.Close()
-	}
-}
-
-// track adds c to the open connections if the upstream is still up (the
-// one c was dialled for); false: close it.
-func (p *switchProxy) track(c net.Conn, upstream string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conns == nil || p.upstream != upstream || upstream == "" {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *switchProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		up := p.upstream
-		p.mu.Unlock()
-		if !p.track(c, up) {
-			c.Close()
-			continue
-		}
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			defer c.Close()
-			u, err := net.DialTimeout("tcp", up, 2*time.Second)
-			if err != nil {
-				return
-			}
-			defer u.Close()
-			if !p.track(u, up) {
-				return
-			}
-			done := make(chan struct{}, 2)
-			go func() { _, _ = io.Copy(u, c); u.Close(); done <- struct{}{} }()
-			go func() { _, _ = io.Copy(c, u); c.Close(); done <- struct{}{} }()
-			<-done
-			<-done
-		}()
-	}
-}
-
-func (p *switchProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	conns := p.conns
-	p.conns = nil
-	p.mu.Unlock()
-	for c := range conns {
-		c.Close()
-	}
-	p.wg.Wait()
-}
 
 // failoverPair is a Redis master with one replica, whose link to the
 // master runs through a proxy the test can cut, and the address the
@@ -134,15 +24,15 @@ func (p *switchProxy) close() {
 type failoverPair struct {
 	t               testing.TB
 	master, replica *testenv.Redis
-	link, svc       *switchProxy
+	link, svc       *faultproxy.Proxy
 }
 
 func startFailoverPair(t testing.TB) *failoverPair {
 	t.Helper()
 	ctx := context.Background()
 	p := &failoverPair{t: t, master: testenv.StartRedis(t)}
-	p.link = startSwitchProxy(t, p.master.Addr)
-	p.replica = testenv.StartRedis(t, testenv.WithRedisArgs("--replicaof", "127.0.0.1", p.link.port()))
+	p.link = startProxy(t, p.master.Addr)
+	p.replica = testenv.StartRedis(t, testenv.WithRedisArgs("--replicaof", "127.0.0.1", portOf(p.link.Addr())))
 	testenv.EventuallyOK(t, "replica in sync", 15*time.Second, func() error {
 		v, err := replInfo(ctx, p.replica.Addr, "master_link_status")
 		if err == nil && v != "up" {
@@ -150,7 +40,7 @@ func startFailoverPair(t testing.TB) *failoverPair {
 		}
 		return err
 	})
-	p.svc = startSwitchProxy(t, p.master.Addr)
+	p.svc = startProxy(t, p.master.Addr)
 	return p
 }
 
@@ -163,7 +53,7 @@ func (p *failoverPair) cut() {
 	if n, err := nodeDo(ctx, p.master.Addr, "WAIT", "1", "5000"); err != nil || n != "1" {
 		p.t.Fatalf("WAIT 1 on the master: %s %v", n, err)
 	}
-	p.link.sever()
+	p.link.Refuse()
 	testenv.EventuallyOK(p.t, "replica link down", 15*time.Second, func() error {
 		v, err := replInfo(ctx, p.replica.Addr, "master_link_status")
 		if err == nil && v != "down" {
@@ -181,7 +71,7 @@ func (p *failoverPair) failover() {
 	if _, err := nodeDo(context.Background(), p.replica.Addr, "REPLICAOF", "NO", "ONE"); err != nil {
 		p.t.Fatal(err)
 	}
-	p.svc.retarget(p.replica.Addr)
+	p.svc.Retarget(p.replica.Addr)
 }
 
 // replInfo reads a field of INFO replication on the server at addr.
@@ -228,7 +118,7 @@ func TestFailoverLosesUnreplicated(t *testing.T) {
 	master, replica := pair.master, pair.replica
 
 	sc := beginScenario(t)
-	sc.s = startSystem(t, Options{RedisAddr: pair.svc.addr()})
+	sc.s = startSystem(t, Options{RedisAddr: pair.svc.Addr()})
 	s := sc.s
 	const normal = 60
 	skus := map[int64]int64{skuNormal: normal, skuHot: 10}
@@ -259,7 +149,10 @@ func TestFailoverLosesUnreplicated(t *testing.T) {
 	users := keysOf(activityID, skuNormal).Users
 	for _, tk := range lost.Tickets {
 		u := strconv.FormatInt(tk.User, 10)
-		onMaster, _ := nodeDo(ctx, master.Addr, "HGET", users, u)
+		onMaster, err := nodeDo(ctx, master.Addr, "HGET", users, u)
+		if err != nil {
+			t.Fatalf("user %d: the master's record: %v", tk.User, err)
+		}
 		onReplica, rerr := nodeDo(ctx, replica.Addr, "HGET", users, u)
 		if onMaster != tk.RequestNo || !rueidis.IsRedisNil(rerr) {
 			t.Fatalf("user %d: record %q on the master, %q (%v) on the replica: want the ticket %s on the master only",
@@ -370,7 +263,7 @@ func TestFailoverLosesUnreplicated(t *testing.T) {
 func TestFailoverLosesClaimsAndResults(t *testing.T) {
 	ctx := context.Background()
 	pair := startFailoverPair(t)
-	s := startSystem(t, Options{RedisAddr: pair.svc.addr()})
+	s := startSystem(t, Options{RedisAddr: pair.svc.Addr()})
 	const normal = 30
 	skus := map[int64]int64{skuNormal: normal, skuHot: 10}
 	s.preheat(saleActivity(skus[skuNormal], skus[skuHot]))
@@ -454,4 +347,10 @@ func TestFailoverLosesClaimsAndResults(t *testing.T) {
 	if again.Statuses["409 DUPLICATE"] != 2 {
 		t.Errorf("buyers 1..2 trying again got %s, want 409 DUPLICATE", again.summary())
 	}
+}
+
+// portOf is the port of a host:port.
+func portOf(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
 }

@@ -172,13 +172,13 @@ func (f *fleet) batches(p *proc) (float64, error) {
 			return strconv.ParseFloat(strings.TrimSpace(v), 64)
 		}
 	}
-	return 0, fmt.Errorf("%s: no seckill_consumer_batches_total in /metrics (%v)", p.name, sc.Err())
+	return 0, fmt.Errorf("%s: no seckill_consumer_batches_total in /metrics (%v)", p.Name, sc.Err())
 }
 
 // waitEdgeAt waits until the edge listening on addr answers /readyz 200.
 func (f *fleet) waitEdgeAt(addr string) func(*proc) error {
 	return func(p *proc) error {
-		return p.waitFor(60*time.Second, "edge /readyz 200", func() error {
+		return p.Await(60*time.Second, "edge /readyz 200", func() error {
 			st, body, err := f.do("GET", "http://"+addr+"/readyz", 0, nil, nil)
 			if err != nil {
 				return err
@@ -419,11 +419,11 @@ func TestFleet(t *testing.T) {
 	// Every consumer alive now did work: the one that joined took
 	// partitions, the restarted one took its own back.
 	for _, p := range f.consumers {
-		if !p.running() {
+		if !p.Running() {
 			continue
 		}
 		n, err := f.batches(p)
-		f.expect(p.name+" processed batches", err == nil && n > 0, "%v batches (%v)", n, err)
+		f.expect(p.Name+" processed batches", err == nil && n > 0, "%v batches (%v)", n, err)
 	}
 	sc.rep = f.checkInvariants(run, f.stock)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -58,11 +57,7 @@ func devBinary(t *testing.T, n int) string {
 			return
 		}
 		plainBin = filepath.Join(dir, "seckill")
-		cmd := exec.Command("go", "build", "-o", plainBin, "./cmd/seckill")
-		cmd.Dir = filepath.Join("..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			plainErr = fmt.Errorf("go build ./cmd/seckill: %v\n%s", err, out)
-		}
+		plainErr = testenv.BuildSeckill(plainBin, false)
 	})
 	if plainErr != nil {
 		t.Fatal(plainErr)
@@ -89,139 +84,25 @@ func largeSale(t *testing.T) int {
 	return 20_000
 }
 
-// devProcess is one `seckill dev` on a data directory, started in a
-// process group of its own so that a SIGKILL of the group takes its
-// redis-server children down with it, as a crash of the box would.
+// devProcess is one `seckill dev` on a data directory (testenv.Dev: a
+// process group of its own, so that a SIGKILL of the group takes its
+// redis-server children down with it, as a crash of the box would).
 type devProcess struct {
-	bin     string
+	*testenv.Dev
+	dir     string // its data directory
 	cfgPath string
-	dir     string
-	logPath string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{}
-	starts int
-	redis  [2]string // the default and hot redis-servers of the current run
 }
 
-func (d *devProcess) start() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	f, err := os.OpenFile(d.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	d.starts++
-	fmt.Fprintf(f, "\n===== chaos: start #%d of seckill dev at %s\n", d.starts, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(d.bin, "dev", "--config", d.cfgPath)
-	cmd.Env = cleanEnv()
-	cmd.Stdout, cmd.Stderr = f, f
-	// Setpgid: the group is ours to kill. Pdeathsig: it dies with the test
-	// binary.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return err
-	}
-	done := make(chan struct{})
-	d.cmd, d.done, d.redis = cmd, done, [2]string{}
-	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
-	return nil
-}
-
-// killGroup SIGKILLs the process group (seckill dev and its
-// redis-servers) and waits until the servers' ports are closed.
-func (d *devProcess) killGroup() {
-	d.mu.Lock()
-	cmd, done, redis := d.cmd, d.done, d.redis
-	d.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
-	for _, a := range redis {
-		for i := 0; a != "" && i < 250 && dialOK("tcp", a) == nil; i++ {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-}
-
-// stop sends SIGTERM (the dev process drains and stops its servers) and
-// kills the group if it has not exited within grace.
-func (d *devProcess) stop(grace time.Duration) {
-	d.mu.Lock()
-	cmd, done := d.cmd, d.done
-	d.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-done:
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(grace):
-		d.killGroup()
-	}
-}
-
-func (d *devProcess) exited() <-chan struct{} {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.done
-}
-
-// sinceStart is the log of the current run.
-func (d *devProcess) sinceStart() string {
-	b, _ := os.ReadFile(d.logPath)
-	s := string(b)
-	if i := strings.LastIndex(s, "===== chaos: start #"); i >= 0 {
-		return s[i:]
-	}
-	return s
-}
-
-var devBannerRedis = regexp.MustCompile(`redis\s+(\S+) \(default\), (\S+) \(hot shard\)`)
-
-// waitReady polls /readyz until 200 and reads the redis-servers' addresses
-// from the banner seckill dev prints once it is up.
+// waitReady waits until seckill dev is ready and points the System's
+// Redis at the redis-servers of this run.
 func (d *devProcess) waitReady(s *System, timeout time.Duration) (time.Duration, error) {
-	start := time.Now()
-	exited := d.exited()
-	for {
-		st, _, err := s.get("/readyz", 0)
-		if err == nil && st == 200 {
-			break
-		}
-		select {
-		case <-exited:
-			return 0, fmt.Errorf("seckill dev exited before it was ready:\n%s", lastLines(d.sinceStart(), 40))
-		default:
-		}
-		if time.Since(start) > timeout {
-			return 0, fmt.Errorf("seckill dev not ready after %v (last: %d %v):\n%s", timeout, st, err, lastLines(d.sinceStart(), 40))
-		}
-		time.Sleep(20 * time.Millisecond)
+	took, err := d.AwaitReady(timeout)
+	if err != nil {
+		return took, err
 	}
-	took := time.Since(start)
-	for {
-		if m := devBannerRedis.FindStringSubmatch(d.sinceStart()); m != nil {
-			d.mu.Lock()
-			d.redis = [2]string{m[1], m[2]}
-			d.mu.Unlock()
-			s.Redis, s.Hot = &testenv.Redis{Addr: m[1]}, &testenv.Redis{Addr: m[2]}
-			return took, nil
-		}
-		if time.Since(start) > timeout {
-			return took, fmt.Errorf("no redis addresses in seckill dev's banner:\n%s", lastLines(d.sinceStart(), 40))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r := d.Redis()
+	s.Redis, s.Hot = &testenv.Redis{Addr: r[0]}, &testenv.Redis{Addr: r[1]}
+	return took, nil
 }
 
 func lastLines(s string, n int) string {
@@ -246,7 +127,7 @@ func startDev(t *testing.T, bin string) (*System, *devProcess) {
 		},
 	}
 	t.Cleanup(s.client.CloseIdleConnections)
-	d := &devProcess{bin: s.bin, dir: filepath.Join(root, "data"), logPath: filepath.Join(root, "dev.log")}
+	d := &devProcess{dir: filepath.Join(root, "data"), cfgPath: filepath.Join(root, "seckill.yaml")}
 
 	// seckill dev reads this over its dev defaults (configs/dev.yaml). As
 	// writeConfig: the crowd comes from 127.0.0.1, so the per-address
@@ -284,23 +165,23 @@ reconcile:
   watch_interval: 1s
 `, s.edgeAddr, s.adminAddr, adminToken, tokenKeyID, tokenSecret, d.dir))
 	s.sweeper = true
-	d.cfgPath = filepath.Join(root, "seckill.yaml")
+	d.Dev = testenv.NewDev(s.bin, filepath.Join(root, "dev.log"), s.edgeAddr, []string{"--config", d.cfgPath}, cleanEnv())
 	if err := os.WriteFile(d.cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.stop(30 * time.Second) })
+	t.Cleanup(func() { d.Stop(syscall.SIGTERM, 30*time.Second) })
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("SECKILL_CHAOS_KEEP_LOGS") != "" {
 			keep := filepath.Join(os.TempDir(), "seckill-chaos-logs", strings.ReplaceAll(t.Name(), "/", "_"))
 			_ = os.MkdirAll(keep, 0o755)
-			if b, err := os.ReadFile(d.logPath); err == nil {
+			if b, err := os.ReadFile(d.Log); err == nil {
 				_ = os.WriteFile(filepath.Join(keep, "dev.log"), b, 0o644)
 			}
-			t.Logf("----- last lines of seckill dev:\n%s\nfull log kept in %s", lastLines(d.sinceStart(), 30), keep)
+			t.Logf("----- last lines of seckill dev:\n%s\nfull log kept in %s", lastLines(d.SinceStart(), 30), keep)
 		}
 	})
 
-	if err := d.start(); err != nil {
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.waitReady(s, 2*time.Minute); err != nil {
@@ -427,7 +308,7 @@ func TestDevKilledAfterALargeSale(t *testing.T) {
 			}
 		}
 		killedAt = time.Now()
-		d.killGroup()
+		d.KillGroup()
 		stopCrowd()
 	}()
 	start := time.Now()
@@ -458,14 +339,14 @@ func TestDevKilledAfterALargeSale(t *testing.T) {
 	t.Log(sizes)
 
 	// The restart, on the same directory.
-	if err := d.start(); err != nil {
+	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
 	took, err := d.waitReady(s, 3*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waits := regexp.MustCompile(`dependency ready\s+\{"dependency": "([^"]+)", "waited": "([^"]+)"`).FindAllStringSubmatch(d.sinceStart(), -1)
+	waits := regexp.MustCompile(`dependency ready\s+\{"dependency": "([^"]+)", "waited": "([^"]+)"`).FindAllStringSubmatch(d.SinceStart(), -1)
 	var waited []string
 	for _, w := range waits {
 		waited = append(waited, w[1]+" "+w[2])

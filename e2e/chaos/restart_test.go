@@ -214,8 +214,8 @@ func TestRedisRestartedUnderARunningEdge(t *testing.T) {
 	s.expect("while its SKU's Redis loads, buyers get 503 BUSY and no ticket", busy > 0 && len(wrong) == 0,
 		"%d answered during the load: %d BUSY, others %v", during, busy, wrong)
 	s.expect("after Redis has loaded, the sale goes on", after > 0, "%d accepted after the load", after)
-	rebuilt := s.Edge.grep("Redis lost the SKU; rebuilt from the database")
-	waitedLine := s.Edge.grep("Redis is loading its dataset: the watcher rebuilds nothing and waits")
+	rebuilt := s.Edge.Count("Redis lost the SKU; rebuilt from the database")
+	waitedLine := s.Edge.Count("Redis is loading its dataset: the watcher rebuilds nothing and waits")
 	s.expect("the watcher rebuilds nothing from a loading Redis", rebuilt == 0 && waitedLine > 0,
 		"%d rebuilds, %d lines saying it waits", rebuilt, waitedLine)
 	sc.finish(run)

@@ -478,8 +478,8 @@ func firstErr(errs ...error) error {
 
 // lastExit reports an unclean exit of a gently stopped process.
 func (s *System) lastExit(p *proc) error {
-	if err := p.lastErr(); err != nil {
-		return fmt.Errorf("%s exited with %v after SIGTERM:\n%s", p.name, err, p.tail(20))
+	if err := p.Err(); err != nil {
+		return fmt.Errorf("%s exited with %v after SIGTERM:\n%s", p.Name, err, p.Tail(20))
 	}
 	return nil
 }

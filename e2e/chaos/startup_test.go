@@ -73,21 +73,21 @@ func TestPartsStartOnALoadingRedis(t *testing.T) {
 	// A start timeout shorter than the load.
 	quick := s.newProc("consumer-start-timeout", []string{"consumer", "--config", s.cfgPath},
 		[]string{"SECKILL_START_TIMEOUT=1s", "SECKILL_CONSUMER_INSTANCE_ID=chaos-start-timeout"})
-	if err := quick.start(); err != nil {
+	if err := quick.Start(); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-quick.exited():
+	case <-quick.Exited():
 	case <-time.After(30 * time.Second):
-		t.Fatalf("a consumer with a 1s start timeout still runs after 30s:\n%s", quick.tail(20))
+		t.Fatalf("a consumer with a 1s start timeout still runs after 30s:\n%s", quick.Tail(20))
 	}
 	var exit *exec.ExitError
-	quickLog := quick.sinceStart()
+	quickLog := quick.SinceStart()
 	s.expect("start_timeout passed: the process exits naming the dependency",
-		errors.As(quick.lastErr(), &exit) && exit.ExitCode() == 1 &&
+		errors.As(quick.Err(), &exit) && exit.ExitCode() == 1 &&
 			strings.Contains(quickLog, "seckill consumer: start_timeout (1s) passed while waiting for redis.default") &&
 			strings.Contains(quickLog, "LOADING"),
-		"exit %v; last lines:\n%s", quick.lastErr(), quick.tail(3))
+		"exit %v; last lines:\n%s", quick.Err(), quick.Tail(3))
 
 	if err := firstErr(s.restart(s.Edge, nil), s.restart(s.Consumer, nil)); err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestPartsStartOnALoadingRedis(t *testing.T) {
 	if err := s.waitEdge(s.Edge); err != nil {
 		t.Fatal(err)
 	}
-	edgeLog := s.Edge.sinceStart()
+	edgeLog := s.Edge.SinceStart()
 	f, still, ready := waitLines(edgeLog, "redis.default")
 	s.expect("one log line when the wait begins, one per 5s while it lasts, one when it ends",
 		f == 1 && ready == 1 && still <= int(loaded/(5*time.Second))+1,
@@ -144,8 +144,8 @@ func TestPartsStartOnALoadingRedis(t *testing.T) {
 	// The edge being up says nothing of the consumer: give it the time to
 	// see Redis loaded and log so (its own readiness, not the edge's).
 	var cf, cready int
-	_ = s.Consumer.waitFor(15*time.Second, "the consumer's ready line", func() error {
-		if cf, _, cready = waitLines(s.Consumer.sinceStart(), "redis.default"); cready == 0 {
+	_ = s.Consumer.Await(15*time.Second, "the consumer's ready line", func() error {
+		if cf, _, cready = waitLines(s.Consumer.SinceStart(), "redis.default"); cready == 0 {
 			return errNotYet
 		}
 		return nil
@@ -180,7 +180,7 @@ func TestPartsWaitForBrokerAndDatabase(t *testing.T) {
 		[]string{"SECKILL_CONSUMER_INSTANCE_ID=chaos-consumer", "SECKILL_METRICS_LISTEN=" + metrics})
 	s.consumers = append(s.consumers, consumer)
 	for _, p := range []*proc{s.Engine, s.Edge, consumer} {
-		if err := p.start(); err != nil {
+		if err := p.Start(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -196,8 +196,8 @@ func TestPartsWaitForBrokerAndDatabase(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for p, deps := range wantWaits {
 		for _, dep := range deps {
-			if err := p.waitFor(time.Until(deadline), "its one line of waiting for "+dep, func() error {
-				if f, _, _ := waitLines(p.sinceStart(), dep); f != 1 {
+			if err := p.Await(time.Until(deadline), "its one line of waiting for "+dep, func() error {
+				if f, _, _ := waitLines(p.SinceStart(), dep); f != 1 {
 					return fmt.Errorf("%d such lines since its start", f)
 				}
 				return nil
@@ -220,8 +220,8 @@ func TestPartsWaitForBrokerAndDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []*proc{s.Engine, consumer} {
-		if err := p.waitFor(20*time.Second, "its log line: kafka ready", func() error {
-			if _, _, r := waitLines(p.sinceStart(), "kafka"); r != 1 {
+		if err := p.Await(20*time.Second, "its log line: kafka ready", func() error {
+			if _, _, r := waitLines(p.SinceStart(), "kafka"); r != 1 {
 				return errNotYet
 			}
 			return nil
@@ -230,14 +230,14 @@ func TestPartsWaitForBrokerAndDatabase(t *testing.T) {
 		}
 	}
 	for p := range wantWaits {
-		s.expect(p.name+" still waits for the database once the broker is back", p.running() && !strings.Contains(p.sinceStart(), "\tdependency ready\t{\"dependency\": \"database\""),
-			"running %v", p.running())
+		s.expect(p.Name+" still waits for the database once the broker is back", p.Running() && !strings.Contains(p.SinceStart(), "\tdependency ready\t{\"dependency\": \"database\""),
+			"running %v", p.Running())
 	}
 	s.proxy.Heal()
 	if err := firstErr(s.waitEngine(s.Engine), s.waitEdge(s.Edge)); err != nil {
 		t.Fatal(err)
 	}
-	if err := consumer.waitFor(30*time.Second, "/readyz 200 on its metrics listener", func() error {
+	if err := consumer.Await(30*time.Second, "/readyz 200 on its metrics listener", func() error {
 		if st, b := metricsGet("/readyz"); st != 200 {
 			return fmt.Errorf("%d %s", st, b)
 		}

@@ -1,9 +1,11 @@
 // Package faultproxy is a TCP proxy on 127.0.0.1 that makes a dependency
 // slow or unreachable on purpose: a fixed delay plus jitter on each
 // direction, a refusal of every connection, or a partition that holds every
-// byte. The fault suite puts it in front of the broker, the database and the
-// risk service; bench/ uses it to measure the system under a slow
-// dependency. It imports no project package.
+// byte. Its upstream can move (Retarget): the address a Redis master is
+// known by, moved to the promoted replica. The fault suite puts it in front
+// of the broker, the database, the risk service and a Redis master; bench/
+// uses it to measure the system under a slow dependency. It imports no
+// project package.
 package faultproxy
 
 import (
@@ -50,15 +52,18 @@ func (l Latency) draw() time.Duration {
 // Its faults may be changed at any time; a change applies to chunks read
 // after it, on open and new connections alike. Safe for concurrent use.
 type Proxy struct {
-	ln       net.Listener
-	upstream string
+	ln net.Listener
 
 	lat     [2]atomic.Pointer[Latency]
 	refused atomic.Bool
 
 	stop chan struct{} // closed by Close: delayed chunks are dropped
 
-	mu     sync.Mutex
+	mu       sync.Mutex
+	upstream string
+	// gen counts the moves and cuts (Retarget, Refuse): a connection
+	// dialled before one is not kept after it.
+	gen    uint64
 	heal   chan struct{} // closed while not partitioned
 	conns  map[net.Conn]struct{}
 	closed bool
@@ -97,11 +102,21 @@ func (p *Proxy) Latency(dir Direction) Latency { return *p.lat[dir].Load() }
 // reset or EOF, not a hang) until Accept.
 func (p *Proxy) Refuse() {
 	p.refused.Store(true)
+	p.cut(nil)
+}
+
+// cut closes every open connection (a new generation: none dialled before
+// is kept) and, unless to is nil, moves the upstream to *to.
+func (p *Proxy) cut(to *string) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return
 	}
+	if to != nil {
+		p.upstream = *to
+	}
+	p.gen++
 	conns := p.conns
 	p.conns = map[net.Conn]struct{}{}
 	p.mu.Unlock()
@@ -112,6 +127,14 @@ func (p *Proxy) Refuse() {
 
 // Accept ends Refuse.
 func (p *Proxy) Accept() { p.refused.Store(false) }
+
+// Retarget moves the upstream: every open connection is closed (nothing
+// held back is delivered later) and new ones go to upstream. It ends a
+// Refuse.
+func (p *Proxy) Retarget(upstream string) {
+	p.cut(&upstream)
+	p.refused.Store(false)
+}
 
 // Partition cuts the network until Heal: nothing flows on open connections
 // and new connections are accepted but never reach the upstream — clients
@@ -210,6 +233,19 @@ func (p *Proxy) track(c net.Conn, add bool) bool {
 	return true
 }
 
+// trackUpstream adds u, a connection to the upstream of generation gen,
+// to the open connections; false once the proxy is closed or the upstream
+// moved or was cut since u was dialled.
+func (p *Proxy) trackUpstream(u net.Conn, gen uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.gen != gen {
+		return false
+	}
+	p.conns[u] = struct{}{}
+	return true
+}
+
 func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
@@ -231,11 +267,14 @@ func (p *Proxy) serve(c net.Conn) {
 	defer p.track(c, false)
 	defer c.Close()
 	p.gate()
-	u, err := net.DialTimeout("tcp", p.upstream, 5*time.Second)
+	p.mu.Lock()
+	up, gen := p.upstream, p.gen
+	p.mu.Unlock()
+	u, err := net.DialTimeout("tcp", up, 5*time.Second)
 	if err != nil {
 		return
 	}
-	if p.refused.Load() || !p.track(u, true) {
+	if p.refused.Load() || !p.trackUpstream(u, gen) {
 		u.Close()
 		return
 	}

@@ -12,32 +12,7 @@ import (
 )
 
 // echoServer answers every line with the same line, on a free port.
-func echoServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				io.Copy(c, c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
+func echoServer(t *testing.T) string { return taggedServer(t, "") }
 
 func start(t *testing.T) *Proxy {
 	t.Helper()
@@ -264,5 +239,79 @@ func TestProxyCloseEndsOpenConnections(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", p.Addr(), 200*time.Millisecond); err == nil {
 		t.Fatal("the proxy still accepts after Close")
+	}
+}
+
+// taggedServer answers every line with tag and the line, on a free port.
+func taggedServer(t *testing.T, tag string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					l, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := io.WriteString(c, tag+l); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A moved upstream (a Redis master's address moved to its promoted
+// replica): open connections are closed, so nothing reaches the old one
+// any more, and new ones reach the new one.
+func TestProxyRetargetMovesTheUpstream(t *testing.T) {
+	p, err := Start(taggedServer(t, "old:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	ask := func(c net.Conn, r *bufio.Reader) (string, error) {
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := io.WriteString(c, "x\n"); err != nil {
+			return "", err
+		}
+		return r.ReadString('\n')
+	}
+	c, r := dial(t, p)
+	if got, err := ask(c, r); err != nil || got != "old:x\n" {
+		t.Fatalf("before the move: %q %v", got, err)
+	}
+	p.Retarget(taggedServer(t, "new:"))
+	if got, err := ask(c, r); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection opened before the move answered %q %v, want it closed", got, err)
+	}
+	c2, r2 := dial(t, p)
+	if got, err := ask(c2, r2); err != nil || got != "new:x\n" {
+		t.Fatalf("after the move: %q %v, want the new upstream's answer", got, err)
+	}
+	// A Refuse then a Retarget: the move ends the refusal.
+	p.Refuse()
+	p.Retarget(taggedServer(t, "third:"))
+	c3, r3 := dial(t, p)
+	if got, err := ask(c3, r3); err != nil || got != "third:x\n" {
+		t.Fatalf("a move after a refusal: %q %v", got, err)
 	}
 }

@@ -3,8 +3,10 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -185,4 +187,40 @@ func TestProcAwaitStopsWhenTheProcessExits(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
+}
+
+// A process of its own group is killed with its children: the child a
+// shell started in the background dies with it, as in a crash of the box.
+func TestProcKillGroupKillsTheChildrenToo(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child.pid")
+	p := &Proc{Name: "parent", Bin: "/bin/sh", Group: true, Log: filepath.Join(dir, "parent.log"),
+		Args: []string{"-c", `sleep 60 & echo $! > ` + pidFile + `; wait`}}
+	t.Cleanup(func() { p.Stop(syscall.SIGKILL, time.Second) })
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var child int
+	EventuallyOK(t, "the child's pid", 5*time.Second, func() error {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return err
+		}
+		child, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err
+	})
+	p.KillGroup()
+	if p.Running() {
+		t.Fatal("the parent still runs after KillGroup")
+	}
+	EventuallyOK(t, "the child gone", 5*time.Second, func() error {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(child), "stat"))
+		if err != nil {
+			return nil // reaped
+		}
+		if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "Z" {
+			return nil // killed, not reaped yet by init
+		}
+		return fmt.Errorf("child %d still runs", child)
+	})
 }

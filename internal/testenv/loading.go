@@ -62,17 +62,9 @@ func (r *Redis) fill(from, to, size int) error {
 // append-only file on, it is written out first (a clean restart). Killed
 // after 10s.
 func (r *Redis) Shutdown() {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return
+	if r.proc != nil {
+		r.proc.Stop(syscall.SIGTERM, 10*time.Second)
 	}
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-r.done:
-	case <-time.After(10 * time.Second):
-		_ = r.cmd.Process.Kill()
-		<-r.done
-	}
-	r.cmd = nil
 }
 
 // RestartLoading writes the dataset out (BGREWRITEAOF with the append-only

@@ -30,6 +30,10 @@ type Proc struct {
 	// (Pdeathsig), so no child outlives a killed test binary; 0 means
 	// SIGKILL.
 	DeathSignal syscall.Signal
+	// Group starts the process as the leader of a process group of its
+	// own, so that KillGroup (and a Stop that runs out of grace) reaches
+	// its children too, as a crash of the box would.
+	Group bool
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -71,7 +75,7 @@ func (p *Proc) Start() error {
 	if sig == 0 {
 		sig = syscall.SIGKILL
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: sig}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: sig, Setpgid: p.Group}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return fmt.Errorf("start %s: %w", p.Name, err)
@@ -149,10 +153,31 @@ func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) (killed bool) {
 	case <-done:
 		return false
 	case <-time.After(grace):
-		_ = cmd.Process.Kill()
+		p.kill(cmd)
 		<-done
 		return sig != syscall.SIGKILL
 	}
+}
+
+// KillGroup sends SIGKILL to the process's whole group (Group) — or to
+// the process alone without one — and waits for the process to exit.
+func (p *Proc) KillGroup() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	p.kill(cmd)
+	<-done
+}
+
+func (p *Proc) kill(cmd *exec.Cmd) {
+	if p.Group {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		return
+	}
+	_ = cmd.Process.Kill()
 }
 
 // Await polls check until it returns nil. It fails at once when the process

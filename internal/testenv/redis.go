@@ -1,16 +1,9 @@
 package testenv
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -29,10 +22,12 @@ type Redis struct {
 	// authenticate with (WithRedisPassword, WithRedisACL); empty: none.
 	Username, Password string
 	// TLS is the server's TLS (WithRedisTLS): Addr then speaks TLS only.
-	TLS     *RedisTLS
+	TLS *RedisTLS
+	// Log is the server's output, every run of it (Proc's log); default
+	// redis.log in Dir.
+	Log     string
 	aclFile string
-	cmd     *exec.Cmd
-	done    chan struct{} // closed when cmd has exited
+	proc    *Proc
 
 	// doers is Do's one connection per test (closed when the test ends),
 	// so that a test polling with Do does not open a connection a call.
@@ -50,31 +45,48 @@ func WithRedisArgs(args ...string) RedisOption {
 }
 
 // StartRedis starts a redis-server without persistence (unless options say
-// otherwise) and stops it when the test ends.
+// otherwise) in a directory of the test's and stops it when the test ends.
 func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 	t.Helper()
-	r := &Redis{Dir: t.TempDir()}
+	r, err := LaunchRedis(t.TempDir(), opts...)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// WithRedisLog puts the server's output in path instead of Dir/redis.log.
+func WithRedisLog(path string) RedisOption {
+	return func(r *Redis) { r.Log = path }
+}
+
+// LaunchRedis is StartRedis for a program (the bench tools): the server
+// keeps its files in dir, and the caller stops it (Stop; it dies with the
+// caller's process too).
+func LaunchRedis(dir string, opts ...RedisOption) (*Redis, error) {
+	r := &Redis{Dir: dir}
 	for _, o := range opts {
 		o(r)
 	}
-	r.prepare(t)
-	// FreePort's port is free when asked, not necessarily when
+	if err := r.prepare(); err != nil {
+		return nil, err
+	}
+	// freePort's port is free when asked, not necessarily when
 	// redis-server binds it: another test binary's server or an outgoing
 	// connection may take it in between. Start then fails (the server
 	// exits, or a server that is not ours answers), and another port is
 	// tried.
 	var err error
 	for range 5 {
-		r.Port = FreePort(t)
+		if r.Port, err = freePort(); err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
 		if err = r.Start(); err == nil {
-			break
+			return r, nil
 		}
 	}
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	t.Cleanup(r.Stop)
-	return r
+	return nil, err
 }
 
 // Start (re)starts the server on the same port and directory.
@@ -85,40 +97,43 @@ func (r *Redis) Start() error {
 	}
 	r.Addr = fmt.Sprintf("127.0.0.1:%d", r.Port)
 	args := []string{"--port", itoa(r.Port), "--bind", "127.0.0.1", "--dir", r.Dir,
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no",
-		"--logfile", filepath.Join(r.Dir, "redis.log")}
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no"}
 	args = append(args, r.authArgs()...)
 	args = append(args, r.Args...)
-	r.cmd = exec.Command(bin, args...)
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := r.cmd.Start(); err != nil {
-		r.cmd = nil
-		return fmt.Errorf("start redis-server: %w", err)
+	if r.Log == "" {
+		r.Log = filepath.Join(r.Dir, "redis.log")
 	}
-	cmd, done := r.cmd, make(chan struct{})
-	r.done = done
-	go func() { _ = cmd.Wait(); close(done) }()
+	if r.proc == nil {
+		r.proc = &Proc{Name: "redis-server", Bin: bin, Log: r.Log}
+	}
+	r.proc.Args = args
+	if err := r.proc.Start(); err != nil {
+		return err
+	}
 	if err := r.waitOurs(10 * time.Second); err != nil {
 		r.Stop()
-		log, _ := os.ReadFile(filepath.Join(r.Dir, "redis.log"))
-		return fmt.Errorf("redis-server on %s: %v\n%s", r.Addr, err, log)
+		return fmt.Errorf("redis-server on %s: %v\n%s", r.Addr, err, r.proc.SinceStart())
 	}
 	return nil
 }
+
+// Proc is the server's process (nil before the first start): its PID, a
+// gentle stop (SIGTERM writes the append-only file), its log.
+func (r *Redis) Proc() *Proc { return r.proc }
 
 // waitOurs waits until the server we started answers on r.Addr: INFO
 // names our process. A server that exits (the port was taken) or another
 // server on the port is an error at once.
 func (r *Redis) waitOurs(d time.Duration) error {
 	deadline := time.Now().Add(d)
-	pid := r.cmd.Process.Pid
+	pid, exited := r.proc.PID(), r.proc.Exited()
 	for {
 		select {
-		case <-r.done:
+		case <-exited:
 			return fmt.Errorf("redis-server exited at start (port %d taken?)", r.Port)
 		default:
 		}
-		got, err := r.infoPID()
+		got, err := r.pid()
 		switch {
 		case err == nil && got == pid:
 			return nil
@@ -131,53 +146,11 @@ func (r *Redis) waitOurs(d time.Duration) error {
 	}
 }
 
-// infoPID asks the Redis server on r.Addr for its process id (INFO
-// server), over TLS and after AUTH where r has them.
-func (r *Redis) infoPID() (int, error) {
-	c, err := r.dial(200 * time.Millisecond)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	br := bufio.NewReader(c)
-	if err := r.auth(c, br); err != nil {
-		return 0, err
-	}
-	if _, err := c.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
-		return 0, err
-	}
-	head, err := br.ReadString('\n')
-	if err != nil {
-		return 0, err
-	}
-	if !strings.HasPrefix(head, "$") {
-		return 0, fmt.Errorf("INFO: %q", strings.TrimSpace(head)) // e.g. -LOADING
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("INFO: %q", strings.TrimSpace(head))
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(br, body); err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
-			return strconv.Atoi(v)
-		}
-	}
-	return 0, errors.New("INFO server without process_id")
-}
-
 // Stop kills the server (SIGKILL: no save on exit) and waits for it.
 func (r *Redis) Stop() {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return
+	if r.proc != nil {
+		r.proc.Stop(syscall.SIGKILL, time.Minute)
 	}
-	_ = r.cmd.Process.Kill()
-	<-r.done
-	r.cmd = nil
 }
 
 // Client returns a rueidis client to the server, closed when the test ends.

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -75,18 +74,18 @@ func WithRedisTLS(clientAuth bool) RedisOption {
 
 // prepare writes what the options need before the first start: the ACL
 // file, the TLS certificates.
-func (r *Redis) prepare(t testing.TB) {
-	t.Helper()
+func (r *Redis) prepare() error {
 	if r.aclFile != "" {
 		if err := os.WriteFile(filepath.Join(r.Dir, "users.acl"), []byte(r.aclFile), 0o600); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
 	if r.TLS != nil && r.TLS.CAFile == "" {
 		if err := r.TLS.make(r.Dir); err != nil {
-			t.Fatalf("redis TLS certificates: %v", err)
+			return fmt.Errorf("redis TLS certificates: %w", err)
 		}
 	}
+	return nil
 }
 
 // authArgs are the server arguments of the ACL file and TLS.

@@ -87,3 +87,13 @@ func lookBinary(names ...string) (string, error) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// Long marks a test that runs whole processes, a browser or a large crowd:
+// go test -short (make check, the day-to-day run) skips it; make test runs
+// it.
+func Long(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("long: make test runs it; make check (go test -short) does not")
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"seckill/sale"
+
+	"seckill/internal/testenv"
 )
 
 // artifacts is where the browser tests leave their screenshots
@@ -202,6 +204,7 @@ func pollTrue(expr string, opts ...chromedp.PollOption) chromedp.Action[chromedp
 // charts drawn and moving (the per-SKU accepted / rejected charts while a
 // crowd buys), and watches the buy button grey out.
 func TestPagesInABrowser(t *testing.T) {
+	testenv.Long(t)
 	// Its one purchase must be accepted: see crowdBudgets.
 	c := startClusterWith(t, mode{driver: "sqlite"}, crowdBudgets)
 	c.preheat(t, openActivity(1,

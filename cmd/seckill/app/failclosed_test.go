@@ -30,6 +30,7 @@ import (
 // with the window on or off it must fail closed, and the edge's own checks
 // make no Redis call to fail.
 func TestRedisStoppedMidSaleAnswersBusyUntilItIsBack(t *testing.T) {
+	testenv.Long(t)
 	withData := []string{"--appendonly", "yes", "--appendfsync", "always"}
 	for _, c := range []struct {
 		name   string

@@ -348,6 +348,7 @@ func TestClosedOrderUnitSoldAgain(t *testing.T) {
 // configured stock: orders never exceed the stock, no buyer has two, and
 // after the reconciler's safe repairs the books add up.
 func TestRestartWithEmptyRedisMidSale(t *testing.T) {
+	testenv.Long(t)
 	eachStore(t, func(t *testing.T, driver string) {
 		const stock = 300
 		l := startLedgerSys(t, driver, nil)

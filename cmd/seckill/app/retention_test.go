@@ -27,6 +27,7 @@ import (
 // result is still answered by the edge — from the database — as the order
 // table says it ended.
 func TestThirtySalesLeaveRedisAsTheyFoundIt(t *testing.T) {
+	testenv.Long(t)
 	c := startClusterWith(t, mode{driver: "sqlite"}, func(cfg *config.Config) {
 		crowdBudgets(cfg)
 		cfg.Order.PayTimeout = time.Second

@@ -129,6 +129,11 @@ func walk(v reflect.Value, prefix string, lookup func(string) (string, bool)) er
 	return nil
 }
 
+// SecretName reports whether the variable name holds a secret (a token,
+// a key, a password, a DSN): its value never appears in an error, and a
+// manifest must take it from a secret store, not write it literally.
+func SecretName(name string) bool { return secretName(name) }
+
 // secretName: a variable whose value must not appear in an error.
 func secretName(name string) bool {
 	for _, w := range []string{"TOKEN", "SECRET", "KEYS", "PASSWORD", "DSN"} {

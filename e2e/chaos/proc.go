@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,14 +39,9 @@ func seckillBinary(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
 		binPath = filepath.Join(dir, "seckill")
 		start := time.Now()
-		cmd := exec.Command("go", "build", "-race", "-o", binPath, "./cmd/seckill")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build -race ./cmd/seckill: %v\n%s", err, out)
+		if buildErr = testenv.BuildSeckill(binPath, true); buildErr != nil {
 			return
 		}
 		fmt.Fprintf(os.Stderr, "chaos: built %s (-race) in %v\n", binPath, time.Since(start).Round(time.Millisecond))
@@ -76,54 +69,22 @@ func removeStaleBinDirs() {
 
 // proc is one seckill process (or any command) that the harness starts,
 // signals and starts again with the same arguments: a testenv.Proc (its
-// output in a log file that survives restarts, each start marked) plus what
-// the suite reads from it — the log's path and lines, counts of a line (the
-// race-report and rebuild greps) — and a wait that gives up when the
-// process exits.
+// output in a log file that survives restarts, each start marked; Count
+// greps it for race reports and rebuilds; Await gives up when the process
+// exits), killed when the test ends.
 type proc struct {
 	*testenv.Proc
-	name    string
-	logPath string
 }
 
 func newProc(t testing.TB, dir, name, bin string, args, env []string) *proc {
-	logPath := filepath.Join(dir, name+".log")
-	p := &proc{Proc: &testenv.Proc{Name: name, Bin: bin, Args: args, Env: env, Log: logPath}, name: name, logPath: logPath}
+	p := &proc{Proc: &testenv.Proc{Name: name, Bin: bin, Args: args, Env: env, Log: filepath.Join(dir, name+".log")}}
 	t.Cleanup(func() { p.kill(syscall.SIGKILL) })
 	return p
 }
 
-// start runs the process; it does not wait for readiness.
-func (p *proc) start() error { return p.Start() }
-
-// running reports whether the process is alive.
-func (p *proc) running() bool { return p.Running() }
-
-// exited is closed when the current run ends (nil before the first start).
-func (p *proc) exited() <-chan struct{} { return p.Exited() }
-
 // kill sends sig to the process (by its PID) and waits for it to exit; a
 // process that ignores a gentle signal for 30s is killed.
-func (p *proc) kill(sig syscall.Signal) { p.stopWithin(sig, 30*time.Second) }
+func (p *proc) kill(sig syscall.Signal) { p.Stop(sig, 30*time.Second) }
 
-func (p *proc) stopWithin(sig syscall.Signal, grace time.Duration) { p.Stop(sig, grace) }
-
-// lastErr is the exit status of the last run.
-func (p *proc) lastErr() error { return p.Err() }
-
-// sinceStart is the process' log since its last start.
-func (p *proc) sinceStart() string { return p.SinceStart() }
-
-// tail returns the last n lines of the process' log.
-func (p *proc) tail(n int) string { return p.Tail(n) }
-
-// grep counts the occurrences of s in the process's log.
-func (p *proc) grep(s string) int { return p.Count(s) }
-
-// waitFor polls ok until it returns nil, the process exits, or d passes.
-func (p *proc) waitFor(d time.Duration, what string, ok func() error) error {
-	return p.Await(d, what, ok)
-}
-
-// errNotYet is what a waitFor condition answers while it does not hold yet.
+// errNotYet is what an Await condition answers while it does not hold yet.
 var errNotYet = errors.New("not yet")

@@ -1,4 +1,4 @@
-package config
+package deploy
 
 import (
 	"bufio"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path"
@@ -28,9 +29,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"seckill/cmd/seckill/config"
 )
 
-const k8sDir = "../../../deploy/k8s"
+const k8sDir = "k8s"
 
 // processGrace is how long a seckill process gives its parts to finish
 // after SIGTERM (serveUntilSignal's grace in cmd/seckill/parts.go).
@@ -198,26 +201,26 @@ func statefulPod(s *appsv1.StatefulSet, i int) (string, map[string]string) {
 // containerConfig is the configuration container c of pod (name, labels)
 // runs: the file its --config names, from the ConfigMap mounted there, with
 // its environment applied the way config.Load applies it.
-func containerConfig(o k8sObjects, spec corev1.PodSpec, c corev1.Container, name string, podLabels map[string]string) (Config, error) {
+func containerConfig(o k8sObjects, spec corev1.PodSpec, c corev1.Container, name string, podLabels map[string]string) (config.Config, error) {
 	file, err := configFileOf(o, spec, c)
 	if err != nil {
-		return Config{}, err
+		return config.Config{}, err
 	}
-	cfg := Default()
-	if err := Decode([]byte(file), &cfg); err != nil {
+	cfg := config.Default()
+	if err := config.Decode([]byte(file), &cfg); err != nil {
 		return cfg, fmt.Errorf("%s: the ConfigMap's config file: %w", c.Name, err)
 	}
 	env, err := envOf(c, name, podLabels)
 	if err != nil {
 		return cfg, err
 	}
-	known := EnvNames(&Config{})
+	known := config.EnvNames(&config.Config{})
 	for k := range env {
 		if !slices.Contains(known, k) {
 			return cfg, fmt.Errorf("%s: %s is no configuration variable (config.EnvNames)", c.Name, k)
 		}
 	}
-	err = ApplyEnv(&cfg, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	err = config.ApplyEnv(&cfg, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	return cfg, err
 }
 
@@ -364,7 +367,7 @@ func TestK8sManifests(t *testing.T) {
 		}
 	}
 	if edgeSet == nil || consumerSet == nil {
-		t.Fatalf("want a StatefulSet running seckill edge and one running seckill consumer (have %v)", keysOf(o.statefulSets))
+		t.Fatalf("want a StatefulSet running seckill edge and one running seckill consumer (have %v)", slices.Sorted(maps.Keys(o.statefulSets)))
 	}
 	edgeSpec := edgeSet.Spec.Template.Spec
 	edge, _, _ := containerRunning(edgeSpec, "edge")
@@ -421,8 +424,8 @@ func TestK8sManifests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := Default()
-		if err := Decode([]byte(file), &k); err != nil {
+		k := config.Default()
+		if err := config.Decode([]byte(file), &k); err != nil {
 			t.Fatal(err)
 		}
 		// A ConfigMap is no place for a secret: they come from the Secret.
@@ -618,7 +621,7 @@ func TestK8sManifests(t *testing.T) {
 			spec := s.Spec.Template.Spec
 			for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
 				for _, e := range c.Env {
-					if secretName(e.Name) && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
+					if config.SecretName(e.Name) && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
 						t.Errorf("%s/%s: %s is not from a secretKeyRef", s.Name, c.Name, e.Name)
 					}
 				}

@@ -385,9 +385,9 @@ func (s *System) quiesce(run *Run, skus map[int64]int64, d time.Duration) {
 			// What were the consumers doing? SIGQUIT makes a Go process
 			// write every goroutine's stack to its log, then exit.
 			for _, p := range s.consumers {
-				if p.running() {
-					p.stopWithin(syscall.SIGQUIT, 5*time.Second)
-					s.t.Logf("%s (not quiescent) was sent SIGQUIT: its goroutines are in %s", p.name, p.logPath)
+				if p.Running() {
+					p.Stop(syscall.SIGQUIT, 5*time.Second)
+					s.t.Logf("%s (not quiescent) was sent SIGQUIT: its goroutines are in %s", p.Name, p.Log)
 				}
 			}
 			return

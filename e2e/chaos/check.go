@@ -120,8 +120,33 @@ func judge(ev evidence, ex expectations) *report {
 	rep.Verdicts = append(rep.Verdicts, ex.Extra...)
 	b, run := ev.Books, ev.Run
 	liveByRN, liveByNo := b.liveOrders()
-	occupied := b.occupied()
+	judgeLedger(rep, b, ex)
+	judgeTickets(rep, run, b, liveByRN, liveByNo)
 
+	judgeIdle(rep, b, run)
+
+	accepted := 0
+	for rn := range liveByRN {
+		if _, ok := run.Tickets[rn]; ok {
+			accepted++
+		}
+	}
+	if n := len(liveByRN) - accepted; n > 0 {
+		rep.note("%d orders belong to attempts not answered 200 (the answer was lost: a crash, or a 503 after a send that reached Kafka after all)", n)
+	}
+
+	judgeAnswers(rep, run, ex)
+	judgeAdminStock(rep, ev.Stock, b, ex)
+	judgeReconcile(rep, ev.Recon, b, ex)
+	rep.add(vRaces, len(ev.Races) == 0, "%d reports %v", len(ev.Races), head(ev.Races, 2))
+	return rep
+}
+
+// judgeLedger checks each SKU's books: the ledger adds up in Redis and in
+// the database, the snapshot agrees, one live order per user, and (with
+// the orphan sweeper) no stock held without an order.
+func judgeLedger(rep *report, b *books, ex expectations) {
+	occupied := b.occupied()
 	ids := make([]int64, 0, len(ex.SKUs))
 	for id := range ex.SKUs {
 		ids = append(ids, id)
@@ -169,9 +194,12 @@ func judge(ev evidence, ex expectations) *report {
 			rep.note("sku %d: %d occupancies hold stock without an order (this build has no orphan sweeper)", id, occ)
 		}
 	}
+}
 
-	judgeTickets(rep, run, b, liveByRN, liveByNo)
-
+// judgeIdle checks what must be true once the sale is quiet: no result
+// still QUEUING, no request-log story left open (but those a declared
+// Redis loss froze, which are noted).
+func judgeIdle(rep *report, b *books, run *Run) {
 	queuing := b.queuing()
 	rep.add(vNoQueuing, len(queuing) == 0, "%d result keys QUEUING %v", len(queuing), head(queuing, 5))
 	open, frozen := b.openLog(run)
@@ -181,22 +209,6 @@ func judge(ev evidence, ex expectations) *report {
 		rep.note("PRODUCT GAP: %d request-log rows stay COMPENSATING for good — their occupancy went with the declared Redis loss, "+
 			"so nobody writes their FAILED (the buyers got 503): %v", len(frozen), head(frozen, 5))
 	}
-
-	accepted := 0
-	for rn := range liveByRN {
-		if _, ok := run.Tickets[rn]; ok {
-			accepted++
-		}
-	}
-	if n := len(liveByRN) - accepted; n > 0 {
-		rep.note("%d orders belong to attempts not answered 200 (the answer was lost: a crash, or a 503 after a send that reached Kafka after all)", n)
-	}
-
-	judgeAnswers(rep, run, ex)
-	judgeAdminStock(rep, ev.Stock, b, ex)
-	judgeReconcile(rep, ev.Recon, b, ex)
-	rep.add(vRaces, len(ev.Races) == 0, "%d reports %v", len(ev.Races), head(ev.Races, 2))
-	return rep
 }
 
 // judgeTickets: every accepted ticket ended, its answer matches the

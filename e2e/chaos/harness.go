@@ -22,8 +22,6 @@ import (
 	"seckill/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 const (
 	adminToken  = "chaos-admin-token-0123456789abcdef"
 	tokenKeyID  = "k1"
@@ -65,7 +63,7 @@ type Options struct {
 
 // System is one seckill deployment as separate processes on real servers.
 type System struct {
-	t    *testing.T
+	t    testing.TB
 	opts Options
 	dir  string
 	bin  string
@@ -96,7 +94,7 @@ type System struct {
 	// no occupancy may hold stock without an order at quiescence.
 	sweeper bool
 
-	// Where the checker reads Redis (books_test.go). defaultAddrs, when
+	// Where the checker reads Redis (books.go). defaultAddrs, when
 	// set, is the default Redis as the processes address it (a Redis
 	// Cluster's nodes, or a failover address); otherwise Redis.Addr.
 	// skuShard names the single redis-server of a SKU that does not live
@@ -112,7 +110,7 @@ type System struct {
 
 // startSystem starts redis-servers, the broker, the engine sidecar (in
 // sidecar mode), the edge and the consumer, and waits until each is ready.
-func startSystem(t *testing.T, o Options) *System {
+func startSystem(t testing.TB, o Options) *System {
 	t.Helper()
 	if o.Partitions == 0 {
 		o.Partitions = 4
@@ -231,7 +229,7 @@ func (s *System) mustStart(p *proc, ready func(*proc) error) {
 
 // restart starts p (again) and waits until ready says so.
 func (s *System) restart(p *proc, ready func(*proc) error) error {
-	if err := p.start(); err != nil {
+	if err := p.Start(); err != nil {
 		return err
 	}
 	if ready == nil {
@@ -241,17 +239,17 @@ func (s *System) restart(p *proc, ready func(*proc) error) error {
 }
 
 func (s *System) waitBroker(p *proc) error {
-	return p.waitFor(20*time.Second, "broker listening", func() error { return dialOK("tcp", s.brokerListen) })
+	return p.Await(20*time.Second, "broker listening", func() error { return dialOK("tcp", s.brokerListen) })
 }
 
 func (s *System) waitEngine(p *proc) error {
-	return p.waitFor(30*time.Second, "engine socket", func() error {
+	return p.Await(30*time.Second, "engine socket", func() error {
 		return dialOK("unix", strings.TrimPrefix(s.engineAddr, "unix://"))
 	})
 }
 
 func (s *System) waitEdge(p *proc) error {
-	return p.waitFor(30*time.Second, "edge /readyz 200", func() error {
+	return p.Await(30*time.Second, "edge /readyz 200", func() error {
 		st, body, err := s.get("/readyz", 0)
 		if err != nil {
 			return err
@@ -289,11 +287,11 @@ func dialOK(network, addr string) error {
 func (s *System) stopAll() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		if p := s.procs[i]; p != s.Broker {
-			p.stopWithin(syscall.SIGTERM, 10*time.Second)
+			p.Stop(syscall.SIGTERM, 10*time.Second)
 		}
 	}
 	if s.Broker != nil {
-		s.Broker.stopWithin(syscall.SIGTERM, 10*time.Second)
+		s.Broker.Stop(syscall.SIGTERM, 10*time.Second)
 	}
 }
 
@@ -304,9 +302,9 @@ func (s *System) dumpLogs() {
 	os.RemoveAll(keep)
 	_ = os.MkdirAll(keep, 0o755)
 	for _, p := range s.procs {
-		s.t.Logf("----- last lines of %s:\n%s", p.name, p.tail(30))
-		if b, err := os.ReadFile(p.logPath); err == nil {
-			_ = os.WriteFile(filepath.Join(keep, filepath.Base(p.logPath)), b, 0o644)
+		s.t.Logf("----- last lines of %s:\n%s", p.Name, p.Tail(30))
+		if b, err := os.ReadFile(p.Log); err == nil {
+			_ = os.WriteFile(filepath.Join(keep, filepath.Base(p.Log)), b, 0o644)
 		}
 	}
 	s.t.Logf("full process logs kept in %s", keep)
@@ -592,7 +590,7 @@ func (s *System) expect(name string, ok bool, format string, args ...any) {
 func (s *System) raceReports() []string {
 	var out []string
 	for _, p := range s.procs {
-		b, err := os.ReadFile(p.logPath)
+		b, err := os.ReadFile(p.Log)
 		if err != nil {
 			continue
 		}
@@ -607,7 +605,7 @@ func (s *System) raceReports() []string {
 			if end < 0 || end > 6000 {
 				end = min(len(text), 6000)
 			}
-			out = append(out, p.name+": "+text[:end])
+			out = append(out, p.Name+": "+text[:end])
 			text = text[len("WARNING: DATA RACE"):]
 		}
 	}

@@ -1,6 +1,8 @@
-package config
+package deploy
 
 import (
+	"seckill/cmd/seckill/config"
+
 	"fmt"
 	"reflect"
 	"strings"
@@ -8,7 +10,7 @@ import (
 
 // configDiff lists the keys (YAML paths, e.g. "engine.kafka.brokers")
 // whose values differ between a and b, with both values.
-func configDiff(a, b Config) []string {
+func configDiff(a, b config.Config) []string {
 	var out []string
 	diffValue(reflect.ValueOf(a), reflect.ValueOf(b), "", &out)
 	return out

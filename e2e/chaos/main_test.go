@@ -1,0 +1,9 @@
+package chaos
+
+import (
+	"testing"
+
+	"seckill/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
