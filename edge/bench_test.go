@@ -3,6 +3,7 @@ package edge
 import (
 	"net"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -52,7 +53,9 @@ func benchOrder(b *testing.B, e *edgeEnv, body string, want int) {
 // client address, blocklists, per-IP and per-user limits, routing, body and
 // header checks, parse, activity view, sold-out flag, pre-built 410.
 func BenchmarkRejectSoldOut(b *testing.B) {
-	e := newEdge(b, admitting())
+	// A flag outlives the run: with the default TTL it would lapse after
+	// two seconds and the rest of the run would measure the accept path.
+	e := newEdge(b, admitting(), withConfig(func(c *Config) { c.SoldOutTTL = time.Hour }))
 	e.srv.HandleEvent(sale.Event{Kind: sale.EventSoldOut, Activity: 7, SKU: 1001})
 	e.srv.flags.cache.Wait()
 	benchOrder(b, e, `{"skuId":1001,"quantity":1}`, 410)
