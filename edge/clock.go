@@ -29,12 +29,12 @@ const clockDriftSlack = time.Millisecond
 // otherwise let requests through before the start (to be refused by the
 // script) or turn buyers away who would have been accepted.
 type serverClock struct {
-	local  func() time.Time
+	local func() time.Time
 	// injected says local is a test's clock (WithClock): at then reads it
 	// instead of the request's arrival time.
 	injected bool
-	source func(context.Context) (time.Time, error) // nil: local is already server time
-	offset atomic.Int64                             // nanoseconds to add to local
+	source   func(context.Context) (time.Time, error) // nil: local is already server time
+	offset   atomic.Int64                             // nanoseconds to add to local
 	// errBound is how far now() may be from server time, in nanoseconds:
 	// half the round trip of the sample the offset came from, plus
 	// clockDriftSlack. Zero until a sync succeeds, and always when local
