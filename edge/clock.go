@@ -29,9 +29,12 @@ const clockDriftSlack = time.Millisecond
 // otherwise let requests through before the start (to be refused by the
 // script) or turn buyers away who would have been accepted.
 type serverClock struct {
-	local  func() time.Time
-	source func(context.Context) (time.Time, error) // nil: local is already server time
-	offset atomic.Int64                             // nanoseconds to add to local
+	local func() time.Time
+	// injected says local is a test's clock (WithClock): at then reads it
+	// instead of the request's arrival time.
+	injected bool
+	source   func(context.Context) (time.Time, error) // nil: local is already server time
+	offset   atomic.Int64                             // nanoseconds to add to local
 	// errBound is how far now() may be from server time, in nanoseconds:
 	// half the round trip of the sample the offset came from, plus
 	// clockDriftSlack. Zero until a sync succeeds, and always when local
@@ -42,6 +45,19 @@ type serverClock struct {
 
 // now returns server time in unix nanoseconds. No allocation, no lock.
 func (c *serverClock) now() int64 { return c.local().UnixNano() + c.offset.Load() }
+
+// at returns server time in unix nanoseconds at the local time t: a
+// request's arrival, fasthttp's RequestCtx.Time, which fasthttp reads for
+// every request anyway. The request path reads no clock of its own (a
+// clock read is a system call on some virtual machines). Where the local
+// clock is a test's (WithClock), at is now.
+func (c *serverClock) at(t time.Time) int64 {
+	// A zero t is a RequestCtx fasthttp did not serve: read the clock.
+	if c.injected || t.IsZero() {
+		return c.now()
+	}
+	return t.UnixNano() + c.offset.Load()
+}
 
 // slack returns the estimate's error bound in nanoseconds (see errBound):
 // server time is within now()±slack(). No allocation, no lock.

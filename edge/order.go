@@ -30,7 +30,7 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		return
 	}
 
-	now := s.clock.now()
+	now := s.clock.at(ctx.Time())
 	v, ok := s.views.resolve(o.ActivityID, o.SKUID, now)
 	if ok {
 		// Whatever the answer from here on, it is one of this SKU's

@@ -83,7 +83,7 @@ func (s *Server) issueToken(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	now := s.clock.now()
+	now := s.clock.at(ctx.Time())
 	v, found := s.views.resolve(o.ActivityID, o.SKUID, now)
 	switch {
 	case !found:
