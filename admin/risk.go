@@ -33,9 +33,7 @@ func (s *Server) setRisk(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	var body struct {
-		OnError string `json:"onError"`
-	}
+	var body RiskChange
 	if !decode(ctx, &body) {
 		return
 	}

@@ -67,9 +67,7 @@ func (s *Server) setState(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	var body struct {
-		State string `json:"state"`
-	}
+	var body StateChange
 	if !decode(ctx, &body) {
 		return
 	}
@@ -101,10 +99,7 @@ func (s *Server) soldOut(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	var body struct {
-		SoldOut    *bool `json:"soldOut"`
-		ActivityID int64 `json:"activityId"`
-	}
+	var body SoldOutChange
 	if !decode(ctx, &body) {
 		return
 	}
@@ -157,10 +152,7 @@ func (s *Server) restock(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	var body struct {
-		Units      int64 `json:"units"`
-		ActivityID int64 `json:"activityId"`
-	}
+	var body RestockRequest
 	if !decode(ctx, &body) {
 		return
 	}
