@@ -50,16 +50,7 @@ func TestAdminCommandsCallTheirRoute(t *testing.T) {
 		{[]string{"block", "ip", "10.0.0.0/8"}, []string{"KIND ENTRY STATE CHANGED", "ip 10.0.0.0/8 blocked yes"}},
 		{[]string{"unblock", "user", "5"}, []string{"user 5 not blocked yes"}},
 	} {
-		out, err := run(tc.args...)
-		if err != nil {
-			t.Fatalf("%v: %v", tc.args, err)
-		}
-		flat := strings.Join(strings.Fields(out), " ")
-		for _, line := range tc.want {
-			if !strings.Contains(flat, line) {
-				t.Errorf("%v printed\n%s\nwithout %q", tc.args, out, line)
-			}
-		}
+		printsLines(t, run, tc.args, tc.want)
 	}
 	want := []string{
 		"GET /admin/v1/activities Bearer tok",
