@@ -77,7 +77,8 @@ func Token(file string, stdin io.Reader) (string, error) {
 }
 
 // Error is an answer other than 2xx: its status and the server's
-// admin.Error (Code and Message empty when the body was not one).
+// admin.Error (when the body was not one, as from a proxy in between: no
+// Code, and the status text as the Message).
 type Error struct {
 	Method, Path string
 	Status       int
@@ -137,8 +138,10 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any) e
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		e := &Error{Method: method, Path: path, Status: resp.StatusCode, Body: b}
 		var ae admin.Error
-		if json.Unmarshal(b, &ae) == nil {
+		if json.Unmarshal(b, &ae) == nil && ae.Code != "" {
 			e.Code, e.Message = ae.Code, ae.Message
+		} else {
+			e.Message = http.StatusText(resp.StatusCode)
 		}
 		return e
 	}

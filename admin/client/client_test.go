@@ -236,6 +236,17 @@ func TestABrokenServerIsAnError(t *testing.T) {
 			t.Fatalf("took %v", time.Since(start))
 		}
 	})
+	t.Run("a proxy's error page is an Error with its status", func(t *testing.T) {
+		base := serve(t, func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(502)
+			w.Write([]byte("<h1>bad gateway</h1>"))
+		})
+		_, err := client.New(base, "t", nil).Lag(ctx)
+		var e *client.Error
+		if !errors.As(err, &e) || e.Status != 502 || e.Code != "" || e.Message != "Bad Gateway" || string(e.Body) != "<h1>bad gateway</h1>" {
+			t.Fatalf("502 page: %#v", err)
+		}
+	})
 	t.Run("no server", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
