@@ -13,26 +13,7 @@ import (
 // unknown caller and a caller past the database bound with the table's
 // answers, byte for byte, Retry-After on the 429, never cached.
 func TestPayGuardAnswersFromTheTable(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.DBReadsPerUser = 1 // a burst of 5
-	b, err := NewDBBound(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	h := b.Guard(nil, func(ctx *fasthttp.RequestCtx) { ctx.SetStatusCode(fasthttp.StatusAccepted) })
-	do := func(user string) *fasthttp.Response {
-		var ctx fasthttp.RequestCtx
-		ctx.Request.Header.SetMethod("POST")
-		ctx.Request.SetRequestURI("/api/v1/flash-sale/orders/O1/pay")
-		if user != "" {
-			ctx.Request.Header.Set("X-User-Id", user)
-		}
-		h(&ctx)
-		var r fasthttp.Response
-		ctx.Response.CopyTo(&r)
-		return &r
-	}
+	do := payGuard(t, func(ctx *fasthttp.RequestCtx) { ctx.SetStatusCode(fasthttp.StatusAccepted) })
 	for _, c := range []struct {
 		user string
 		want Answer
