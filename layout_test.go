@@ -80,6 +80,9 @@ func rule(from, to string) string {
 	if from == "edge" && to == "consumer" || from == "consumer" && to == "edge" {
 		return "edge and consumer never import each other"
 	}
+	if from == "edge" && under(to, "web") {
+		return "edge never imports web (web answers through edge's table)"
+	}
 	if (to == "cmd/seckill/app" || to == "cmd/seckill/config") && !under(from, "cmd/seckill") && !wiringImportedBy[from] {
 		return "only cmd/seckill imports its wiring (app, config)"
 	}
@@ -166,6 +169,8 @@ func TestImportRulesFail(t *testing.T) {
 			[]string{"consumer imports seckill/edge (x_test): edge and consumer never import each other"}},
 		{"the edge imports the consumer", pkg{ImportPath: "seckill/edge", Imports: []string{"seckill/consumer"}},
 			[]string{"edge imports seckill/consumer: edge and consumer never import each other"}},
+		{"the edge imports web", pkg{ImportPath: "seckill/edge", TestImports: []string{"seckill/web"}},
+			[]string{"edge imports seckill/web (test): edge never imports web (web answers through edge's table)"}},
 		{"the ledger imports the engine", pkg{ImportPath: "seckill/stock", TestImports: []string{"seckill/engine"}},
 			[]string{"stock imports seckill/engine (test): stock imports neither edge, engine nor consumer"}},
 		{"the ledger's helper imports the edge", pkg{ImportPath: "seckill/stock/stocktest", Imports: []string{"seckill/edge"}},

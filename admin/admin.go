@@ -26,14 +26,16 @@ import (
 
 	"seckill/blocklist"
 	"seckill/internal/lag"
+	"seckill/reconcile"
 	"seckill/sale"
 	"seckill/stock"
 	"seckill/stock/results"
 	"seckill/store"
 )
 
-// Reconciler runs a reconciliation and answers its report (any JSON value).
-type Reconciler func(ctx context.Context, repair bool) (any, error)
+// Reconciler runs a reconciliation and answers its report
+// (reconcile.Reconciler.Run).
+type Reconciler func(ctx context.Context, repair bool) (reconcile.Report, error)
 
 // Deps are what the admin API drives.
 type Deps struct {
@@ -198,14 +200,17 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	ctx.SetBody(b)
 }
 
-// errorBody is every error answer.
-type errorBody struct {
+// Error is every error answer of the admin API: a status other than 2xx
+// with {"code":…,"message":…}. Codes: BAD_REQUEST (400), UNAUTHORIZED
+// (401), NOT_FOUND (404), BUSY (503: a dependency failed), UNAVAILABLE
+// (503: the process lacks the dependency), INTERNAL (500).
+type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
 
 func writeErr(ctx *fasthttp.RequestCtx, status int, code, msg string) {
-	b, _ := json.Marshal(errorBody{Code: code, Message: msg})
+	b, _ := json.Marshal(Error{Code: code, Message: msg})
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)

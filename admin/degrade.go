@@ -32,11 +32,7 @@ func (s *Server) setDegrade(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	var body struct {
-		ReservedOnly *bool  `json:"reservedOnly"`
-		PollAfterMs  *int64 `json:"pollAfterMs"`
-		Paused       *bool  `json:"paused"`
-	}
+	var body DegradeChange
 	if !decode(ctx, &body) {
 		return
 	}

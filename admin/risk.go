@@ -11,6 +11,13 @@ import (
 	"seckill/sale"
 )
 
+// RiskAnswer answers PUT /admin/v1/activities/{id}/risk: the activity's
+// policy on a risk-service timeout or error (sale.RiskAllow, sale.RiskDeny).
+type RiskAnswer struct {
+	ActivityID int64  `json:"activityId"`
+	OnError    string `json:"onError"`
+}
+
 // setRisk is PUT /admin/v1/activities/{id}/risk {"onError":"allow"|"deny"}:
 // the activity's risk policy — what every edge does with a purchase when
 // the risk service (edge.risk.url) times out or fails: allow (degrade
@@ -26,9 +33,7 @@ func (s *Server) setRisk(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	var body struct {
-		OnError string `json:"onError"`
-	}
+	var body RiskChange
 	if !decode(ctx, &body) {
 		return
 	}
@@ -46,7 +51,7 @@ func (s *Server) setRisk(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"activityId": id, "onError": a.RiskOnError})
+	writeJSON(ctx, fasthttp.StatusOK, RiskAnswer{ActivityID: id, OnError: a.RiskOnError})
 }
 
 // switchActivity applies a live switch to activity id the way every

@@ -67,9 +67,7 @@ func (s *Server) setState(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	var body struct {
-		State string `json:"state"`
-	}
+	var body StateChange
 	if !decode(ctx, &body) {
 		return
 	}
@@ -101,10 +99,7 @@ func (s *Server) soldOut(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	var body struct {
-		SoldOut    *bool `json:"soldOut"`
-		ActivityID int64 `json:"activityId"`
-	}
+	var body SoldOutChange
 	if !decode(ctx, &body) {
 		return
 	}
@@ -128,10 +123,28 @@ func (s *Server) soldOut(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, map[string]any{
-		"activityId": a.ID, "skuId": sku, "soldOut": *body.SoldOut || n.Remaining <= 0,
-		"marked": *body.SoldOut, "remaining": n.Remaining,
-	})
+	writeJSON(ctx, fasthttp.StatusOK, SoldOutAnswer{ActivityID: a.ID, SKUID: sku, SoldOut: *body.SoldOut || n.Remaining <= 0,
+		Marked: *body.SoldOut, Remaining: n.Remaining})
+}
+
+// SoldOutAnswer answers PUT /admin/v1/skus/{sku}/soldout.
+type SoldOutAnswer struct {
+	ActivityID int64 `json:"activityId"`
+	SKUID      int64 `json:"skuId"`
+	// SoldOut: the SKU is sold out now, by the mark or by its stock.
+	SoldOut bool `json:"soldOut"`
+	// Marked is the on-call mark as this call set it.
+	Marked    bool  `json:"marked"`
+	Remaining int64 `json:"remaining"` // Redis stock
+}
+
+// RestockAnswer answers POST /admin/v1/skus/{sku}/restock.
+type RestockAnswer struct {
+	ActivityID int64 `json:"activityId"`
+	SKUID      int64 `json:"skuId"`
+	Added      int64 `json:"added"`     // the units this call added
+	Remaining  int64 `json:"remaining"` // Redis stock after it
+	Initial    int64 `json:"initial"`   // Redis meta after it (raised by the units)
 }
 
 func (s *Server) restock(ctx *fasthttp.RequestCtx) {
@@ -139,10 +152,7 @@ func (s *Server) restock(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	var body struct {
-		Units      int64 `json:"units"`
-		ActivityID int64 `json:"activityId"`
-	}
+	var body RestockRequest
 	if !decode(ctx, &body) {
 		return
 	}
@@ -169,7 +179,7 @@ func (s *Server) restock(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"activityId": a.ID, "skuId": sku, "added": body.Units, "remaining": rem, "initial": initial})
+	writeJSON(ctx, fasthttp.StatusOK, RestockAnswer{ActivityID: a.ID, SKUID: sku, Added: body.Units, Remaining: rem, Initial: initial})
 }
 
 // SKUStock is one SKU's line of the stock report.

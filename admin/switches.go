@@ -46,9 +46,7 @@ func (s *Server) setRoute(ctx *fasthttp.RequestCtx) {
 		writeErr(ctx, fasthttp.StatusNotFound, "NOT_FOUND", "no switchable route "+name+" (orders, pay, events)")
 		return
 	}
-	var body struct {
-		Open *bool `json:"open"`
-	}
+	var body RouteChange
 	if !decode(ctx, &body) {
 		return
 	}

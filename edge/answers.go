@@ -142,7 +142,7 @@ var (
 	ansBlockedIP   = newAnswer(fasthttp.StatusForbidden, "BLOCKED", reasonBlockedIP, "requests from your network are refused")
 	ansBlockedUser = newAnswer(fasthttp.StatusForbidden, "BLOCKED", reasonBlockedUser, "this account may not take part in flash sales")
 	ansRateIP      = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateIP, "too many requests from your network; retry after the number of seconds in Retry-After")
-	ansRateUser    = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateUser, "too many requests from your account; retry after the number of seconds in Retry-After")
+	ansRateUser    = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateUser, msgRateUser)
 	ansRateUserSKU = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonRateUserSKU, "too many attempts on this item; retry after the number of seconds in Retry-After")
 	ansGate        = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", reasonGate, "very high demand for this item; retry after the number of seconds in Retry-After")
 	ansBacklog     = newAnswer(fasthttp.StatusTooManyRequests, "BACKLOG", reasonBacklog, "orders are being processed behind a backlog; retry after the number of seconds in Retry-After")
@@ -187,10 +187,21 @@ var (
 	ansNotReady = newAnswer(fasthttp.StatusServiceUnavailable, "NOT_READY", -1, "not ready")
 )
 
+// Answers of the buyer routes package web serves (the result stream, "my
+// orders"), sent through the exported Answer (buyerapi.go). Not early
+// rejections of a purchase (reason -1).
+var (
+	ansTooManyStreams = newAnswer(fasthttp.StatusTooManyRequests, "TOO_MANY_STREAMS", -1, "too many result streams open for this user; retry after the number of seconds in Retry-After")
+	ansReadsLimited   = newAnswer(fasthttp.StatusTooManyRequests, "RATE_LIMITED", -1, msgRateUser)
+	ansBadLimit       = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", -1, "limit must be a positive integer")
+	ansBadCursor      = newAnswer(fasthttp.StatusBadRequest, "BAD_REQUEST", -1, "cursor is not one this server gave")
+)
+
 // Messages of answers built per request.
 const (
 	msgQueuing   = "queued; poll the result with the requestNo"
 	msgDuplicate = "you already hold a ticket for this sku"
+	msgRateUser  = "too many requests from your account; retry after the number of seconds in Retry-After"
 )
 
 // parseAnswer maps a parseOrder error to its 400.
@@ -324,6 +335,14 @@ type answers struct{ rejections *[nReasons]prometheus.Counter }
 // write sends a fixed answer without copying its body, and counts it when
 // it is an early rejection. No allocation.
 func (w answers) write(ctx *fasthttp.RequestCtx, a *answer) {
+	send(ctx, a)
+	if a.reason >= 0 {
+		w.rejections[a.reason].Inc()
+	}
+}
+
+// send sends a fixed answer without copying its body. No allocation.
+func send(ctx *fasthttp.RequestCtx, a *answer) {
 	ctx.SetStatusCode(a.status)
 	if a.status == statusTooEarly {
 		// fasthttp knows no reason phrase for 425.
@@ -331,9 +350,6 @@ func (w answers) write(ctx *fasthttp.RequestCtx, a *answer) {
 	}
 	ctx.SetContentTypeBytes(contentTypeJSON)
 	ctx.Response.SetBodyRaw(a.body)
-	if a.reason >= 0 {
-		w.rejections[a.reason].Inc()
-	}
 }
 
 // retry sends a (429 or 503) answer with Retry-After: wait rounded up to whole seconds, at

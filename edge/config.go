@@ -9,7 +9,6 @@ import (
 	"seckill/blocklist"
 	"seckill/internal/identity"
 	"seckill/sale"
-	"seckill/web"
 )
 
 // Config is the edge section.
@@ -93,7 +92,7 @@ type Config struct {
 	// ResultStream shapes the result streams (SSE) the edge serves: per-user
 	// cap, heartbeat, per-event write deadline (a stream is not bound by
 	// WriteTimeout), longest wait.
-	ResultStream web.StreamConfig `yaml:"result_stream"`
+	ResultStream StreamConfig `yaml:"result_stream"`
 	// ReadTimeout, WriteTimeout, IdleTimeout close slow or idle clients.
 	// Defaults 5s, 5s, 60s.
 	ReadTimeout  time.Duration `yaml:"read_timeout"`
@@ -379,7 +378,7 @@ func DefaultConfig() Config {
 			RecheckInterval: time.Second, RecheckBatch: 200, BlockOnRecheckDeny: true},
 		Degrade: DegradeConfig{PollAfter: time.Second, PausedRetryAfter: 5 * time.Second, ClosedRetryAfter: 30 * time.Second,
 			RefreshInterval: 2 * time.Second},
-		ResultStream: web.DefaultStreamConfig(),
+		ResultStream: DefaultStreamConfig(),
 	}
 }
 

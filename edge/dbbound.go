@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
@@ -87,19 +86,22 @@ func (b *DBBound) Fallback(f ResultFallback) func(ctx context.Context, user int6
 }
 
 // Guard runs v's identity check and the bound in front of h, a route that
-// reads the database for an id the caller names (pay): past the bound
-// 429 RATE_LIMITED with Retry-After, and h is not called.
+// reads the database for an id the caller names (pay): a refused identity
+// gets the table's answer, past the bound 429 RATE_LIMITED with
+// Retry-After (answers.go), and h is not called.
 func (b *DBBound) Guard(v *identity.Verifier, h fasthttp.RequestHandler) fasthttp.RequestHandler {
-	return identity.Guard(v, func(ctx *fasthttp.RequestCtx) {
-		user, _ := v.User(ctx)
-		if ok, wait := b.Allow(user); !ok {
-			ctx.Response.Header.Set("Retry-After", strconv.Itoa(max(int((wait+time.Second-1)/time.Second), 1)))
+	return func(ctx *fasthttp.RequestCtx) {
+		user, r := v.User(ctx)
+		if r != identity.OK {
 			ctx.Response.Header.Set("Cache-Control", "no-store")
-			ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
-			ctx.SetContentType("application/json")
-			ctx.SetBodyString(`{"code":"RATE_LIMITED","message":"too many lookups from your account; retry after the number of seconds in Retry-After"}`)
+			IdentityAnswer(r).Write(ctx)
+			return
+		}
+		if ok, wait := b.Allow(user); !ok {
+			ctx.Response.Header.Set("Cache-Control", "no-store")
+			AnswerReadsLimited.Retry(ctx, wait)
 			return
 		}
 		h(ctx)
-	})
+	}
 }

@@ -73,27 +73,14 @@ func TestTheResultFallbackIsBoundedPerUser(t *testing.T) {
 // behind Guard a user past the bound is 429 and the route is not called;
 // another user still is.
 func TestDBBoundGuardStopsOneUsersLookups(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.DBReadsPerUser = 1 // a burst of 5
-	b, err := NewDBBound(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
 	var calls atomic.Int64
-	h := b.Guard(nil, func(ctx *fasthttp.RequestCtx) { calls.Add(1) })
+	pay := payGuard(t, func(ctx *fasthttp.RequestCtx) { calls.Add(1) })
 	do := func(user string) int {
-		var ctx fasthttp.RequestCtx
-		ctx.Request.Header.SetMethod("POST")
-		ctx.Request.SetRequestURI("/api/v1/flash-sale/orders/O1/pay")
-		if user != "" {
-			ctx.Request.Header.Set("X-User-Id", user)
-		}
-		h(&ctx)
-		if ctx.Response.StatusCode() == 429 && len(ctx.Response.Header.Peek("Retry-After")) == 0 {
+		r := pay(user)
+		if r.StatusCode() == 429 && len(r.Header.Peek("Retry-After")) == 0 {
 			t.Fatal("429 without Retry-After")
 		}
-		return ctx.Response.StatusCode()
+		return r.StatusCode()
 	}
 	if s := do(""); s != 401 {
 		t.Fatalf("no user: %d", s)
@@ -110,5 +97,31 @@ func TestDBBoundGuardStopsOneUsersLookups(t *testing.T) {
 	before := calls.Load()
 	if s := do("6"); s != 200 || calls.Load() != before+1 {
 		t.Fatalf("another user: %d", s)
+	}
+}
+
+// payGuard is a DBBound's Guard (1 read a second, a burst of 5) in front
+// of h, and a call of it as user ("": no X-User-Id) on the pay route.
+func payGuard(t *testing.T, h fasthttp.RequestHandler) func(user string) *fasthttp.Response {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.DBReadsPerUser = 1 // a burst of 5
+	b, err := NewDBBound(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	g := b.Guard(nil, h)
+	return func(user string) *fasthttp.Response {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod("POST")
+		ctx.Request.SetRequestURI("/api/v1/flash-sale/orders/O1/pay")
+		if user != "" {
+			ctx.Request.Header.Set("X-User-Id", user)
+		}
+		g(&ctx)
+		var r fasthttp.Response
+		ctx.Response.CopyTo(&r)
+		return &r
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"seckill/edge"
 	"seckill/internal/identity"
 	"seckill/internal/ratelimit"
 	"seckill/store"
@@ -115,13 +116,11 @@ func (h *Orders) Handle(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	user, r := h.identity.User(ctx)
 	if r != identity.OK {
-		identity.Refuse(ctx, r)
+		edge.IdentityAnswer(r).Write(ctx)
 		return
 	}
 	if ok, wait := h.limit.Allow(uint64(user)); !ok {
-		secs := int64((wait + time.Second - 1) / time.Second)
-		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-		answer(ctx, fasthttp.StatusTooManyRequests, "RATE_LIMITED", "too many requests from your account; retry after the number of seconds in Retry-After")
+		edge.AnswerReadsLimited.Retry(ctx, wait)
 		return
 	}
 	args := ctx.QueryArgs()
@@ -129,7 +128,7 @@ func (h *Orders) Handle(ctx *fasthttp.RequestCtx) {
 	if v := args.Peek("limit"); v != nil {
 		n, err := strconv.Atoi(string(v))
 		if err != nil || n <= 0 {
-			answer(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "limit must be a positive integer")
+			edge.AnswerBadLimit.Write(ctx)
 			return
 		}
 		limit = min(n, MaxOrdersLimit)
@@ -138,7 +137,7 @@ func (h *Orders) Handle(ctx *fasthttp.RequestCtx) {
 	if v := args.Peek("cursor"); v != nil {
 		var ok bool
 		if after, ok = decodeCursor(v); !ok {
-			answer(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "cursor is not one this server gave")
+			edge.AnswerBadCursor.Write(ctx)
 			return
 		}
 	}
@@ -146,7 +145,7 @@ func (h *Orders) Handle(ctx *fasthttp.RequestCtx) {
 	os, err := h.st.UserOrders(c, user, after, limit+1) // one more: is there a next page?
 	cancel()
 	if err != nil {
-		answer(ctx, fasthttp.StatusServiceUnavailable, "BUSY", "system busy, try again")
+		edge.AnswerBusy.Retry(ctx, time.Second)
 		return
 	}
 	page := OrdersPage{Orders: make([]OrderView, 0, min(len(os), limit))}
@@ -160,17 +159,6 @@ func (h *Orders) Handle(ctx *fasthttp.RequestCtx) {
 			State: o.Status, Created: o.Created.UTC(), PayDeadline: o.Created.Add(h.payTimeout).UTC()})
 	}
 	b, _ := json.Marshal(page)
-	ctx.SetContentType("application/json")
-	ctx.SetBody(b)
-}
-
-// answer writes the edge's small JSON answer {"code":…,"message":…}.
-func answer(ctx *fasthttp.RequestCtx, status int, code, message string) {
-	b, _ := json.Marshal(struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}{code, message})
-	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap/zaptest"
 
+	"seckill/edge"
 	"seckill/internal/testenv"
 	"seckill/sale"
 	"seckill/stock/results"
@@ -30,7 +31,7 @@ type streamRig struct {
 	base  string
 }
 
-func newStreamRig(t *testing.T, cfg StreamConfig, writeTimeout time.Duration, hub bool) *streamRig {
+func newStreamRig(t *testing.T, cfg edge.StreamConfig, writeTimeout time.Duration, hub bool) *streamRig {
 	t.Helper()
 	s := &streamRig{redis: testenv.StartRedis(t)}
 	s.res = results.New(s.redis.Client(t), nil, time.Hour)
@@ -139,7 +140,7 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 // three write timeouts — still arrives. (Before: the stream was cut at the
 // write timeout and the result never delivered.)
 func TestStreamOutlivesTheWriteTimeout(t *testing.T) {
-	s := newStreamRig(t, StreamConfig{Heartbeat: 100 * time.Millisecond, WriteTimeout: time.Second, MaxWait: 10 * time.Second}, 300*time.Millisecond, true)
+	s := newStreamRig(t, edge.StreamConfig{Heartbeat: 100 * time.Millisecond, WriteTimeout: time.Second, MaxWait: 10 * time.Second}, 300*time.Millisecond, true)
 	q := s.queue(t, "1-1001-42", 7)
 	st := s.open(t, "1-1001-42", 7)
 	if l := st.next(t, "data: ", time.Second); !strings.Contains(l, `"QUEUING"`) {
@@ -170,7 +171,7 @@ func TestStreamOutlivesTheWriteTimeout(t *testing.T) {
 // after max_wait (1 minute here). (Before: each kept reading Redis until
 // max_wait.)
 func TestStreamEndsWhenTheClientGoesAway(t *testing.T) {
-	s := newStreamRig(t, StreamConfig{Heartbeat: 50 * time.Millisecond, MaxWait: time.Minute}, 5*time.Second, true)
+	s := newStreamRig(t, edge.StreamConfig{Heartbeat: 50 * time.Millisecond, MaxWait: time.Minute}, 5*time.Second, true)
 	const n = 20
 	var sts []*stream
 	for i := range n {
@@ -192,7 +193,7 @@ func TestStreamEndsWhenTheClientGoesAway(t *testing.T) {
 // TestStreamsPerUserAreCapped: max_per_user open streams, then 429 for
 // that user only; a stream that ends frees its place.
 func TestStreamsPerUserAreCapped(t *testing.T) {
-	s := newStreamRig(t, StreamConfig{MaxPerUser: 2, Heartbeat: 50 * time.Millisecond, MaxWait: time.Minute}, 5*time.Second, true)
+	s := newStreamRig(t, edge.StreamConfig{MaxPerUser: 2, Heartbeat: 50 * time.Millisecond, MaxWait: time.Minute}, 5*time.Second, true)
 	s.queue(t, "1-1001-1", 7)
 	s.queue(t, "1-1001-2", 8)
 	first := s.open(t, "1-1001-1", 7)
@@ -222,7 +223,7 @@ func TestStreamsPerUserAreCapped(t *testing.T) {
 // its result once. (Before: every stream read its result every 100ms:
 // ~50 HGETALLs in that half second.)
 func TestPushedResultsCostNoPolling(t *testing.T) {
-	s := newStreamRig(t, StreamConfig{Heartbeat: time.Minute, MaxWait: time.Minute}, 5*time.Second, true)
+	s := newStreamRig(t, edge.StreamConfig{Heartbeat: time.Minute, MaxWait: time.Minute}, 5*time.Second, true)
 	const n = 10
 	var sts []*stream
 	var es []results.Entry
@@ -272,7 +273,7 @@ func TestPushedResultsCostNoPolling(t *testing.T) {
 // (Before: the writer's goroutine had no recover and the panic ended the
 // process.)
 func TestAPanickingStreamClosesThatStreamOnly(t *testing.T) {
-	s := newStreamRig(t, StreamConfig{Heartbeat: time.Minute, MaxWait: 10 * time.Second, Recheck: 20 * time.Millisecond}, 5*time.Second, false)
+	s := newStreamRig(t, edge.StreamConfig{Heartbeat: time.Minute, MaxWait: 10 * time.Second, Recheck: 20 * time.Millisecond}, 5*time.Second, false)
 	var calls atomic.Int64
 	s.h.fallback = func(_ context.Context, _ int64, rn string) (results.Entry, error) {
 		if rn == "1-1001-666" && calls.Add(1) > 1 {

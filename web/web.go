@@ -25,6 +25,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	"seckill/edge"
 	"seckill/internal/identity"
 	"seckill/sale"
 	"seckill/stock/results"
@@ -39,8 +40,7 @@ var files, _ = fs.Sub(static, "static")
 func serveFile(ctx *fasthttp.RequestCtx, name, cacheControl string) {
 	b, err := fs.ReadFile(files, name)
 	if err != nil {
-		ctx.SetStatusCode(fasthttp.StatusNotFound)
-		ctx.SetBodyString("not found")
+		edge.AnswerNotFound.Write(ctx)
 		return
 	}
 	ext := path.Ext(name)
@@ -72,7 +72,7 @@ func page(index, cacheControl string, allowed ...string) fasthttp.RequestHandler
 			name = index
 		}
 		if !ok[name] {
-			ctx.SetStatusCode(fasthttp.StatusNotFound)
+			edge.AnswerNotFound.Write(ctx)
 			return
 		}
 		serveFile(ctx, name, cacheControl)
@@ -91,46 +91,6 @@ var Buyer = page("buyer.html", "public, max-age=60", "buyer.js", "style.css")
 var OnCall = page("oncall.html", "no-store", "oncall.js", "support.js", "style.css",
 	"uplot/uPlot.iife.min.js", "uplot/uPlot.min.css", "uplot/LICENSE")
 
-// StreamConfig is edge.result_stream: the shape of the result streams.
-type StreamConfig struct {
-	// MaxPerUser bounds the streams one user holds open on this process;
-	// past it the stream route answers 429. Default 4.
-	MaxPerUser int `yaml:"max_per_user"`
-	// Heartbeat is how often an idle stream sends a comment line
-	// (": ping"): proxies keep it open, and a client that went away is
-	// noticed by the failed write. Default 10s.
-	Heartbeat time.Duration `yaml:"heartbeat"`
-	// WriteTimeout bounds each event's (and heartbeat's) write. The
-	// stream replaces edge.write_timeout, which would otherwise cut it
-	// that long after it started. Default 5s.
-	WriteTimeout time.Duration `yaml:"write_timeout"`
-	// MaxWait ends a stream that stays QUEUING. Default 30s; the page
-	// falls back to polling after it.
-	MaxWait time.Duration `yaml:"max_wait"`
-	// Recheck is how often a stream reads its result although nothing was
-	// pushed: a safety net for a notification lost while the subscription
-	// reconnected (it is woken after a re-subscription as well). Default 5s
-	// (100ms without a hub).
-	Recheck time.Duration `yaml:"recheck"`
-}
-
-// DefaultStreamConfig returns the defaults named on each field.
-func DefaultStreamConfig() StreamConfig {
-	return StreamConfig{MaxPerUser: 4, Heartbeat: 10 * time.Second, WriteTimeout: 5 * time.Second,
-		MaxWait: 30 * time.Second, Recheck: 5 * time.Second}
-}
-
-// Validate names the first bad key.
-func (c *StreamConfig) Validate() error {
-	switch {
-	case c.MaxPerUser < 1:
-		return errors.New("edge.result_stream.max_per_user must be at least 1")
-	case c.Heartbeat <= 0 || c.WriteTimeout <= 0 || c.MaxWait <= 0 || c.Recheck <= 0:
-		return errors.New("edge.result_stream.heartbeat, write_timeout, max_wait and recheck must be positive")
-	}
-	return nil
-}
-
 // ResultEvents streams a ticket's result as server-sent events:
 // GET /api/v1/flash-sale/result/{requestNo}/events. It sends the current
 // state at once and then every change, and ends after a terminal state
@@ -142,7 +102,7 @@ func (c *StreamConfig) Validate() error {
 type ResultEvents struct {
 	results *results.Store
 	hub     *ResultHub // nil: poll every Recheck
-	cfg     StreamConfig
+	cfg     edge.StreamConfig
 	// Identity is the X-User-Id check (edge.identity); nil checks as mode
 	// any. Set it before the first request.
 	Identity *identity.Verifier
@@ -167,9 +127,9 @@ type ResultEvents struct {
 
 // NewResultEvents returns the stream handler. hub may be nil (then each
 // stream polls every cfg.Recheck, 100ms by default), fallback too.
-func NewResultEvents(res *results.Store, hub *ResultHub, cfg StreamConfig,
+func NewResultEvents(res *results.Store, hub *ResultHub, cfg edge.StreamConfig,
 	fallback func(ctx context.Context, user int64, requestNo string) (results.Entry, error)) *ResultEvents {
-	d := DefaultStreamConfig()
+	d := edge.DefaultStreamConfig()
 	if hub == nil {
 		d.Recheck = 100 * time.Millisecond
 	}
@@ -274,16 +234,18 @@ func (h *ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	user, r := h.Identity.User(ctx)
 	if r != identity.OK {
-		identity.Refuse(ctx, r)
+		edge.IdentityAnswer(r).Write(ctx)
 		return
 	}
 	rn, _ := ctx.UserValue("requestNo").(string)
 	if rn == "" || len(rn) > 64 {
-		notFound(ctx)
+		edge.AnswerNotFound.Write(ctx)
 		return
 	}
 	if !h.take(user) {
-		answer(ctx, fasthttp.StatusTooManyRequests, "TOO_MANY_STREAMS", "too many result streams open for this user")
+		// A place frees when one of the user's streams ends (at the
+		// latest after MaxWait); a second is a fair guess at a retry.
+		edge.AnswerTooManyStreams.Retry(ctx, time.Second)
 		return
 	}
 	var wakeup chan struct{}
@@ -298,14 +260,11 @@ func (h *ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 		stop()
 		h.give(user)
 		if errors.Is(err, results.ErrNotFound) || err == nil {
-			notFound(ctx)
+			edge.AnswerNotFound.Write(ctx)
 			return
 		}
 		// Redis, the database or the bound on one user's database reads.
-		ctx.Response.Header.Set("Retry-After", "1")
-		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"code":"BUSY","message":"system busy, try again"}`)
+		edge.AnswerBusy.Retry(ctx, time.Second)
 		return
 	}
 	ctx.SetContentType("text/event-stream")
@@ -377,12 +336,6 @@ var (
 	eventTail = []byte("\n\n")
 	ping      = []byte(": ping\n\n")
 )
-
-func notFound(ctx *fasthttp.RequestCtx) {
-	ctx.SetStatusCode(fasthttp.StatusNotFound)
-	ctx.SetContentType("application/json")
-	ctx.SetBodyString(`{"code":"NOT_FOUND","message":"not found"}`)
-}
 
 // Counter is one counter sample of /admin/v1/counters.
 type Counter struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"seckill/edge"
 	"seckill/internal/testenv"
 	"seckill/sale"
 	"seckill/stock/results"
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func serve(t *testing.T, res *results.Store) string {
 	t.Helper()
 	r := router.New()
-	h := NewResultEvents(res, nil, StreamConfig{Recheck: 20 * time.Millisecond, MaxWait: 3 * time.Second}, nil)
+	h := NewResultEvents(res, nil, edge.StreamConfig{Recheck: 20 * time.Millisecond, MaxWait: 3 * time.Second}, nil)
 	r.GET("/api/v1/flash-sale/result/{requestNo}/events", h.Handle)
 	r.GET("/sale", Buyer)
 	r.GET("/sale/{file}", Buyer)
@@ -146,7 +147,7 @@ func TestResultStreamFallsBackWhenRedisLosesTheResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	asked := make(chan string, 16)
-	h := NewResultEvents(res, nil, StreamConfig{Recheck: 20 * time.Millisecond, MaxWait: 3 * time.Second},
+	h := NewResultEvents(res, nil, edge.StreamConfig{Recheck: 20 * time.Millisecond, MaxWait: 3 * time.Second},
 		func(_ context.Context, _ int64, rn string) (results.Entry, error) {
 			asked <- rn
 			if rn != "1-1001-42" {

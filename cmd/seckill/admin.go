@@ -8,14 +8,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"seckill/admin"
+	"seckill/admin/client"
+	"seckill/reconcile"
+	"seckill/sale"
 )
 
 const adminUsage = `usage: seckill admin [--addr URL] [--token-file FILE] [--json] <command> [args]
@@ -75,27 +78,28 @@ func cliAdminToken(flagToken, file string) (string, error) {
 	switch {
 	case file != "" && flagToken != "":
 		return "", errors.New("--token and --token-file: give one")
-	case file != "":
-		var b []byte
-		var err error
-		if file == "-" {
-			b, err = io.ReadAll(io.LimitReader(os.Stdin, 4096))
-		} else {
-			b, err = os.ReadFile(file)
-		}
-		if err != nil {
-			return "", fmt.Errorf("--token-file: %w", err)
-		}
-		tok, _, _ := strings.Cut(string(b), "\n")
-		if tok = strings.TrimSpace(tok); tok == "" {
-			return "", fmt.Errorf("--token-file %s: the first line is empty", file)
-		}
-		return tok, nil
 	case flagToken != "":
 		fmt.Fprintln(adminWarnings, "seckill admin: warning: --token is visible to every user of this machine (ps); use SECKILL_ADMIN_TOKEN or --token-file")
 		return flagToken, nil
 	}
-	return os.Getenv("SECKILL_ADMIN_TOKEN"), nil
+	return client.Token(file, os.Stdin)
+}
+
+// shown pairs a client method's answer with the table that prints it
+// (without --json).
+func shown[T any](table func(T, io.Writer) error) func(T, error) (func(io.Writer) error, error) {
+	return func(v T, err error) (func(io.Writer) error, error) {
+		return func(out io.Writer) error { return table(v, out) }, err
+	}
+}
+
+// idArg parses a command's id argument.
+func idArg(cmd, what, s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s: %s %q is not a positive integer", cmd, what, s)
+	}
+	return n, nil
 }
 
 // runAdmin is `seckill admin`: one call of the admin API per command, or
@@ -103,7 +107,7 @@ func cliAdminToken(flagToken, file string) (string, error) {
 func runAdmin(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
 	fs.SetOutput(out)
-	addr := fs.String("addr", envOr("SECKILL_ADMIN_ADDR", "http://127.0.0.1:8081"), "admin API base URL")
+	addr := fs.String("addr", envOr("SECKILL_ADMIN_ADDR", client.DefaultAddr), "admin API base URL")
 	tok := fs.String("token", "", "admin bearer token (visible in ps: prefer SECKILL_ADMIN_TOKEN or --token-file)")
 	tokFile := fs.String("token-file", "", "file whose first line is the admin bearer token (- reads stdin)")
 	asJSON := fs.Bool("json", false, "print the admin API's JSON answer instead of a table")
@@ -127,80 +131,104 @@ func runAdmin(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c := adminClient{base: strings.TrimRight(*addr, "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}}
-	var (
-		method, path string
-		body         any
-		raw          []byte
-		render       func([]byte, io.Writer) error
-	)
-	need := func(n int) error {
-		if len(a)-1 < n {
-			return fmt.Errorf("%s needs %d argument(s); see seckill admin help", a[0], n)
-		}
+	opt := adminOptions{repair: *repair, state: *state, cursor: *cursor, limit: *limit}
+	fs.Visit(func(f *flag.Flag) { opt.limitSet = opt.limitSet || f.Name == "limit" })
+	c := client.New(*addr, token, nil)
+	if a[0] == "watch" {
+		return adminWatch(c, a, *interval, *count, *asJSON, out)
+	}
+	var raw []byte // the API's answer, for --json
+	table, err := adminCall(client.WithRaw(context.Background(), &raw), c, a, opt)
+	if err != nil {
+		return adminFailed(err, *asJSON, out)
+	}
+	if *asJSON {
+		printJSON(raw, out)
 		return nil
+	}
+	return table(out)
+}
+
+// adminOptions are the flags of single commands.
+type adminOptions struct {
+	repair        bool
+	state, cursor string
+	limit         int
+	limitSet      bool // --limit given (0 included)
+}
+
+// adminCall makes the one admin API call of command a and answers the
+// table that prints its answer. Arguments are checked before the call.
+func adminCall(ctx context.Context, c *client.Client, a []string, opt adminOptions) (func(io.Writer) error, error) {
+	if want := adminArgs[a[0]]; len(a)-1 < want {
+		return nil, fmt.Errorf("%s needs %d argument(s); see seckill admin help", a[0], want)
+	}
+	// optActivity is the optional [ACTIVITY] argument at a[i]; 0 when absent.
+	optActivity := func(i int) (int64, error) {
+		if len(a) <= i {
+			return 0, nil
+		}
+		return idArg(a[0], "activity", a[i])
 	}
 	switch a[0] {
 	case "activities":
-		method, path, render = "GET", "/admin/v1/activities", renderActivities
+		return shown(renderActivities)(c.Activities(ctx))
 	case "create":
-		if err := need(1); err != nil {
-			return err
-		}
-		var err error
-		if a[1] == "-" {
-			raw, err = io.ReadAll(os.Stdin)
-		} else {
-			raw, err = os.ReadFile(a[1])
-		}
+		act, err := readActivity(a[1])
 		if err != nil {
-			return err
+			return nil, err
 		}
-		method, path, render = "POST", "/admin/v1/activities", renderActivities
+		return shown(renderActivity)(c.CreateActivity(ctx, act))
 	case "state":
-		if err := need(2); err != nil {
-			return err
+		id, err := idArg("state", "activity", a[1])
+		if err != nil {
+			return nil, err
 		}
-		method, path, body, render = "PUT", "/admin/v1/activities/"+a[1]+"/state", map[string]string{"state": strings.ToUpper(a[2])}, renderActivities
+		return shown(renderActivity)(c.SetState(ctx, id, strings.ToUpper(a[2])))
 	case "risk":
-		if len(a) > 1 && a[1] == "unchecked" {
+		if a[1] == "unchecked" {
 			n := 100
-			fs.Visit(func(f *flag.Flag) {
-				if f.Name == "limit" {
-					n = *limit
-				}
-			})
+			if opt.limitSet {
+				n = opt.limit
+			}
 			if n < 1 || n > 10_000 {
-				return fmt.Errorf("risk unchecked: --limit must be 1..10000")
+				return nil, fmt.Errorf("risk unchecked: --limit must be 1..10000")
 			}
-			q := url.Values{"limit": {strconv.Itoa(n)}}
-			if *state != "" {
-				q.Set("state", *state)
-			}
-			method, path, render = "GET", "/admin/v1/risk/unchecked?"+q.Encode(), renderUnchecked
-			break
+			return shown(renderUnchecked)(c.Unchecked(ctx, opt.state, n))
 		}
-		return adminRisk(c, a[1:], *asJSON, out)
+		if len(a) != 3 {
+			return nil, fmt.Errorf("risk needs ACTIVITY allow|deny; see seckill admin help")
+		}
+		id, err := strconv.ParseInt(a[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("risk: %q is not an activity id", a[1])
+		}
+		policy := strings.ToLower(a[2])
+		if policy != sale.RiskAllow && policy != sale.RiskDeny {
+			return nil, fmt.Errorf("risk: policy %q must be allow or deny", a[2])
+		}
+		return shown(renderRisk)(c.SetRisk(ctx, id, policy))
 	case "degrade":
 		if len(a) == 1 {
-			method, path, render = "GET", "/admin/v1/degrade", renderDegrade
-			break
+			return shown(renderDegrade)(c.Degrade(ctx))
 		}
-		if _, err := strconv.ParseInt(a[1], 10, 64); err != nil {
-			return fmt.Errorf("degrade: %q is not an activity id", a[1])
-		}
-		b, err := degradeBody(a[2:])
+		id, err := strconv.ParseInt(a[1], 10, 64)
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("degrade: %q is not an activity id", a[1])
 		}
-		method, path, body, render = "PUT", "/admin/v1/activities/"+a[1]+"/degrade", b, renderDegrade
+		ch, err := degradeChange(a[2:])
+		if err != nil {
+			return nil, err
+		}
+		return shown(func(v admin.DegradeView, out io.Writer) error {
+			return renderDegrade([]admin.DegradeView{v}, out)
+		})(c.SetDegrade(ctx, id, ch))
 	case "routes":
 		if len(a) == 1 {
-			method, path, render = "GET", "/admin/v1/routes", renderRoutes
-			break
+			return shown(renderRoutes)(c.Routes(ctx))
 		}
-		if err := need(2); err != nil {
-			return err
+		if len(a) < 3 {
+			return nil, fmt.Errorf("routes needs 2 argument(s); see seckill admin help")
 		}
 		var open bool
 		switch strings.ToLower(a[2]) {
@@ -208,135 +236,154 @@ func runAdmin(args []string, out io.Writer) error {
 			open = true
 		case "closed", "close", "off":
 		default:
-			return fmt.Errorf("routes: %q must be open or closed", a[2])
+			return nil, fmt.Errorf("routes: %q must be open or closed", a[2])
 		}
 		if strings.ContainsAny(a[1], "/?# ") {
-			return fmt.Errorf("routes: %q is not a route name", a[1])
+			return nil, fmt.Errorf("routes: %q is not a route name", a[1])
 		}
-		method, path, body, render = "PUT", "/admin/v1/routes/"+a[1], map[string]bool{"open": open}, renderRoutes
+		return shown(renderRoutes)(c.SetRoute(ctx, a[1], open))
 	case "soldout":
-		if err := need(2); err != nil {
-			return err
+		sku, err := idArg("soldout", "sku", a[1])
+		if err != nil {
+			return nil, err
 		}
 		v, err := strconv.ParseBool(a[2])
 		if err != nil {
-			return fmt.Errorf("soldout: %q is not true or false", a[2])
+			return nil, fmt.Errorf("soldout: %q is not true or false", a[2])
 		}
-		b := map[string]any{"soldOut": v}
-		if len(a) > 3 {
-			b["activityId"], _ = strconv.ParseInt(a[3], 10, 64)
+		act, err := optActivity(3)
+		if err != nil {
+			return nil, err
 		}
-		method, path, body, render = "PUT", "/admin/v1/skus/"+a[1]+"/soldout", b, renderSoldOut
+		return shown(renderSoldOut)(c.SetSoldOut(ctx, sku, admin.SoldOutChange{SoldOut: &v, ActivityID: act}))
 	case "restock":
-		if err := need(2); err != nil {
-			return err
+		sku, err := idArg("restock", "sku", a[1])
+		if err != nil {
+			return nil, err
 		}
 		n, err := strconv.ParseInt(a[2], 10, 64)
 		if err != nil {
-			return fmt.Errorf("restock: units %q is not a number", a[2])
+			return nil, fmt.Errorf("restock: units %q is not a number", a[2])
 		}
-		b := map[string]any{"units": n}
-		if len(a) > 3 {
-			b["activityId"], _ = strconv.ParseInt(a[3], 10, 64)
-		}
-		method, path, body, render = "POST", "/admin/v1/skus/"+a[1]+"/restock", b, renderRestock
-	case "stock":
-		if err := need(1); err != nil {
-			return err
-		}
-		method, path, render = "GET", "/admin/v1/activities/"+a[1]+"/stock", renderStock
-	case "request":
-		if err := need(1); err != nil {
-			return err
-		}
-		method, path, render = "GET", "/admin/v1/requests/"+a[1], renderStory
-	case "why":
-		if err := need(1); err != nil {
-			return err
-		}
-		p, err := whyPath(a[1:], *cursor, *limit)
+		act, err := optActivity(3)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		method, path, render = "GET", p, renderWhy
+		return shown(renderRestock)(c.Restock(ctx, sku, admin.RestockRequest{Units: n, ActivityID: act}))
+	case "stock":
+		id, err := idArg("stock", "activity", a[1])
+		if err != nil {
+			return nil, err
+		}
+		return shown(renderStock)(c.Stock(ctx, id))
+	case "request":
+		return shown(renderStory)(c.Request(ctx, a[1]))
+	case "why":
+		user, err := idArg("why", "user", a[1])
+		if err != nil {
+			return nil, err
+		}
+		act, err := optActivity(2)
+		if err != nil {
+			return nil, err
+		}
+		return shown(renderWhy)(c.UserRequests(ctx, user, act, opt.cursor, opt.limit))
 	case "reconcile":
-		method, path, render = "POST", "/admin/v1/reconcile", renderReconcileAnswer
-		if *repair {
-			path += "?repair=true"
-		}
+		return shown(func(rep reconcile.Report, out io.Writer) error { renderReconcile(rep, out); return nil })(c.Reconcile(ctx, opt.repair))
 	case "lag":
-		method, path, render = "GET", "/admin/v1/lag", renderLag
+		return shown(renderLag)(c.Lag(ctx))
 	case "blocklist":
-		method, path, render = "GET", "/admin/v1/blocklist", renderBlocklist
+		return shown(renderBlocklist)(c.Blocklist(ctx))
 	case "block", "unblock":
-		if err := need(2); err != nil {
-			return err
-		}
-		method = "PUT"
-		if a[0] == "unblock" {
-			method = "DELETE"
-		}
+		block := a[0] == "block"
 		switch a[1] {
 		case "ip":
 			if strings.ContainsAny(a[2], " ?#") {
-				return fmt.Errorf("%s ip: %q is not an address or CIDR prefix", a[0], a[2])
+				return nil, fmt.Errorf("%s ip: %q is not an address or CIDR prefix", a[0], a[2])
 			}
-			path = "/admin/v1/blocklist/ips/" + a[2]
+			call := c.UnblockIP
+			if block {
+				call = c.BlockIP
+			}
+			return shown(renderBlock)(call(ctx, a[2]))
 		case "user":
-			if _, err := strconv.ParseInt(a[2], 10, 64); err != nil {
-				return fmt.Errorf("%s user: %q is not a user id", a[0], a[2])
+			id, err := strconv.ParseInt(a[2], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s user: %q is not a user id", a[0], a[2])
 			}
-			path = "/admin/v1/blocklist/users/" + a[2]
-		default:
-			return fmt.Errorf("%s takes ip or user, not %q; see seckill admin help", a[0], a[1])
+			call := c.UnblockUser
+			if block {
+				call = c.BlockUser
+			}
+			return shown(renderBlock)(call(ctx, id))
 		}
-		render = renderBlock
-	case "watch":
-		if err := need(1); err != nil {
-			return err
-		}
-		if _, err := strconv.ParseInt(a[1], 10, 64); err != nil {
-			return fmt.Errorf("watch: activity %q is not a number", a[1])
-		}
-		if *interval < 100*time.Millisecond {
-			return fmt.Errorf("watch: --interval must be at least 100ms")
-		}
-		if *count < 0 {
-			return fmt.Errorf("watch: --count must not be negative")
-		}
-		// Ctrl-C ends the console quietly (exit 0); the terminal keeps the
-		// last frame.
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		w := &watch{c: c, activity: a[1], every: *interval, count: *count, asJSON: *asJSON, ansi: isTerminal(out), now: time.Now}
-		return w.run(ctx, out)
-	default:
-		return fmt.Errorf("unknown admin command %q; see seckill admin help", a[0])
+		return nil, fmt.Errorf("%s takes ip or user, not %q; see seckill admin help", a[0], a[1])
 	}
-	if body != nil {
-		raw, _ = json.Marshal(body)
+	return nil, fmt.Errorf("unknown admin command %q; see seckill admin help", a[0])
+}
+
+// adminArgs are the arguments each command needs at least.
+var adminArgs = map[string]int{"create": 1, "state": 2, "risk": 1, "soldout": 2, "restock": 2, "stock": 1,
+	"request": 1, "why": 1, "block": 2, "unblock": 2}
+
+// adminWatch is `seckill admin watch ACTIVITY`: the live console.
+func adminWatch(c *client.Client, a []string, every time.Duration, count int, asJSON bool, out io.Writer) error {
+	if len(a) < 2 {
+		return fmt.Errorf("watch needs 1 argument(s); see seckill admin help")
 	}
-	status, resp, err := c.do(context.Background(), method, path, raw)
+	id, err := strconv.ParseInt(a[1], 10, 64)
 	if err != nil {
-		return err
+		return fmt.Errorf("watch: activity %q is not a number", a[1])
 	}
-	if status >= 300 {
-		if *asJSON {
-			out.Write(resp)
-			fmt.Fprintln(out)
-		}
-		return apiError(method, path, status, resp)
+	if every < 100*time.Millisecond {
+		return fmt.Errorf("watch: --interval must be at least 100ms")
 	}
-	if *asJSON {
-		var pretty bytes.Buffer
-		if json.Indent(&pretty, resp, "", "  ") == nil {
-			resp = pretty.Bytes()
-		}
-		out.Write(resp)
+	if count < 0 {
+		return fmt.Errorf("watch: --count must not be negative")
+	}
+	// Ctrl-C ends the console quietly (exit 0); the terminal keeps the
+	// last frame.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	w := &watch{c: c, activity: id, every: every, count: count, asJSON: asJSON, ansi: isTerminal(out), now: time.Now}
+	return w.run(ctx, out)
+}
+
+// adminFailed is a command's failure: with --json the API's answer is
+// printed first, as it came.
+func adminFailed(err error, asJSON bool, out io.Writer) error {
+	var e *client.Error
+	if asJSON && errors.As(err, &e) {
+		out.Write(e.Body)
 		fmt.Fprintln(out)
-		return nil
 	}
-	return render(resp, out)
+	return err
+}
+
+// readActivity reads the activity of `create FILE.json` ("-": stdin),
+// strictly: a field the API does not know is refused here, as the API
+// would.
+func readActivity(file string) (sale.Activity, error) {
+	var b []byte
+	var err error
+	if file == "-" {
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return sale.Activity{}, err
+	}
+	var a sale.Activity
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return sale.Activity{}, fmt.Errorf("create %s: %w", file, err)
+	}
+	if dec.More() {
+		return sale.Activity{}, fmt.Errorf("create %s: data after the activity", file)
+	}
+	return a, nil
 }
 
 // parseInterleaved parses fs's flags wherever they stand among the
@@ -357,13 +404,6 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// apiError is an admin API answer other than 2xx, with its code and message.
-func apiError(method, path string, status int, resp []byte) error {
-	var e struct{ Code, Message string }
-	_ = json.Unmarshal(resp, &e)
-	return fmt.Errorf("%s %s: %d %s: %s", method, path, status, e.Code, e.Message)
-}
-
 func envOr(k, d string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -371,82 +411,40 @@ func envOr(k, d string) string {
 	return d
 }
 
-type adminClient struct {
-	base, token string
-	http        *http.Client
-}
-
-func (c adminClient) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("admin API at %s: %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
-}
-
-// statusError is an admin API answer other than 2xx.
-type statusError struct {
-	status int
-	err    error
-}
-
-func (e *statusError) Error() string { return e.err.Error() }
-
-// get reads path into v; an answer other than 2xx is a *statusError.
-func (c adminClient) get(ctx context.Context, path string, v any) error {
-	status, resp, err := c.do(ctx, "GET", path, nil)
-	if err != nil {
-		return err
-	}
-	if status >= 300 {
-		return &statusError{status: status, err: apiError("GET", path, status, resp)}
-	}
-	if err := json.Unmarshal(resp, v); err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	return nil
-}
-
-// degradeBody reads the SWITCH=VALUE arguments of `seckill admin degrade
+// degradeChange reads the SWITCH=VALUE arguments of `seckill admin degrade
 // ACTIVITY` into the admin API's body.
-func degradeBody(args []string) (map[string]any, error) {
+func degradeChange(args []string) (admin.DegradeChange, error) {
+	var ch admin.DegradeChange
 	if len(args) == 0 {
-		return nil, errors.New("degrade ACTIVITY needs at least one of reservedOnly=on|off, pollAfterMs=N, paused=on|off")
+		return ch, errors.New("degrade ACTIVITY needs at least one of reservedOnly=on|off, pollAfterMs=N, paused=on|off")
 	}
-	b := map[string]any{}
 	for _, arg := range args {
 		k, v, ok := strings.Cut(arg, "=")
 		if !ok {
-			return nil, fmt.Errorf("degrade: %q is not SWITCH=VALUE", arg)
+			return ch, fmt.Errorf("degrade: %q is not SWITCH=VALUE", arg)
 		}
 		switch k {
 		case "reservedOnly", "paused":
 			on, err := onOff(v)
 			if err != nil {
-				return nil, fmt.Errorf("degrade %s: %w", k, err)
+				return ch, fmt.Errorf("degrade %s: %w", k, err)
 			}
-			b[k] = on
+			if k == "paused" {
+				ch.Paused = &on
+			} else {
+				ch.ReservedOnly = &on
+			}
 		case "pollAfterMs":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 || n > 60_000 {
-				return nil, fmt.Errorf("degrade pollAfterMs: %q must be 0..60000", v)
+				return ch, fmt.Errorf("degrade pollAfterMs: %q must be 0..60000", v)
 			}
-			b[k] = n
+			ch.PollAfterMs = &n
 		default:
-			return nil, fmt.Errorf("degrade: no switch %q (reservedOnly, pollAfterMs, paused)", k)
+			return ch, fmt.Errorf("degrade: no switch %q (reservedOnly, pollAfterMs, paused)", k)
 		}
 	}
-	return b, nil
+	return ch, nil
 }
 
 func onOff(v string) (bool, error) {
@@ -459,40 +457,13 @@ func onOff(v string) (bool, error) {
 	return false, fmt.Errorf("%q must be on or off", v)
 }
 
-// adminRisk is `seckill admin risk ACTIVITY allow|deny`: the activity's
-// risk policy, what every edge does with a purchase when the risk service
-// (edge.risk.url) times out or fails.
-func adminRisk(c adminClient, args []string, asJSON bool, out io.Writer) error {
-	if len(args) != 2 {
-		return fmt.Errorf("risk needs ACTIVITY allow|deny; see seckill admin help")
+// printJSON prints the API's answer indented (as it came when it is no
+// JSON).
+func printJSON(b []byte, out io.Writer) {
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, b, "", "  ") == nil {
+		b = pretty.Bytes()
 	}
-	if _, err := strconv.ParseInt(args[0], 10, 64); err != nil {
-		return fmt.Errorf("risk: %q is not an activity id", args[0])
-	}
-	policy := strings.ToLower(args[1])
-	if policy != "allow" && policy != "deny" {
-		return fmt.Errorf("risk: policy %q must be allow or deny", args[1])
-	}
-	path := "/admin/v1/activities/" + args[0] + "/risk"
-	status, resp, err := c.do(context.Background(), "PUT", path, []byte(`{"onError":"`+policy+`"}`))
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		out.Write(resp)
-		fmt.Fprintln(out)
-	}
-	if status >= 300 {
-		var e struct{ Code, Message string }
-		_ = json.Unmarshal(resp, &e)
-		return fmt.Errorf("PUT %s: %d %s: %s", path, status, e.Code, e.Message)
-	}
-	if !asJSON {
-		what := "purchases pass by the local rules, recorded and re-checked once it is back (seckill admin risk unchecked)"
-		if policy == "deny" {
-			what = "purchases are answered 503 BUSY"
-		}
-		fmt.Fprintf(out, "activity %s: when the risk service times out or fails, %s\n", args[0], what)
-	}
-	return nil
+	out.Write(b)
+	fmt.Fprintln(out)
 }

@@ -72,16 +72,7 @@ func TestAdminDegradeAndRoutesPrintTables(t *testing.T) {
 		{[]string{"routes"}, []string{"ROUTE STATE", "orders open", "pay CLOSED (503 + Retry-After)", "events open"}},
 		{[]string{"routes", "pay", "closed"}, []string{"pay CLOSED (503 + Retry-After)"}},
 	} {
-		out, err := run(tc.args...)
-		if err != nil {
-			t.Fatalf("%v: %v", tc.args, err)
-		}
-		flat := strings.Join(strings.Fields(out), " ")
-		for _, line := range tc.want {
-			if !strings.Contains(flat, line) {
-				t.Errorf("%v printed\n%s\nwithout %q", tc.args, out, line)
-			}
-		}
+		printsLines(t, run, tc.args, tc.want)
 	}
 	for _, bad := range [][]string{
 		{"degrade", "x", "paused=on"}, {"degrade", "7"}, {"degrade", "7", "paused"}, {"degrade", "7", "paused=maybe"},
@@ -130,5 +121,21 @@ func TestAdminRiskUncheckedPrintsTheRecords(t *testing.T) {
 	}
 	if got := calls(); len(got) != 1 {
 		t.Errorf("calls %v, want the one list", got)
+	}
+}
+
+// printsLines runs `seckill admin args` and fails unless its output holds
+// each of want, with the output's fields collapsed to one space.
+func printsLines(t *testing.T, run func(args ...string) (string, error), args, want []string) {
+	t.Helper()
+	out, err := run(args...)
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, line := range want {
+		if !strings.Contains(flat, line) {
+			t.Errorf("%v printed\n%s\nwithout %q", args, out, line)
+		}
 	}
 }

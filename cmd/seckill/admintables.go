@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,7 +11,6 @@ import (
 	"time"
 
 	"seckill/admin"
-	"seckill/reconcile"
 	"seckill/sale"
 )
 
@@ -30,11 +26,7 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-func renderStock(b []byte, out io.Writer) error {
-	var rep admin.StockReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return err
-	}
+func renderStock(rep admin.StockReport, out io.Writer) error {
 	fmt.Fprintf(out, "activity %d  %s\n", rep.ActivityID, rep.State)
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "SKU\tHOT\tSHARD\tINITIAL\tREMAINING\tOCCUPIED\tORDERED\tORDERS\tSOLD OUT\tDRIFT\t")
@@ -48,19 +40,13 @@ func renderStock(b []byte, out io.Writer) error {
 	return w.Flush()
 }
 
-// renderActivities prints the catalog, or the one activity that create
-// and state answer.
-func renderActivities(b []byte, out io.Writer) error {
-	var acts []sale.Activity
-	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
-		var a sale.Activity
-		if err := json.Unmarshal(b, &a); err != nil {
-			return err
-		}
-		acts = append(acts, a)
-	} else if err := json.Unmarshal(b, &acts); err != nil {
-		return err
-	}
+// renderActivity prints the one activity that create and state answer.
+func renderActivity(a sale.Activity, out io.Writer) error {
+	return renderActivities([]sale.Activity{a}, out)
+}
+
+// renderActivities prints the catalog.
+func renderActivities(acts []sale.Activity, out io.Writer) error {
 	if len(acts) == 0 {
 		return errors.New("no activities")
 	}
@@ -89,17 +75,7 @@ func renderActivities(b []byte, out io.Writer) error {
 	return w.Flush()
 }
 
-func renderSoldOut(b []byte, out io.Writer) error {
-	var v struct {
-		ActivityID int64 `json:"activityId"`
-		SKUID      int64 `json:"skuId"`
-		SoldOut    bool  `json:"soldOut"`
-		Marked     bool  `json:"marked"`
-		Remaining  int64 `json:"remaining"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
+func renderSoldOut(v admin.SoldOutAnswer, out io.Writer) error {
 	w := table(out)
 	fmt.Fprintln(w, "ACTIVITY\tSKU\tMARK\tSOLD OUT\tREMAINING")
 	mark := "off"
@@ -110,17 +86,7 @@ func renderSoldOut(b []byte, out io.Writer) error {
 	return w.Flush()
 }
 
-func renderRestock(b []byte, out io.Writer) error {
-	var v struct {
-		ActivityID int64 `json:"activityId"`
-		SKUID      int64 `json:"skuId"`
-		Added      int64 `json:"added"`
-		Remaining  int64 `json:"remaining"`
-		Initial    int64 `json:"initial"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
+func renderRestock(v admin.RestockAnswer, out io.Writer) error {
 	w := table(out)
 	fmt.Fprintln(w, "ACTIVITY\tSKU\tADDED\tREMAINING\tINITIAL")
 	fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\n", v.ActivityID, v.SKUID, v.Added, v.Remaining, v.Initial)
@@ -129,11 +95,7 @@ func renderRestock(b []byte, out io.Writer) error {
 
 // renderStory prints a ticket's story: what it is in one line, then the
 // result, request log, order and Redis hold, then its history.
-func renderStory(b []byte, out io.Writer) error {
-	var st admin.Story
-	if err := json.Unmarshal(b, &st); err != nil {
-		return err
-	}
+func renderStory(st admin.Story, out io.Writer) error {
 	w := table(out)
 	fmt.Fprintf(w, "ticket\t%s\n", st.RequestNo)
 	fmt.Fprintf(w, "answer\t%s\n", st.Answer)
@@ -191,20 +153,7 @@ func renderStory(b []byte, out io.Writer) error {
 	return w.Flush()
 }
 
-func renderReconcileAnswer(b []byte, out io.Writer) error {
-	var rep reconcile.Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return err
-	}
-	renderReconcile(rep, out)
-	return nil
-}
-
-func renderLag(b []byte, out io.Writer) error {
-	var rep admin.LagReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return err
-	}
+func renderLag(rep admin.LagReport, out io.Writer) error {
 	parts := make([]int, 0, len(rep.Partitions))
 	for p := range rep.Partitions {
 		n, err := strconv.Atoi(p)
@@ -223,18 +172,7 @@ func renderLag(b []byte, out io.Writer) error {
 	return w.Flush()
 }
 
-func renderBlocklist(b []byte, out io.Writer) error {
-	var v struct {
-		IPs        []string `json:"ips"`
-		Users      []int64  `json:"users"`
-		Configured struct {
-			IPs   []string `json:"ips"`
-			Users []int64  `json:"users"`
-		} `json:"configured"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
+func renderBlocklist(v admin.BlocklistView, out io.Writer) error {
 	w := table(out)
 	fmt.Fprintln(w, "KIND\tENTRY\tSOURCE")
 	for _, ip := range v.IPs {
@@ -252,17 +190,7 @@ func renderBlocklist(b []byte, out io.Writer) error {
 	return w.Flush()
 }
 
-func renderBlock(b []byte, out io.Writer) error {
-	var v struct {
-		IP      string `json:"ip"`
-		User    int64  `json:"user"`
-		Blocked bool   `json:"blocked"`
-		Changed bool   `json:"changed"`
-		Note    string `json:"note"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
+func renderBlock(v admin.BlockAnswer, out io.Writer) error {
 	kind, entry := "ip", v.IP
 	if v.IP == "" {
 		kind, entry = "user", strconv.FormatInt(v.User, 10)
@@ -283,17 +211,7 @@ func renderBlock(b []byte, out io.Writer) error {
 	return nil
 }
 
-func renderDegrade(b []byte, out io.Writer) error {
-	var vs []admin.DegradeView
-	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
-		var v admin.DegradeView
-		if err := json.Unmarshal(b, &v); err != nil {
-			return err
-		}
-		vs = append(vs, v)
-	} else if err := json.Unmarshal(b, &vs); err != nil {
-		return err
-	}
+func renderDegrade(vs []admin.DegradeView, out io.Writer) error {
 	w := table(out)
 	fmt.Fprintln(w, "ACTIVITY\tRESERVED ONLY\tRESERVED USERS\tPOLL AFTER\tPAUSED")
 	for _, v := range vs {
@@ -306,11 +224,7 @@ func renderDegrade(b []byte, out io.Writer) error {
 	return w.Flush()
 }
 
-func renderRoutes(b []byte, out io.Writer) error {
-	var vs []admin.RouteView
-	if err := json.Unmarshal(b, &vs); err != nil {
-		return err
-	}
+func renderRoutes(vs []admin.RouteView, out io.Writer) error {
 	w := table(out)
 	fmt.Fprintln(w, "ROUTE\tSTATE")
 	for _, v := range vs {
@@ -323,11 +237,7 @@ func renderRoutes(b []byte, out io.Writer) error {
 	return w.Flush()
 }
 
-func renderUnchecked(b []byte, out io.Writer) error {
-	var v admin.UncheckedView
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
+func renderUnchecked(v admin.UncheckedView, out io.Writer) error {
 	fmt.Fprintf(out, "%d purchase(s) passed without a risk verdict (%d shown)\n", v.Total, len(v.Records))
 	w := table(out)
 	fmt.Fprintln(w, "REQUEST NO\tUSER\tACTIVITY\tSKU\tQTY\tIP\tDEVICE\tWHY\tAT\tRE-CHECK\tACTION")
@@ -345,40 +255,9 @@ func dash(s string) string {
 	return s
 }
 
-// whyPath is the lookup's path for `why USER [ACTIVITY]`.
-func whyPath(args []string, cursor string, limit int) (string, error) {
-	user, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || user <= 0 {
-		return "", fmt.Errorf("why: user %q is not a positive integer", args[0])
-	}
-	q := url.Values{}
-	if len(args) > 1 {
-		act, err := strconv.ParseInt(args[1], 10, 64)
-		if err != nil || act <= 0 {
-			return "", fmt.Errorf("why: activity %q is not a positive integer", args[1])
-		}
-		q.Set("activity", args[1])
-	}
-	if cursor != "" {
-		q.Set("cursor", cursor)
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	p := "/admin/v1/users/" + strconv.FormatInt(user, 10) + "/requests"
-	if len(q) > 0 {
-		p += "?" + q.Encode()
-	}
-	return p, nil
-}
-
 // renderWhy prints a buyer's attempts and tickets, newest first: one line
 // each, the steps of its history beneath.
-func renderWhy(b []byte, out io.Writer) error {
-	var rep admin.UserRequests
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return err
-	}
+func renderWhy(rep admin.UserRequests, out io.Writer) error {
 	scope := "every activity"
 	if rep.ActivityID != 0 {
 		scope = "activity " + strconv.FormatInt(rep.ActivityID, 10)
@@ -420,4 +299,14 @@ func renderWhy(b []byte, out io.Writer) error {
 		fmt.Fprintf(out, " --cursor %s\n", rep.Next)
 	}
 	return nil
+}
+
+// renderRisk says what the activity's risk policy now does.
+func renderRisk(v admin.RiskAnswer, out io.Writer) error {
+	what := "purchases pass by the local rules, recorded and re-checked once it is back (seckill admin risk unchecked)"
+	if v.OnError == sale.RiskDeny {
+		what = "purchases are answered 503 BUSY"
+	}
+	_, err := fmt.Fprintf(out, "activity %d: when the risk service times out or fails, %s\n", v.ActivityID, what)
+	return err
 }

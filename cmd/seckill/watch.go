@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +12,7 @@ import (
 	"time"
 
 	"seckill/admin"
-	"seckill/web"
+	"seckill/admin/client"
 )
 
 // watch is `seckill admin watch ACTIVITY`, the on-call console: every
@@ -25,8 +24,8 @@ import (
 // switches (activity ONLINE/OFFLINE, per-SKU sold-out mark). Rates need
 // two samples: the first frame shows none.
 type watch struct {
-	c        adminClient
-	activity string
+	c        *client.Client
+	activity int64
 	every    time.Duration
 	count    int  // frames to draw; 0 until ctx ends
 	ansi     bool // redraw in place (clear + home) instead of appending frames
@@ -110,8 +109,7 @@ func (w *watch) run(ctx context.Context, out io.Writer) error {
 		if err != nil {
 			// A refused token or an unknown activity will not get better;
 			// an unreachable or busy API may.
-			var se *statusError
-			if errors.As(err, &se) && se.status < 500 {
+			if s := client.StatusOf(err); s > 0 && s < 500 {
 				return err
 			}
 			f = watchFrame{At: w.now(), Error: err.Error()}
@@ -147,8 +145,8 @@ func (w *watch) sample(ctx context.Context) (watchSample, error) {
 	ctx, cancel := context.WithTimeout(ctx, max(5*time.Second, 2*w.every))
 	defer cancel()
 	var s watchSample
-	var counters []web.Counter
-	if err := w.c.get(ctx, "/admin/v1/counters", &counters); err != nil {
+	counters, err := w.c.Counters(ctx)
+	if err != nil {
 		return s, err
 	}
 	s.at = w.now()
@@ -171,13 +169,12 @@ func (w *watch) sample(ctx context.Context) (watchSample, error) {
 			s.rejected += c.Value
 		}
 	}
-	if err := w.c.get(ctx, "/admin/v1/activities/"+w.activity+"/stock", &s.stock); err != nil {
+	if s.stock, err = w.c.Stock(ctx, w.activity); err != nil {
 		return s, err
 	}
-	var lag admin.LagReport
-	if err := w.c.get(ctx, "/admin/v1/lag", &lag); err == nil {
+	if lag, err := w.c.Lag(ctx); err == nil {
 		s.lag = &lag
-	} else if se := (*statusError)(nil); errors.As(err, &se) && se.status == 503 {
+	} else if client.StatusOf(err) == 503 {
 		s.lagErr = "no lag reader"
 	} else {
 		return s, err

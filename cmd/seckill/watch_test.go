@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"seckill/admin"
+	"seckill/admin/client"
 	"seckill/internal/testenv"
 )
 
@@ -58,7 +59,7 @@ func TestWatchConsole(t *testing.T) {
 		}
 	})
 	ctx := context.Background()
-	c := adminClient{base: "http://" + adm, token: "watch-token", http: &http.Client{Timeout: 10 * time.Second}}
+	c := client.New("http://"+adm, "watch-token", &http.Client{Timeout: 10 * time.Second})
 	cli := func(args ...string) string {
 		t.Helper()
 		var out bytes.Buffer
@@ -80,11 +81,10 @@ func TestWatchConsole(t *testing.T) {
 	settled := func(ordered int64) {
 		t.Helper()
 		testenv.EventuallyOK(t, fmt.Sprintf("the sale to settle at %d ordered units", ordered), 20*time.Second, func() error {
-			var rep admin.StockReport
+			rep, err := c.Stock(ctx, 1)
 			var lag admin.LagReport
-			err := c.get(ctx, "/admin/v1/activities/1/stock", &rep)
 			if err == nil {
-				err = c.get(ctx, "/admin/v1/lag", &lag)
+				lag, err = c.Lag(ctx)
 			}
 			if err == nil && len(rep.SKUs) == 2 && rep.SKUs[0].Ordered+rep.SKUs[1].Ordered == ordered &&
 				rep.SKUs[0].Occupied+rep.SKUs[1].Occupied == 0 && lag.Total == 0 {
@@ -103,7 +103,7 @@ func TestWatchConsole(t *testing.T) {
 	t.Run("a frame shows what the admin API reports, with rates from two samples", func(t *testing.T) {
 		t0 := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
 		clock := []time.Time{t0, t0.Add(2 * time.Second)}
-		w := &watch{c: c, activity: "1", every: time.Second, now: func() time.Time { now := clock[0]; clock = clock[1:]; return now }}
+		w := &watch{c: c, activity: 1, every: time.Second, now: func() time.Time { now := clock[0]; clock = clock[1:]; return now }}
 		first, err := w.sample(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +180,7 @@ func TestWatchConsole(t *testing.T) {
 		cli("soldout", "1002", "true")
 		cli("state", "1", "OFFLINE")
 		var out bytes.Buffer
-		w := &watch{c: c, activity: "1", every: time.Second, count: 1, now: time.Now}
+		w := &watch{c: c, activity: 1, every: time.Second, count: 1, now: time.Now}
 		if err := w.run(ctx, &out); err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestWatchConsole(t *testing.T) {
 
 	t.Run("frames follow one another off a terminal and redraw in place on one", func(t *testing.T) {
 		var out bytes.Buffer
-		w := &watch{c: c, activity: "1", every: 100 * time.Millisecond, count: 3, now: time.Now}
+		w := &watch{c: c, activity: 1, every: 100 * time.Millisecond, count: 3, now: time.Now}
 		if err := w.run(ctx, &out); err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +291,7 @@ func TestWatchConsole(t *testing.T) {
 		} {
 			var out bytes.Buffer
 			err := runAdmin([]string{"--addr", "http://" + adm, "--token", tc.token, "watch", tc.activity}, &out)
-			var se *statusError
+			var se *client.Error
 			if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("token %s, activity %s: %v, want %s", tc.token, tc.activity, err, tc.want)
 			}

@@ -256,27 +256,6 @@ func (v *Verifier) User(ctx *fasthttp.RequestCtx) (int64, Result) {
 	return user, OK
 }
 
-// Guard runs the check in front of h, a route that reads X-User-Id itself
-// (pay): a refused request gets the check's status and a JSON body
-// {"code","message"}, and h is not called.
-func Guard(v *Verifier, h fasthttp.RequestHandler) fasthttp.RequestHandler {
-	return func(ctx *fasthttp.RequestCtx) {
-		if _, r := v.User(ctx); r != OK {
-			Refuse(ctx, r)
-			return
-		}
-		h(ctx)
-	}
-}
-
-// Refuse answers r: its status, a JSON body {"code","message"}, no-store.
-func Refuse(ctx *fasthttp.RequestCtx, r Result) {
-	ctx.Response.Header.Set("Cache-Control", "no-store")
-	ctx.SetStatusCode(r.Status())
-	ctx.SetContentType("application/json")
-	ctx.SetBodyString(`{"code":"` + r.Code() + `","message":"` + r.Message() + `"}`)
-}
-
 func (v *Verifier) trustedPeer(ctx *fasthttp.RequestCtx) bool {
 	a, ok := peerAddr(ctx)
 	if !ok {

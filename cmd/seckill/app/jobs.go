@@ -64,7 +64,7 @@ func (j *jobs) reconciler() admin.Reconciler {
 	if j.recon == nil {
 		return nil
 	}
-	return func(ctx context.Context, repair bool) (any, error) { return j.recon.Run(ctx, repair) }
+	return j.recon.Run
 }
 
 // start runs the periodic jobs until stop.
