@@ -43,6 +43,10 @@ commands:
                                       (intake paused: purchases 503 with Retry-After, results readable)
   routes                              the non-core buyer routes (orders, pay, events), open or closed
   routes NAME open|closed             open or close one of them at every edge (closed: 503 + Retry-After)
+  mode [SKU [direct|queue] [rate=N] [activity=A]]
+                                      how the edges take a SKU's purchases: direct (occupy on the
+                                      request) or queue (202 WAITING, drained in line order at N/s;
+                                      rate=0: as fast as the shard allows); no SKU: every SKU
   soldout SKU true|false [ACTIVITY]   set or clear the on-call sold-out mark
   restock SKU UNITS [ACTIVITY]        add units to a live SKU
   stock ACTIVITY                      initial / remaining / occupied / ordered / drift per SKU
@@ -214,6 +218,8 @@ func runAdmin(args []string, out io.Writer) error {
 			return fmt.Errorf("routes: %q is not a route name", a[1])
 		}
 		method, path, body, render = "PUT", "/admin/v1/routes/"+a[1], map[string]bool{"open": open}, renderRoutes
+	case "mode":
+		return adminMode(c, a[1:], *asJSON, out)
 	case "soldout":
 		if err := need(2); err != nil {
 			return err
