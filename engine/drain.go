@@ -353,14 +353,32 @@ func (d *Drainer) occupy(ctx context.Context, at *attempt) error {
 func (d *Drainer) unwait(ctx context.Context, ats []attempt) {
 	// Not the session's context: decided attempts are done even when the
 	// session ends now.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.e.cfg.OccupyTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*d.e.cfg.OccupyTimeout)
 	defer cancel()
+	// One pipelined call per shard, however many SKUs the window holds.
+	type batch struct {
+		c    rueidis.Client
+		cmds rueidis.Commands
+	}
+	var bs []batch
 	for i := range ats {
 		at := &ats[i]
 		c := d.e.stock.Client(at.a.ID, at.k.ID)
-		err := c.Do(ctx, c.B().Hdel().Key(sale.WaitingKey(at.a.ID, at.k.ID)).Field(strconv.FormatInt(at.m.UserID, 10)).Build()).Error()
-		if err != nil {
-			d.log.Warn("waiting record not removed", zap.String("requestNo", at.m.RequestNo), zap.Error(err))
+		j := 0
+		for j < len(bs) && bs[j].c != c {
+			j++
+		}
+		if j == len(bs) {
+			bs = append(bs, batch{c: c})
+		}
+		bs[j].cmds = append(bs[j].cmds, c.B().Hdel().Key(sale.WaitingKey(at.a.ID, at.k.ID)).Field(strconv.FormatInt(at.m.UserID, 10)).Build())
+	}
+	for _, b := range bs {
+		for _, r := range b.c.DoMulti(ctx, b.cmds...) {
+			if err := r.Error(); err != nil {
+				d.log.Warn("waiting records not removed; each is found stale at its buyer's next attempt", zap.Int("attempts", len(ats)), zap.Error(err))
+				break
+			}
 		}
 	}
 }
