@@ -66,11 +66,11 @@ type System struct {
 	Admin    *admin.Server
 	Sidecar  *engine.Server
 	// Line and Drainer are queue mode's (queue.go): nil when off.
-	Line     *engine.Line
-	Drainer  *engine.Drainer
-	Lag      *lag.Reader
-	Tokens   *token.Tokens
-	Monitor  *monitor.Monitor
+	Line    *engine.Line
+	Drainer *engine.Drainer
+	Lag     *lag.Reader
+	Tokens  *token.Tokens
+	Monitor *monitor.Monitor
 	// Payments starts and confirms payments (nil without a store); the
 	// edge mounts payment.Handler on payment.PayPath (the buyer's intent)
 	// and payment.CallbackHandler on payment.CallbackPath (the provider's
