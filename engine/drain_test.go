@@ -228,3 +228,83 @@ func TestLineIsDrainedInOrderExactlyOnce(t *testing.T) {
 		t.Fatalf("%d order messages after redelivery, want 50", n)
 	}
 }
+
+// TestLineTakesNoAttemptTheBrokerRefuses: with the broker gone, Append
+// answers ErrBusy within the send timeout, leaves the buyer not waiting
+// (the next attempt is not 409) and the ticket FAIL BUSY, so an attempt
+// that reaches the topic late after all is not served.
+func TestLineTakesNoAttemptTheBrokerRefuses(t *testing.T) {
+	q := newQueueRig(t, 1)
+	act := activity(1, 10, 5, false)
+	act.SKUs[0].Mode = sale.ModeQueue
+	a, k := q.preheat(t, act)
+	ctx := context.Background()
+	q.k.Cluster.Close()
+	start := time.Now()
+	_, err := q.line.Append(ctx, &Request{Activity: a, SKU: k, UserID: 5, Quantity: 1}, time.Now().UnixMilli())
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("append with the broker gone: %v, want ErrBusy", err)
+	}
+	if took := time.Since(start); took > 2*q.cfg.Kafka.SendTimeout+time.Second {
+		t.Fatalf("append took %v", took)
+	}
+	rdb := q.def.Client(t)
+	if n, err := rdb.Do(ctx, rdb.B().Hlen().Key(sale.WaitingKey(1, 10)).Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("waiting records after a refused append: %d (%v)", n, err)
+	}
+	vals, err := rdb.Do(ctx, rdb.B().Hvals().Key(sale.ResultsKey(1, 10)).Build()).AsStrSlice()
+	if err != nil || len(vals) != 1 || vals[0] != "FAIL|5||BUSY" {
+		t.Fatalf("results after a refused append: %q (%v), want one FAIL BUSY", vals, err)
+	}
+}
+
+// TestLineSurvivesItsDrainerStopping: a paced line (50/s) whose drainer
+// stops mid-line is finished by another drainer of the group: every
+// attempt ends, exactly once (the stock taken equals the tickets that
+// hold it, one order message each).
+func TestLineSurvivesItsDrainerStopping(t *testing.T) {
+	q := newQueueRig(t, 1)
+	act := activity(1, 10, 60, false)
+	act.SKUs[0].Mode, act.SKUs[0].Rate = sale.ModeQueue, 50
+	a, k := q.preheat(t, act)
+	ctx := context.Background()
+	rns := make([]string, 80)
+	for i := range rns {
+		w, err := q.line.Append(ctx, &Request{Activity: a, SKU: k, UserID: int64(100 + i), Quantity: 1}, time.Now().UnixMilli())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rns[i] = w.RequestNo
+	}
+	stop := q.drain(t, "")
+	time.Sleep(700 * time.Millisecond)
+	stop()
+	mid := 0
+	for _, e := range q.results(t, rns) {
+		if e.State == sale.ResultWaiting {
+			mid++
+		}
+	}
+	if mid == 0 || mid == len(rns) {
+		t.Fatalf("%d of %d waiting after the first drainer: the test did not stop it mid-line", mid, len(rns))
+	}
+	q.drain(t, "")
+	es := q.settled(t, rns, 30*time.Second)
+	won := 0
+	for i, e := range es {
+		switch {
+		case e.State == sale.ResultQueuing:
+			won++
+		case e.State == sale.ResultFail && e.Code == "SOLD_OUT":
+		default:
+			t.Fatalf("ticket %d: %+v", i, e)
+		}
+	}
+	c := q.counts(t, 1, 10)
+	if won != 60 || c.Remaining != 0 || c.Holders != 60 {
+		t.Fatalf("won %d, counts %+v: want exactly 60", won, c)
+	}
+	if n := ordersProduced(t, q.k.Addrs); n != 60 {
+		t.Fatalf("%d order messages, want 60", n)
+	}
+}
