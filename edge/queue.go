@@ -151,25 +151,34 @@ func (s *Server) enqueue(ctx *fasthttp.RequestCtx, v *view, req *engine.Request,
 // errHeld: enqueue answered from the holders cache.
 var errHeld = errors.New("the buyer holds a ticket")
 
+// WaitPosition reads a WAITING result's code, "<partition>:<offset>", as
+// the ticket's position in line and its estimated wait (-1: unknown);
+// false for a code of another form or an edge without queue mode.
+func (s *Server) WaitPosition(code string) (int64, time.Duration, bool) {
+	if s.line == nil {
+		return 0, -1, false
+	}
+	ps, os, ok := strings.Cut(code, ":")
+	p, err1 := strconv.ParseInt(ps, 10, 32)
+	o, err2 := strconv.ParseInt(os, 10, 64)
+	if !ok || err1 != nil || err2 != nil || p < 0 || o < 0 {
+		return 0, -1, false
+	}
+	pos, eta := s.line.position(int32(p), o)
+	return pos, eta, true
+}
+
 // appendWaitingResult appends the body of a result still WAITING: its position from the
 // code "<partition>:<offset>" the edge wrote.
 func (s *Server) appendWaitingResult(b []byte, e *results.Entry) ([]byte, time.Duration) {
-	pos, eta := int64(-1), time.Duration(-1)
-	if s.line != nil {
-		ps, os, ok := strings.Cut(e.Code, ":")
-		p, err1 := strconv.ParseInt(ps, 10, 32)
-		o, err2 := strconv.ParseInt(os, 10, 64)
-		if ok && err1 == nil && err2 == nil {
-			pos, eta = s.line.position(int32(p), o)
-		}
-	}
+	pos, eta, known := s.WaitPosition(e.Code)
 	poll := s.waitPoll(e.Activity, eta)
 	b = appendJSONString(b, sale.ResultWaiting)
 	b = append(b, `,"requestNo":`...)
 	b = appendJSONString(b, e.RequestNo)
 	b = append(b, `,"message":`...)
 	b = appendJSONString(b, msgWaiting)
-	if pos >= 0 {
+	if known {
 		return appendWaitFields(b, pos, eta, poll), poll
 	}
 	return appendPollField(b, poll), poll

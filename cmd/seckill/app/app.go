@@ -297,6 +297,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 		if s.Edge, err = edge.New(cfg.Edge, s.Engine, s.Catalog, s.Results, s.Shards.Default, log.Named("edge"), s.Reg, eopts...); err != nil {
 			return nil, err
 		}
+		s.Streams.Position = s.Edge.WaitPosition
 		s.hookMu.Lock()
 		s.edgeHook = s.Edge.HandleEvent
 		s.hookMu.Unlock()
