@@ -159,9 +159,12 @@ func (d *Drainer) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Co
 	ctx := sess.Context()
 	msgs := claim.Messages()
 	win := make([]*sarama.ConsumerMessage, 0, d.cfg.Window)
-	prog := newProgress(claim.Partition(), d.cfg.Progress)
-	tick := time.NewTicker(d.cfg.Progress)
-	defer tick.Stop()
+	prog := newProgress(claim.Partition(), claim.InitialOffset())
+	// The progress is published on its own beat, so a line stuck on a
+	// busy shard shows a drain rate of 0 while it waits.
+	reported := make(chan struct{})
+	go func() { defer close(reported); d.report(ctx, prog, claim) }()
+	defer func() { <-reported }()
 	for {
 		win = win[:0]
 		select {
@@ -170,9 +173,6 @@ func (d *Drainer) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Co
 				return nil
 			}
 			win = append(win, m)
-		case <-tick.C:
-			d.publish(ctx, prog, claim.HighWaterMarkOffset())
-			continue
 		case <-ctx.Done():
 			return nil
 		}
@@ -194,9 +194,20 @@ func (d *Drainer) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Co
 		last := win[len(win)-1]
 		sess.MarkOffset(claim.Topic(), claim.Partition(), last.Offset+1, "")
 		prog.done(last.Offset+1, len(win), time.Now())
-		if prog.due(time.Now()) {
-			d.publish(ctx, prog, claim.HighWaterMarkOffset())
+	}
+}
+
+// report publishes prog every engine.queue.progress until ctx ends.
+func (d *Drainer) report(ctx context.Context, prog *progress, claim sarama.ConsumerGroupClaim) {
+	t := time.NewTicker(d.cfg.Progress)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
+		d.publish(ctx, prog, claim.HighWaterMarkOffset())
 	}
 }
 
@@ -456,12 +467,12 @@ func (d *Drainer) poison(part int32, off int64, why string, err error) {
 // publish writes the partition's progress to sale.DrainedKey and the
 // line's length to the metrics.
 func (d *Drainer) publish(ctx context.Context, p *progress, high int64) {
-	if p.next < 0 {
+	now := time.Now()
+	next, rate := p.read(now)
+	if next < 0 {
 		return
 	}
-	now := time.Now()
-	rate := p.rate(now)
-	v := sale.AppendDrained(nil, p.next, rate, now.UnixMilli())
+	v := sale.AppendDrained(nil, next, rate, now.UnixMilli())
 	part := strconv.Itoa(int(p.part))
 	pctx, cancel := context.WithTimeout(ctx, d.cfg.Progress)
 	err := d.def.Do(pctx, d.def.B().Hset().Key(sale.DrainedKey).FieldValue().FieldValue(part, string(v)).Build()).Error()
@@ -469,7 +480,6 @@ func (d *Drainer) publish(ctx context.Context, p *progress, high int64) {
 	if err != nil && ctx.Err() == nil {
 		d.log.Debug("drain progress not published", zap.Error(err))
 	}
-	d.m.length.WithLabelValues(part).Set(float64(max(high-p.next, 0)))
+	d.m.length.WithLabelValues(part).Set(float64(max(high-next, 0)))
 	d.m.rate.WithLabelValues(part).Set(rate)
-	p.published = now
 }
