@@ -252,6 +252,19 @@ func TestQueueModeEndToEnd(t *testing.T) {
 	if n := c.redis.Int(t, "HLEN", sale.WaitingKey(1, 2001)); n != 0 {
 		t.Fatalf("%d buyers still recorded waiting", n)
 	}
+	// The drainer's metrics: the decisions counted, the line's length
+	// and drain rate published.
+	if n := testenv.Metric(t, c.sys.Reg, "seckill_queue_decided_total", map[string]string{"outcome": "ok"}); n != 502 {
+		t.Fatalf("seckill_queue_decided_total{outcome=ok} %v, want 502 (500 + the slow line's 2)", n)
+	}
+	testenv.EventuallyOK(t, "the line's gauges", 5*time.Second, func() error {
+		for _, name := range queueMetrics {
+			if _, ok := testenv.MetricPresent(t, c.sys.Reg, name, nil); !ok {
+				return fmt.Errorf("%s is not on /metrics", name)
+			}
+		}
+		return nil
+	})
 }
 
 // TestQueueModeSwitchedMidSale: a SKU switched from direct to queue and
