@@ -394,31 +394,34 @@ func (d *Drainer) unwait(ctx context.Context, ats []attempt) {
 	}
 }
 
-// pace holds back the SKU's next attempt to its Rate; false when ctx ended.
+// pace holds back the SKU's next attempt to its rate, read from the
+// catalog at each step so that on-call's change applies at once (a rate
+// lowered or lifted mid-window); false when ctx ended.
 func (d *Drainer) pace(ctx context.Context, activity int64, k *sale.SKU) bool {
-	if k.Rate <= 0 {
-		return true
-	}
 	key := skuKey{activity, k.ID}
-	gap := time.Second / time.Duration(k.Rate)
-	d.mu.Lock()
-	now := time.Now()
-	at := d.paced[key]
-	if at.Before(now) {
-		at = now
-	}
-	d.paced[key] = at.Add(gap)
-	d.mu.Unlock()
-	if wait := at.Sub(now); wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
+	for {
+		rate := k.Rate
+		if _, cur, ok := d.e.stock.Catalog().Lookup(activity, k.ID); ok {
+			rate = cur.Rate
+		}
+		now := time.Now()
+		d.mu.Lock()
+		last := d.paced[key]
+		next := last.Add(time.Second / time.Duration(max(rate, 1)))
+		if rate <= 0 || !next.After(now) {
+			d.paced[key] = now
+			d.mu.Unlock()
+			return true
+		}
+		d.mu.Unlock()
+		t := time.NewTimer(min(next.Sub(now), 100*time.Millisecond))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
 			return false
 		}
 	}
-	return true
 }
 
 func (d *Drainer) isSoldOut(activity, sku int64) bool {
