@@ -216,7 +216,6 @@ type attempt struct {
 	m    sale.Message
 	a    *sale.Activity
 	k    *sale.SKU
-	took time.Duration // from the edge's accept to the decision
 	err  error
 }
 
