@@ -100,6 +100,32 @@ func (q *queueRig) settled(t *testing.T, rns []string, within time.Duration) []r
 	}
 }
 
+// soldExactly checks that the line sold exactly stock units of SKU 10 of
+// activity 1, each once: that many QUEUING tickets (the rest FAIL
+// SOLD_OUT), holders and order messages. It returns the index of each
+// winner in es.
+func (q *queueRig) soldExactly(t *testing.T, es []results.Entry, stock int64) []int {
+	t.Helper()
+	var won []int
+	for i, e := range es {
+		switch {
+		case e.State == sale.ResultQueuing:
+			won = append(won, i)
+		case e.State == sale.ResultFail && e.Code == "SOLD_OUT":
+		default:
+			t.Fatalf("ticket %d ended %+v", i, e)
+		}
+	}
+	c := q.counts(t, 1, 10)
+	if int64(len(won)) != stock || c.Remaining != 0 || c.Holders != stock {
+		t.Fatalf("%d won, counts %+v: want exactly the %d units", len(won), c, stock)
+	}
+	if n := ordersProduced(t, q.k.Addrs); n != stock {
+		t.Fatalf("%d order messages, want %d", n, stock)
+	}
+	return won
+}
+
 // ordersProduced counts the messages of the orders topic.
 func ordersProduced(t *testing.T, addrs []string) int64 {
 	t.Helper()
@@ -184,25 +210,10 @@ func TestLineIsDrainedInOrderExactlyOnce(t *testing.T) {
 	stop := q.drain(t, "")
 	es := q.settled(t, rns, 30*time.Second)
 	stop()
-	won := 0
-	for i, e := range es {
-		switch {
-		case e.State == sale.ResultQueuing:
-			won++
-			if i >= 50+q.cfg.Queue.Window {
-				t.Errorf("buyer %d of the line won: not FIFO", i)
-			}
-		case e.State == sale.ResultFail && e.Code == "SOLD_OUT":
-		default:
-			t.Errorf("ticket %d ended %+v", i, e)
+	for _, i := range q.soldExactly(t, es, 50) {
+		if i >= 50+q.cfg.Queue.Window {
+			t.Errorf("buyer %d of the line won: not FIFO", i)
 		}
-	}
-	c := q.counts(t, 1, 10)
-	if won != 50 || c.Remaining != 0 || c.Holders != 50 {
-		t.Fatalf("won %d, counts %+v: want exactly the 50 units", won, c)
-	}
-	if n := ordersProduced(t, q.k.Addrs); n != 50 {
-		t.Fatalf("%d order messages, want 50", n)
 	}
 	// A drained buyer waits no more.
 	wk := sale.WaitingKey(1, 10)
@@ -212,6 +223,7 @@ func TestLineIsDrainedInOrderExactlyOnce(t *testing.T) {
 	}
 
 	// Every attempt again, to a drainer of a fresh group.
+	c := q.counts(t, 1, 10)
 	stop = q.drain(t, "second-drainer")
 	time.Sleep(3 * time.Second)
 	stop()
@@ -289,22 +301,5 @@ func TestLineSurvivesItsDrainerStopping(t *testing.T) {
 		t.Fatalf("%d of %d waiting after the first drainer: the test did not stop it mid-line", mid, len(rns))
 	}
 	q.drain(t, "")
-	es := q.settled(t, rns, 30*time.Second)
-	won := 0
-	for i, e := range es {
-		switch {
-		case e.State == sale.ResultQueuing:
-			won++
-		case e.State == sale.ResultFail && e.Code == "SOLD_OUT":
-		default:
-			t.Fatalf("ticket %d: %+v", i, e)
-		}
-	}
-	c := q.counts(t, 1, 10)
-	if won != 60 || c.Remaining != 0 || c.Holders != 60 {
-		t.Fatalf("won %d, counts %+v: want exactly 60", won, c)
-	}
-	if n := ordersProduced(t, q.k.Addrs); n != 60 {
-		t.Fatalf("%d order messages, want 60", n)
-	}
+	q.soldExactly(t, q.settled(t, rns, 30*time.Second), 60)
 }
