@@ -289,7 +289,16 @@ func TestLineSurvivesItsDrainerStopping(t *testing.T) {
 		rns[i] = w.RequestNo
 	}
 	stop := q.drain(t, "")
-	time.Sleep(700 * time.Millisecond)
+	// Stopped once it has decided some (the line drains at 50/s).
+	testenv.EventuallyOK(t, "the first decisions", 20*time.Second, func() error {
+		for _, e := range q.results(t, rns) {
+			if e.State != sale.ResultWaiting {
+				return nil
+			}
+		}
+		return errors.New("all still waiting")
+	})
+	time.Sleep(200 * time.Millisecond)
 	stop()
 	mid := 0
 	for _, e := range q.results(t, rns) {
