@@ -340,8 +340,12 @@ func failOf(at *attempt) results.Entry {
 func (d *Drainer) occupy(ctx context.Context, at *attempt) error {
 	r := &Request{Activity: at.a, SKU: at.k, UserID: at.m.UserID, Quantity: at.m.Quantity,
 		TraceID: at.m.TraceID, RequestNo: at.m.RequestNo}
+	// The occupy itself outlives the session (it is bounded by the
+	// engine's own timeouts): cut short, its order message would be
+	// compensated and the attempt end FAIL BUSY though it held its place.
+	octx := context.WithoutCancel(ctx)
 	for {
-		t, err := d.e.Occupy(ctx, r)
+		t, err := d.e.Occupy(octx, r)
 		switch {
 		case err == nil:
 			return nil

@@ -123,12 +123,12 @@ func (l *Line) Append(ctx context.Context, r *Request, now int64) (Waiting, erro
 	// HSETNX: the drainer may have decided the attempt already.
 	v := sale.AppendResultValue(nil, sale.ResultWaiting, r.UserID, "", strconv.Itoa(int(part))+":"+strconv.FormatInt(off, 10))
 	rk := sale.ResultsKey(a.ID, k.ID)
-	if err := c.Do(ctx, c.B().Hsetnx().Key(rk).Field(rn).Value(string(v)).Build()).Error(); err != nil {
+	rs := c.DoMulti(ctx, c.B().Hsetnx().Key(rk).Field(rn).Value(string(v)).Build(),
+		c.B().Expire().Key(rk).Seconds(int64(l.res.TTL().Seconds())).Build())
+	if err := rs[0].Error(); err != nil {
 		// The attempt is durable and will be drained: the buyer polls a
 		// result the drainer writes.
 		l.log.Warn("WAITING result not written", zap.String("requestNo", rn), zap.Error(err))
-	} else {
-		_ = c.Do(ctx, c.B().Expire().Key(rk).Seconds(int64(l.res.TTL().Seconds())).Build()).Error()
 	}
 	return Waiting{RequestNo: rn, Partition: part, Offset: off}, nil
 }
