@@ -213,10 +213,10 @@ func (d *Drainer) report(ctx context.Context, prog *progress, claim sarama.Consu
 
 // attempt is one decoded attempt of a window.
 type attempt struct {
-	m    sale.Message
-	a    *sale.Activity
-	k    *sale.SKU
-	err  error
+	m   sale.Message
+	a   *sale.Activity
+	k   *sale.SKU
+	err error
 }
 
 // window decides every attempt of win; false when the session ended before
