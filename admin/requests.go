@@ -43,3 +43,13 @@ type RestockRequest struct {
 type RouteChange struct {
 	Open *bool `json:"open"` // required
 }
+
+// ModeChange is PUT /admin/v1/skus/{sku}/mode's body: the fields named
+// change, the others are kept; at least one of Mode and Rate is required.
+type ModeChange struct {
+	// ActivityID names the activity (also ?activityId=); 0: the one
+	// selling the SKU now.
+	ActivityID int64   `json:"activityId,omitempty"`
+	Mode       *string `json:"mode,omitempty"` // sale.ModeDirect or sale.ModeQueue
+	Rate       *int64  `json:"rate,omitempty"` // attempts per second; 0: as fast as the shard allows
+}

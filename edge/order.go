@@ -149,7 +149,20 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	} else if len(o.RequestID) > 0 {
 		req.TraceID = string(o.RequestID)
 	}
-	t, err := s.eng.Occupy(s.bgCtx, req)
+	var (
+		t   engine.Ticket
+		err error
+	)
+	queued := s.line != nil && v.sku.Queued()
+	if queued {
+		var w engine.Waiting
+		w, err = s.enqueue(ctx, &v, req, now)
+		if err == nil {
+			t.RequestNo = w.RequestNo
+		}
+	} else {
+		t, err = s.eng.Occupy(s.bgCtx, req)
+	}
 	if err == nil && riskRemark != "" && s.riskLog != nil && t.RequestNo != "" {
 		// Only now is there a ticket whose story the check belongs to.
 		s.riskLog.RiskPassed(t.RequestNo, risked, riskRemark)
@@ -160,12 +173,18 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	if err == nil && !verified.IsZero() && s.decisions != nil && t.RequestNo != "" {
 		s.decisions.TokenVerified(t.RequestNo, verified)
 	}
-	s.engineRefused(req, t, err)
+	if !queued {
+		s.engineRefused(req, t, err)
+	}
 	if v.requireToken && s.tokens.refunder != nil && errors.Is(err, engine.ErrBusy) {
 		// The token paid for nothing: give it back for the retry.
 		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.TokenRefundTimeout)
 		s.tokens.refunder.Refund(rctx, o.Token)
 		cancel()
+	}
+	if queued {
+		// Answered by enqueue; the line decides the rest.
+		return
 	}
 	if oc, _ := engineOutcome(err); oc == outcomeQueued || oc == outcomeDuplicate {
 		s.hold.hold(v.activity, o.SKUID, user, t.RequestNo)

@@ -89,6 +89,10 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 		b = appendJSONString(b, e.Code)
 		b = append(b, `,"message":`...)
 		b = appendJSONString(b, msgResultFail)
+	case sale.ResultWaiting:
+		var poll time.Duration
+		b, poll = s.appendWaitingResult(b, &e)
+		setRetryAfter(ctx, poll)
 	default:
 		b = appendJSONString(b, sale.ResultQueuing)
 		b = append(b, `,"requestNo":`...)

@@ -63,6 +63,7 @@ type Server struct {
 	backlogCfg     *Backlog       // WithBacklog; nil: no backlog backpressure
 	dbBound        *DBBound       // bounds resultFallback per user (dbbound.go); nil: none
 	resultSettle   ResultSettle   // ends stale QUEUING results (result.go)
+	line           *line          // queue mode (queue.go); nil: every SKU direct
 
 	subscribed     atomic.Bool
 	subscribedOnce atomic.Bool
@@ -257,6 +258,12 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		"edge clock sync failed; keeping the last offset", "edge clock sync recovered", s.clock.sync)
 	go s.poll(s.bgCtx, cfg.Blocklist.RefreshInterval, block.kick, false,
 		"edge blocklist load failed; keeping the last one", "edge blocklist load recovered", block.load)
+	if s.line != nil {
+		s.wg.Add(1)
+		go s.poll(s.bgCtx, queueProgressEvery, nil, true,
+			"edge queue progress load failed; keeping the last positions", "edge queue progress load recovered",
+			func(ctx context.Context) error { return s.line.load(ctx, s) })
+	}
 	if s.risk != nil {
 		s.wg.Add(1)
 		go s.risk.recheckLoop(s.bgCtx, cfg.RedisTimeout, s.wg.Done)

@@ -53,6 +53,8 @@ type Config struct {
 	Kafka               KafkaConfig   `yaml:"kafka"`
 	// Batch is group-commit occupy (see batch.go). Default on.
 	Batch BatchConfig `yaml:"batch"`
+	// Queue is queue mode's waiting line (queueconfig.go). Default off.
+	Queue QueueConfig `yaml:"queue"`
 	// Window is the user × SKU attempt window the occupy script counts:
 	// the edge.rate section's user_sku_limit and user_sku_window, copied
 	// here by the app (in-process and `seckill engine` alike read them from
@@ -119,6 +121,7 @@ func DefaultConfig() Config {
 		SidecarWriteTimeout: 5 * time.Second,
 		SidecarIdleTimeout:  2 * time.Minute,
 		Batch:               BatchConfig{Enabled: true, MaxSize: 256},
+		Queue:               DefaultQueueConfig(),
 		Kafka: KafkaConfig{
 			Brokers:        []string{"127.0.0.1:9092"},
 			Topic:          "seckill.orders",
@@ -162,6 +165,9 @@ func (c *Config) Validate() error {
 		return errors.New("engine.sidecar_read_timeout, engine.sidecar_write_timeout and engine.sidecar_idle_timeout must be positive")
 	case (c.SidecarTLSCert == "") != (c.SidecarTLSKey == ""):
 		return errors.New("engine.sidecar_tls_cert and engine.sidecar_tls_key go together")
+	}
+	if err := c.Queue.Validate(); err != nil {
+		return err
 	}
 	return c.checkListen()
 }

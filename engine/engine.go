@@ -41,6 +41,12 @@ type Request struct {
 	UserID   int64
 	Quantity int64
 	TraceID  string
+	// RequestNo is the ticket number the attempt already has (an attempt
+	// drained from its SKU's waiting line): occupied under it, so a
+	// redelivered attempt finds its own record. Empty: a fresh number.
+	// The sidecar protocol does not carry it (the drainer runs beside its
+	// in-process engine).
+	RequestNo string
 }
 
 // resolved reports whether r carries the edge's resolution.

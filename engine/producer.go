@@ -33,6 +33,8 @@ type ack struct {
 	ch       chan error
 	msg      sarama.ProducerMessage
 	key, val sarama.ByteEncoder // behind msg.Key and msg.Value (as pointers: no boxing)
+	part     int32              // where the broker put it, set before a nil on ch
+	off      int64
 }
 
 // SaramaConfig builds the producer configuration: acks=all with the
@@ -84,7 +86,9 @@ func NewProducer(k KafkaConfig, log *zap.Logger) (*Producer, error) {
 	go func() {
 		defer p.wg.Done()
 		for m := range ap.Successes() {
-			m.Metadata.(*ack).ch <- nil
+			a := m.Metadata.(*ack)
+			a.part, a.off = m.Partition, m.Offset
+			a.ch <- nil
 		}
 	}()
 	go func() {
@@ -112,15 +116,22 @@ var errInFlight = errors.New("message still in flight")
 // errInFlight leaves key and value with Sarama: the caller must not reuse
 // them.
 func (p *Producer) Send(ctx context.Context, key, value []byte) error {
+	_, _, err := p.SendAt(ctx, key, value)
+	return err
+}
+
+// SendAt is Send that also tells where the broker put the message: its
+// partition and offset.
+func (p *Producer) SendAt(ctx context.Context, key, value []byte) (int32, int64, error) {
 	a := &ack{ch: make(chan error, 1), key: key, val: value}
 	a.msg = sarama.ProducerMessage{Topic: p.topic, Key: &a.key, Value: &a.val, Metadata: a}
 	expired := p.timeout.After()
 	select {
 	case p.ap.Input() <- &a.msg:
 	case <-expired:
-		return errSendTimeout
+		return 0, 0, errSendTimeout
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, 0, ctx.Err()
 	}
 	select {
 	case err := <-a.ch:
@@ -128,15 +139,15 @@ func (p *Producer) Send(ctx context.Context, key, value []byte) error {
 			// Returned in error, the message may still be read by a
 			// partition producer that re-dispatches it: its buffers
 			// stay with it.
-			return fmt.Errorf("%w (%w)", err, errInFlight)
+			return 0, 0, fmt.Errorf("%w (%w)", err, errInFlight)
 		}
-		return nil
+		return a.part, a.off, nil
 	case <-expired:
 		// a stays with the in-flight message; the dispatcher's late
 		// answer lands in its buffered channel and is collected by GC.
-		return fmt.Errorf("%w (%w)", errSendTimeout, errInFlight)
+		return 0, 0, fmt.Errorf("%w (%w)", errSendTimeout, errInFlight)
 	case <-ctx.Done():
-		return fmt.Errorf("%w (%w)", ctx.Err(), errInFlight)
+		return 0, 0, fmt.Errorf("%w (%w)", ctx.Err(), errInFlight)
 	}
 }
 

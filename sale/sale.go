@@ -105,6 +105,12 @@ type SKU struct {
 	// redis.hot) instead of the placement rule's shard. Only with Hot.
 	// Fixed for the life of the sale: the SKU's keys live there.
 	HotShard *int `json:"hotShard,omitempty" yaml:"hot_shard"`
+	// Mode is ModeDirect (empty: the same) or ModeQueue, a live switch
+	// (PUT /admin/v1/skus/{id}/mode) kept in the catalog entry like
+	// RiskOnError; Rate is the queue's drain pace in attempts per second
+	// (0: as fast as the SKU's shard allows).
+	Mode string `json:"mode,omitempty" yaml:"mode"`
+	Rate int64  `json:"rate,omitempty" yaml:"rate"`
 }
 
 // Shard is HotShard, or -1 when the SKU names none (the placement rule
@@ -160,6 +166,9 @@ func (a *Activity) Validate() error {
 		}
 		if s.HotShard != nil && (*s.HotShard < 0 || !s.Hot) {
 			return fmt.Errorf("activity %d sku %d: hotShard must be 0 or more, and only on a hot SKU", a.ID, s.ID)
+		}
+		if err := s.ValidateMode(); err != nil {
+			return fmt.Errorf("activity %d sku %d: %w", a.ID, s.ID, err)
 		}
 		if s.LimitPerUser <= 0 {
 			s.LimitPerUser = 1

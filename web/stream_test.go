@@ -305,3 +305,46 @@ func TestAPanickingStreamClosesThatStreamOnly(t *testing.T) {
 		t.Fatalf("the next stream's first event %q", l)
 	}
 }
+
+// TestStreamFollowsAWaitingTicket: a WAITING ticket's stream tells its
+// place in line and stays open while the place changes, then goes on to
+// QUEUING and SUCCESS. (Before, a stream ended at its first event unless
+// it was QUEUING.)
+func TestStreamFollowsAWaitingTicket(t *testing.T) {
+	s := newStreamRig(t, edge.StreamConfig{Heartbeat: time.Second, Recheck: 50 * time.Millisecond, WriteTimeout: time.Second, MaxWait: 10 * time.Second}, time.Second, true)
+	var ahead atomic.Int64
+	ahead.Store(12345)
+	s.h.Position = func(code string) (int64, time.Duration, bool) {
+		if code != "0:99" {
+			return 0, -1, false
+		}
+		n := ahead.Load()
+		return n, time.Duration(n) * time.Millisecond, true
+	}
+	e := results.Entry{RequestNo: "1-1001-43", Activity: 1, SKU: 1001, Owner: 7, State: sale.ResultWaiting, Code: "0:99"}
+	if err := s.res.Write(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	st := s.open(t, "1-1001-43", 7)
+	if l := st.next(t, "data: ", time.Second); !strings.Contains(l, `"WAITING"`) || !strings.Contains(l, `"position":12345`) || !strings.Contains(l, `"etaMs":12345`) {
+		t.Fatalf("first event %q", l)
+	}
+	ahead.Store(10)
+	if l := st.next(t, "data: ", 2*time.Second); !strings.Contains(l, `"position":10,`) {
+		t.Fatalf("after the line moved: %q", l)
+	}
+	e.State, e.Code = sale.ResultQueuing, ""
+	if err := s.res.Write(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	if l := st.next(t, "data: ", 2*time.Second); !strings.Contains(l, `"QUEUING"`) || strings.Contains(l, "position") {
+		t.Fatalf("after the drain: %q", l)
+	}
+	e.State, e.OrderNo = sale.ResultSuccess, "O43"
+	if err := s.res.Write(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	if l := st.next(t, "data: ", 2*time.Second); !strings.Contains(l, `"SUCCESS"`) {
+		t.Fatalf("the end: %q", l)
+	}
+}

@@ -116,8 +116,12 @@ type ResultEvents struct {
 	fallbackPoll time.Duration
 	// Log hears of a stream whose writer panicked (the stream is closed,
 	// the process lives); nil: no log. Set it before the first request.
-	Log    *zap.Logger
-	panics atomic.Int64
+	Log *zap.Logger
+	// Position reads a WAITING result's code ("<partition>:<offset>") as
+	// its place in line and estimated wait (-1: unknown); nil: WAITING
+	// events carry neither. Set it before the first request.
+	Position func(code string) (int64, time.Duration, bool)
+	panics   atomic.Int64
 
 	mu     sync.Mutex
 	open   map[int64]int // user -> open streams
@@ -216,12 +220,35 @@ type event struct {
 	RequestNo string `json:"requestNo"`
 	OrderNo   string `json:"orderNo,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// Position and EtaMs are a WAITING ticket's place in its SKU's line
+	// and the wait it should take (queue mode).
+	Position *int64 `json:"position,omitempty"`
+	EtaMs    *int64 `json:"etaMs,omitempty"`
 }
 
-func toEvent(e results.Entry) event {
+// open reports a result that may still change.
+func (ev *event) open() bool { return ev.Code == sale.ResultQueuing || ev.Code == sale.ResultWaiting }
+
+// same reports ev and o tell the buyer the same.
+func (ev *event) same(o *event) bool {
+	eq := func(a, b *int64) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+	return ev.Code == o.Code && ev.RequestNo == o.RequestNo && ev.OrderNo == o.OrderNo && ev.Reason == o.Reason &&
+		eq(ev.Position, o.Position) && eq(ev.EtaMs, o.EtaMs)
+}
+
+func (h *ResultEvents) toEvent(e results.Entry) event {
 	ev := event{Code: e.State, RequestNo: e.RequestNo, OrderNo: e.OrderNo}
 	if e.State == sale.ResultFail {
 		ev.Reason = e.Code
+	}
+	if e.State == sale.ResultWaiting && h.Position != nil {
+		if pos, eta, ok := h.Position(e.Code); ok {
+			ev.Position = &pos
+			if eta >= 0 {
+				ms := eta.Milliseconds()
+				ev.EtaMs = &ms
+			}
+		}
 	}
 	if ev.Code == "" {
 		ev.Code = sale.ResultQueuing
@@ -294,16 +321,17 @@ func (h *ResultEvents) Handle(ctx *fasthttp.RequestCtx) {
 		defer recheck.Stop()
 		end := time.NewTimer(h.cfg.MaxWait)
 		defer end.Stop()
-		last, cur, lastRead := "", first, time.Now()
+		var last event
+		cur, lastRead := first, time.Now()
 		for {
-			if ev := toEvent(cur); ev.Code != last {
+			if ev := h.toEvent(cur); !ev.same(&last) {
 				b, _ := json.Marshal(ev)
 				if !send(eventHead, b, eventTail) {
 					return
 				}
-				last = ev.Code
+				last = ev
 			}
-			if last != sale.ResultQueuing {
+			if !last.open() {
 				return
 			}
 			select {

@@ -218,6 +218,26 @@ func (c *Client) Degrade(ctx context.Context) ([]admin.DegradeView, error) {
 	return v, c.call(ctx, "GET", "/admin/v1/degrade", nil, &v)
 }
 
+// Modes is GET /admin/v1/modes: every SKU's mode and drain pace.
+func (c *Client) Modes(ctx context.Context) ([]admin.ModeView, error) {
+	var v []admin.ModeView
+	return v, c.call(ctx, "GET", "/admin/v1/modes", nil, &v)
+}
+
+// Mode is GET /admin/v1/skus/{sku}/mode: one SKU's mode; activity 0 is
+// the activity selling it now.
+func (c *Client) Mode(ctx context.Context, sku, activity int64) (admin.ModeView, error) {
+	var v admin.ModeView
+	return v, c.call(ctx, "GET", "/admin/v1/skus/"+id(sku)+"/mode"+activityQuery(activity), nil, &v)
+}
+
+// SetMode is PUT /admin/v1/skus/{sku}/mode: direct or queue, and the
+// queue's drain pace.
+func (c *Client) SetMode(ctx context.Context, sku int64, ch admin.ModeChange) (admin.ModeView, error) {
+	var v admin.ModeView
+	return v, c.call(ctx, "PUT", "/admin/v1/skus/"+id(sku)+"/mode", ch, &v)
+}
+
 // Stock is GET /admin/v1/activities/{id}/stock: the books of each SKU.
 func (c *Client) Stock(ctx context.Context, activity int64) (admin.StockReport, error) {
 	var v admin.StockReport
@@ -340,4 +360,12 @@ func withQuery(path string, q url.Values) string {
 		return path
 	}
 	return path + "?" + q.Encode()
+}
+
+// activityQuery is ?activityId=A, or nothing for 0.
+func activityQuery(activity int64) string {
+	if activity == 0 {
+		return ""
+	}
+	return "?activityId=" + id(activity)
 }

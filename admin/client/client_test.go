@@ -97,6 +97,16 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 	if lag, err := c.Lag(ctx); err != nil || lag.Total != 0 || len(lag.Partitions) != 2 {
 		t.Fatalf("Lag: %+v, %v", lag, err)
 	}
+	q := "queue"
+	if m, err := c.SetMode(ctx, 10, admin.ModeChange{Mode: &q, Rate: ptr[int64](500)}); err != nil || m.Mode != "queue" || m.Rate != 500 || m.SKUID != 10 {
+		t.Fatalf("SetMode: %+v, %v", m, err)
+	}
+	if m, err := c.Mode(ctx, 10, admintest.Activity); err != nil || m.Mode != "queue" || m.ActivityID != admintest.Activity {
+		t.Fatalf("Mode: %+v, %v", m, err)
+	}
+	if ms, err := c.Modes(ctx); err != nil || len(ms) == 0 {
+		t.Fatalf("Modes: %+v, %v", ms, err)
+	}
 	if rs, err := c.Routes(ctx); err != nil || len(rs) != 3 || !rs[0].Open {
 		t.Fatalf("Routes: %+v, %v", rs, err)
 	}

@@ -46,6 +46,10 @@ commands:
                                       (intake paused: purchases 503 with Retry-After, results readable)
   routes                              the non-core buyer routes (orders, pay, events), open or closed
   routes NAME open|closed             open or close one of them at every edge (closed: 503 + Retry-After)
+  mode [SKU [direct|queue] [rate=N] [activity=A]]
+                                      how the edges take a SKU's purchases: direct (occupy on the
+                                      request) or queue (202 WAITING, drained in line order at N/s;
+                                      rate=0: as fast as the shard allows); no SKU: every SKU
   soldout SKU true|false [ACTIVITY]   set or clear the on-call sold-out mark
   restock SKU UNITS [ACTIVITY]        add units to a live SKU
   stock ACTIVITY                      initial / remaining / occupied / ordered / drift per SKU
@@ -242,6 +246,8 @@ func adminCall(ctx context.Context, c *client.Client, a []string, opt adminOptio
 			return nil, fmt.Errorf("routes: %q is not a route name", a[1])
 		}
 		return shown(renderRoutes)(c.SetRoute(ctx, a[1], open))
+	case "mode":
+		return adminMode(ctx, c, a[1:])
 	case "soldout":
 		sku, err := idArg("soldout", "sku", a[1])
 		if err != nil {

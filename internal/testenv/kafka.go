@@ -12,14 +12,14 @@ type Kafka struct {
 	Cluster *kfake.Cluster
 }
 
-// StartKafka starts a one-broker kfake cluster with the orders and
-// dead-letter topics created (kfake does not create topics on first use),
+// StartKafka starts a one-broker kfake cluster with the orders,
+// dead-letter and attempts topics created (kfake does not create topics on first use),
 // closed when the test ends.
 func StartKafka(t testing.TB, partitions int32) *Kafka {
 	t.Helper()
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
-		kfake.SeedTopics(partitions, OrdersTopic, DLQTopic),
+		kfake.SeedTopics(partitions, OrdersTopic, DLQTopic, AttemptsTopic),
 	)
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
@@ -33,4 +33,6 @@ func StartKafka(t testing.TB, partitions int32) *Kafka {
 const (
 	OrdersTopic = "seckill.orders"
 	DLQTopic    = "seckill.orders.dlq"
+	// AttemptsTopic is queue mode's waiting line (DESIGN §13).
+	AttemptsTopic = "seckill.attempts"
 )

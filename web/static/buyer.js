@@ -98,11 +98,13 @@
         body: JSON.stringify({ activityId: Number(activity), skuId: sku, quantity: 1 }),
       });
       const a = await r.json();
-      if (r.status === 200 || (r.status === 409 && a.requestNo)) {
+      if (r.status === 200 || r.status === 202 || (r.status === 409 && a.requestNo)) {
+        // 202 WAITING: the SKU is in queue mode and the attempt waits in
+        // its line (409 WAITING: it already does).
         tickets[sku] = a.requestNo;
         $("ticket-card").hidden = false;
         $("ticket").textContent = a.requestNo;
-        showResult({ code: "QUEUING" });
+        showResult(a.code === "WAITING" ? a : { code: "QUEUING" });
         follow(a.requestNo, a.pollAfterMs);
       } else {
         $("error").textContent = `${a.code}: ${a.message || ""}`;
@@ -116,10 +118,22 @@
     }
   }
 
+  // inLine tells a WAITING ticket's place: "#12,345 in line, about 40 s".
+  function inLine(ev) {
+    if (!(ev.position >= 0)) return "waiting in line";
+    let s = `#${Number(ev.position).toLocaleString("en-US")} in line`;
+    if (ev.etaMs >= 0) {
+      const sec = Math.max(1, Math.round(ev.etaMs / 1000));
+      s += sec < 120 ? `, about ${sec} s` : `, about ${Math.round(sec / 60)} min`;
+    }
+    return s;
+  }
+
   function showResult(ev) {
     $("result").textContent = ev.code;
     $("result").className = `result ${ev.code}`;
-    $("detail").textContent = ev.orderNo ? `order ${ev.orderNo}` : ev.reason ? `reason ${ev.reason}` : "";
+    $("detail").textContent = ev.orderNo ? `order ${ev.orderNo}` : ev.reason ? `reason ${ev.reason}` :
+      ev.code === "WAITING" ? inLine(ev) : "";
     if (ev.code === "SUCCESS" && ev.orderNo && !shown[ev.orderNo]) loadOrders();
   }
 
@@ -186,7 +200,7 @@
           if (data) { last = JSON.parse(data.slice(6)); showResult(last); }
         }
       }
-      if (last && last.code !== "QUEUING") return;
+      if (last && last.code !== "QUEUING" && last.code !== "WAITING") return;
     } catch (e) { /* fall through to polling */ }
     poll(rn, pollAfterMs);
   }

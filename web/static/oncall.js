@@ -215,6 +215,19 @@
         () => put({ pollAfterMs: Number(poll.value || 0) })));
   }
 
+  // A SKU's mode (queue mode, docs/operations-queue.md): direct, or
+  // queue with its drain rate; a guarded toggle switches it.
+  function modeCell(a, skuId) {
+    const k = (a.skus || []).find((x) => x.id === skuId) || {};
+    const queued = k.mode === "queue";
+    const label = queued ? `queue${k.rate ? ` ${k.rate}/s` : ""}` : "direct";
+    return el("td", { class: "mode", id: `mode-${a.id}-${skuId}` }, `${label} `,
+      guarded(`mode-toggle-${a.id}-${skuId}`, queued ? "Serve direct" : "Queue",
+        queued ? `Serve SKU ${skuId} direct again (the line already taken is still drained)?`
+          : `Put SKU ${skuId} in queue mode (buyers get 202 WAITING and are served in line order)?`,
+        () => call("PUT", `/admin/v1/skus/${skuId}/mode`, { mode: queued ? "direct" : "queue", activityId: a.id })));
+  }
+
   function render(acts, reports, perSKU) {
     const box = $("activities");
     box.replaceChildren();
@@ -235,9 +248,10 @@
         el("td", { class: "soldout" }, s.soldOut ? (s.markedSoldOut ? "yes (marked)" : "yes") : "no"),
         el("td", {}, guarded(`soldout-${a.id}-${s.skuId}`, s.markedSoldOut ? "Clear sold out" : "Mark sold out",
           `${s.markedSoldOut ? "Clear" : "Mark"} SKU ${s.skuId} sold out?`,
-          () => call("PUT", `/admin/v1/skus/${s.skuId}/soldout`, { soldOut: !s.markedSoldOut, activityId: a.id })))); });
+          () => call("PUT", `/admin/v1/skus/${s.skuId}/soldout`, { soldOut: !s.markedSoldOut, activityId: a.id }))),
+        modeCell(a, s.skuId)); });
       box.append(el("div", { class: "card", id: `activity-${a.id}` }, head, degradeLine(a),
-        el("table", {}, el("thead", {}, el("tr", {}, ...["SKU", "initial", "remaining", "occupied", "ordered", "drift", "accepted/s", "rejected/s", "sold out", ""].map((h) => el("th", {}, h)))),
+        el("table", {}, el("thead", {}, el("tr", {}, ...["SKU", "initial", "remaining", "occupied", "ordered", "drift", "accepted/s", "rejected/s", "sold out", "", "mode"].map((h) => el("th", {}, h)))),
           el("tbody", {}, ...rows))));
     });
   }

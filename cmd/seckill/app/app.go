@@ -65,9 +65,12 @@ type System struct {
 	Edge     *edge.Server
 	Admin    *admin.Server
 	Sidecar  *engine.Server
-	Lag      *lag.Reader
-	Tokens   *token.Tokens
-	Monitor  *monitor.Monitor
+	// Line and Drainer are queue mode's (queue.go): nil when off.
+	Line    *engine.Line
+	Drainer *engine.Drainer
+	Lag     *lag.Reader
+	Tokens  *token.Tokens
+	Monitor *monitor.Monitor
 	// Payments starts and confirms payments (nil without a store); the
 	// edge mounts payment.Handler on payment.PayPath (the buyer's intent)
 	// and payment.CallbackHandler on payment.CallbackPath (the provider's
@@ -141,6 +144,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			if s.jobs != nil {
 				s.jobs.stop() // its request-log writer runs from New on
 			}
+			s.closeQueue()
 			if s.Local != nil {
 				s.Local.Close()
 			}
@@ -200,6 +204,9 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			return nil, err
 		}
 		s.Engine = s.Local
+		if err = s.buildDrainer(log); err != nil {
+			return nil, err
+		}
 		if !roles.Edge {
 			if s.Sidecar, err = engine.NewServer(s.Local, s.Catalog, cfg.Engine, log.Named("sidecar")); err != nil {
 				return nil, err
@@ -281,10 +288,16 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			s.backlogLag = &lazyLag{brokers: c.Brokers, group: c.Group, topic: c.Topic}
 			eopts = append(eopts, edge.WithBacklog(edge.Backlog{High: c.LagHigh, Low: c.LagLow, Every: c.LagInterval, Read: s.backlogLag.Sum}))
 		}
+		qopts, err := s.buildLine(log)
+		if err != nil {
+			return nil, err
+		}
+		eopts = append(eopts, qopts...)
 		eopts = append(eopts, o.edgeOpts...)
 		if s.Edge, err = edge.New(cfg.Edge, s.Engine, s.Catalog, s.Results, s.Shards.Default, log.Named("edge"), s.Reg, eopts...); err != nil {
 			return nil, err
 		}
+		s.Streams.Position = s.Edge.WaitPosition
 		s.hookMu.Lock()
 		s.edgeHook = s.Edge.HandleEvent
 		s.hookMu.Unlock()
@@ -318,6 +331,9 @@ func (s *System) forwardEvent(e sale.Event) {
 	}
 	if m != nil {
 		m.HandleEvent(e)
+	}
+	if d := s.Drainer; d != nil {
+		d.HandleEvent(e)
 	}
 	if e.Kind == sale.EventActivity && s.jobs != nil && s.jobs.recon != nil {
 		if a, ok := s.Catalog.Activity(e.Activity); ok {
@@ -408,6 +424,9 @@ func (s *System) Start(l Listeners) {
 	}
 	if s.Admin != nil && l.Admin != nil {
 		run("admin", func() error { return s.Admin.Serve(l.Admin) })
+	}
+	if d := s.Drainer; d != nil {
+		run("drainer", func() error { return d.Run(ctx) })
 	}
 	if s.Sidecar != nil && l.Sidecar != nil {
 		run("engine sidecar", func() error { return s.Sidecar.Serve(l.Sidecar) })
@@ -502,6 +521,7 @@ func (s *System) Shutdown(ctx context.Context) error {
 	if s.Sidecar != nil {
 		errs = append(errs, s.Sidecar.Shutdown(ctx))
 	}
+	errs = append(errs, s.closeQueue()...)
 	if s.Local != nil {
 		errs = append(errs, s.Local.Close())
 	}

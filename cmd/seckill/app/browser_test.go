@@ -271,7 +271,15 @@ func TestPagesInABrowser(t *testing.T) {
 	run(t, oncall, 30*time.Second,
 		chromedp.Click(chromedp.CSS(`#yes-soldout-1-1002`)),
 		pollTrue(`document.querySelector("#row-1-1002 .soldout").textContent.startsWith("yes")`, chromedp.WithPollingTimeout(10*time.Second)),
+		// SKU 1002 into queue mode, from its row (two steps).
+		chromedp.Click(chromedp.CSS(`#mode-toggle-1-1002`)),
+		chromedp.WaitVisible(chromedp.CSS(`#yes-mode-toggle-1-1002`)),
+		chromedp.Click(chromedp.CSS(`#yes-mode-toggle-1-1002`)),
+		pollTrue(`document.querySelector("#mode-1-1002").textContent.startsWith("queue")`, chromedp.WithPollingTimeout(10*time.Second)),
 	)
+	if _, k, ok := c.sys.Catalog.Lookup(1, 1002); !ok || k.Mode != sale.ModeQueue {
+		t.Fatalf("after the page's switch SKU 1002 is %+v in the catalog, want queue mode", k)
+	}
 	screenshot(t, oncall, "oncall-page.png")
 
 	// The search box: buyer 4242's ticket, with its order and story.

@@ -1,0 +1,95 @@
+package admin
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"seckill/internal/testenv"
+	"seckill/sale"
+	"seckill/stock/stocktest"
+)
+
+// TestModeSwitchIsKeptAndAnnounced: PUT /admin/v1/skus/{id}/mode switches
+// one SKU to queue and back in the catalog every edge loads, keeps the rate
+// when only the mode is named, announces an activity event each time, and
+// refuses bad bodies and unknown SKUs without changing anything.
+func TestModeSwitchIsKeptAndAnnounced(t *testing.T) {
+	r := testenv.StartRedis(t)
+	st, _ := stocktest.Stock(t, r)
+	s, _ := newServer(t, st)
+	now := time.Now()
+	body := fmt.Sprintf(`{"id":1,"start":%q,"end":%q,"skus":[{"id":10,"stock":5,"price":"1.00","limitPerUser":1},{"id":11,"stock":5,"price":"1.00","limitPerUser":1}]}`,
+		now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+	if ctx := send(s, "POST", "/admin/v1/activities", body); ctx.Response.StatusCode() != 200 {
+		t.Fatalf("create: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	events := testenv.Subscribe(t, r.Client(t), sale.EventsChannel)
+	inCatalog := func(sku int64) (string, int64) {
+		t.Helper()
+		a, k, ok := st.Catalog().Lookup(1, sku)
+		if !ok || a == nil {
+			t.Fatalf("sku %d left the catalog", sku)
+		}
+		return k.Mode, k.Rate
+	}
+	for _, step := range []struct {
+		body     string
+		mode     string
+		rate     int64
+		wantView string
+	}{
+		{`{"mode":"queue","rate":500}`, sale.ModeQueue, 500, "{1 10 queue 500}"},
+		{`{"rate":20}`, sale.ModeQueue, 20, "{1 10 queue 20}"},
+		{`{"mode":"direct"}`, sale.ModeDirect, 20, "{1 10 direct 20}"},
+		{`{"mode":"queue","activityId":1}`, sale.ModeQueue, 20, "{1 10 queue 20}"},
+	} {
+		ctx := send(s, "PUT", "/admin/v1/skus/10/mode", step.body)
+		if ctx.Response.StatusCode() != 200 {
+			t.Fatalf("%s: %d %s", step.body, ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+		var v ModeView
+		if err := json.Unmarshal(ctx.Response.Body(), &v); err != nil || fmt.Sprint(v) != step.wantView {
+			t.Fatalf("%s answered %s (%v), want %s", step.body, ctx.Response.Body(), err, step.wantView)
+		}
+		if m, rate := inCatalog(10); m != step.mode || rate != step.rate {
+			t.Fatalf("after %s the catalog holds %q %d", step.body, m, rate)
+		}
+		events.Want(t, sale.EventActivity+" 1 0 ")
+	}
+	if m, rate := inCatalog(11); m != "" || rate != 0 {
+		t.Fatalf("the other sku changed: %q %d", m, rate)
+	}
+	for body, status := range map[string]int{
+		`{}`:                  400,
+		`{"mode":"fifo"}`:     400,
+		`{"rate":-1}`:         400,
+		`{"rate":1000001}`:    400,
+		`{"mode":1}`:          400,
+		`{"mode":"queue","x"`: 400,
+	} {
+		if ctx := send(s, "PUT", "/admin/v1/skus/10/mode", body); ctx.Response.StatusCode() != status {
+			t.Errorf("%s: %d, want %d", body, ctx.Response.StatusCode(), status)
+		}
+	}
+	if ctx := send(s, "PUT", "/admin/v1/skus/99/mode", `{"mode":"queue"}`); ctx.Response.StatusCode() != 404 {
+		t.Errorf("unknown sku: %d %s, want 404", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	if ctx := send(s, "PUT", "/admin/v1/skus/10/mode?activityId=2", `{"mode":"direct"}`); ctx.Response.StatusCode() != 404 {
+		t.Errorf("sku of an unknown activity: %d, want 404", ctx.Response.StatusCode())
+	}
+	if m, rate := inCatalog(10); m != sale.ModeQueue || rate != 20 {
+		t.Fatalf("refused changes changed the mode: %q %d", m, rate)
+	}
+	ctx := send(s, "GET", "/admin/v1/skus/10/mode", "")
+	var v ModeView
+	if err := json.Unmarshal(ctx.Response.Body(), &v); err != nil || fmt.Sprint(v) != "{1 10 queue 20}" {
+		t.Fatalf("GET mode: %s (%v)", ctx.Response.Body(), err)
+	}
+	ctx = send(s, "GET", "/admin/v1/modes", "")
+	var list []ModeView
+	if err := json.Unmarshal(ctx.Response.Body(), &list); err != nil || fmt.Sprint(list) != "[{1 10 queue 20} {1 11 direct 0}]" {
+		t.Fatalf("GET modes: %s (%v)", ctx.Response.Body(), err)
+	}
+}

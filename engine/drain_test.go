@@ -1,0 +1,314 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"go.uber.org/zap/zaptest"
+
+	"seckill/internal/testenv"
+	"seckill/sale"
+	"seckill/stock/results"
+)
+
+// queueRig is an engine with queue mode on over real Redis and kfake: the
+// edge's Line and a drainer.
+type queueRig struct {
+	*rig
+	k    *testenv.Kafka
+	e    *Local
+	line *Line
+	cfg  Config
+}
+
+func newQueueRig(t *testing.T, partitions int32) *queueRig {
+	t.Helper()
+	r := newRig(t)
+	k := testenv.StartKafka(t, partitions)
+	cfg := DefaultConfig()
+	cfg.Kafka.Brokers = k.Addrs
+	cfg.Kafka.SendTimeout = 2 * time.Second
+	cfg.Signing = testSigning
+	cfg.Queue.Enabled = true
+	cfg.Queue.Window = 16
+	cfg.Queue.SessionTimeout = 6 * time.Second
+	e, err := New(cfg, r.stock, r.res, zaptest.NewLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	line, err := NewLine(cfg, r.stock, r.res, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { line.Close() })
+	return &queueRig{rig: r, k: k, e: e, line: line, cfg: cfg}
+}
+
+// drain runs a drainer (group) until the test ends or stop is called.
+func (q *queueRig) drain(t *testing.T, group string) (stop func()) {
+	t.Helper()
+	cfg := q.cfg.Queue
+	if group != "" {
+		cfg.Group = group
+	}
+	d, err := NewDrainer(q.e, cfg, zaptest.NewLogger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(context.Background()) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { d.Close(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// results reads every ticket's result, failing the test on a read error.
+func (q *queueRig) results(t *testing.T, rns []string) []results.Entry {
+	t.Helper()
+	es, err := q.res.ReadMany(context.Background(), rns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
+}
+
+// settled waits until no ticket of rns is WAITING (or unwritten).
+func (q *queueRig) settled(t *testing.T, rns []string, within time.Duration) []results.Entry {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		es := q.results(t, rns)
+		waiting := 0
+		for _, e := range es {
+			if e.State == "" || e.State == sale.ResultWaiting {
+				waiting++
+			}
+		}
+		if waiting == 0 {
+			return es
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d tickets still waiting after %v", waiting, len(rns), within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// soldExactly checks that the line sold exactly stock units of SKU 10 of
+// activity 1, each once: that many QUEUING tickets (the rest FAIL
+// SOLD_OUT), holders and order messages. It returns the index of each
+// winner in es.
+func (q *queueRig) soldExactly(t *testing.T, es []results.Entry, stock int64) []int {
+	t.Helper()
+	var won []int
+	for i, e := range es {
+		switch {
+		case e.State == sale.ResultQueuing:
+			won = append(won, i)
+		case e.State == sale.ResultFail && e.Code == "SOLD_OUT":
+		default:
+			t.Fatalf("ticket %d ended %+v", i, e)
+		}
+	}
+	c := q.counts(t, 1, 10)
+	if int64(len(won)) != stock || c.Remaining != 0 || c.Holders != stock {
+		t.Fatalf("%d won, counts %+v: want exactly the %d units", len(won), c, stock)
+	}
+	if n := ordersProduced(t, q.k.Addrs); n != stock {
+		t.Fatalf("%d order messages, want %d", n, stock)
+	}
+	return won
+}
+
+// ordersProduced counts the messages of the orders topic.
+func ordersProduced(t *testing.T, addrs []string) int64 {
+	t.Helper()
+	c, err := sarama.NewClient(addrs, sarama.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	parts, err := c.Partitions(testenv.OrdersTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, p := range parts {
+		hi, err := c.GetOffset(testenv.OrdersTopic, p, sarama.OffsetNewest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += hi
+	}
+	return n
+}
+
+// TestLineIsDrainedInOrderExactlyOnce: 200 buyers join a 50-unit SKU's
+// line; the drainer gives exactly the stock, to buyers among the first
+// stock + window of the line (FIFO up to one window), one order message
+// each, and every other ticket ends FAIL SOLD_OUT. A buyer who waits is
+// refused a second place naming the first ticket; forged and garbage
+// attempts in the line are skipped without stopping it; a second drain
+// of the whole line (every attempt redelivered) changes nothing.
+func TestLineIsDrainedInOrderExactlyOnce(t *testing.T) {
+	q := newQueueRig(t, 2)
+	act := activity(1, 10, 50, false)
+	act.SKUs[0].Mode = sale.ModeQueue
+	a, k := q.preheat(t, act)
+	ctx := context.Background()
+
+	// Poison first: garbage, and an attempt signed with the order keys
+	// (an order message is no attempt).
+	kc := q.cfg.Kafka
+	kc.Topic = q.cfg.Queue.Topic
+	raw, err := NewProducer(kc, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orderSigner, err := sale.NewSigner(testSigning)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := sale.Message{RequestNo: "1-10-123", ActivityID: 1, SKUID: 10, UserID: 999, Quantity: 1, UnitPrice: 1, AcceptedAt: 1, TraceID: "x"}
+	for _, v := range [][]byte{[]byte("not an attempt"), orderSigner.AppendSigned(nil, &forged)} {
+		if err := raw.Send(ctx, []byte("10"), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+
+	const buyers = 200
+	rns := make([]string, buyers)
+	for i := range buyers {
+		w, err := q.line.Append(ctx, &Request{Activity: a, SKU: k, UserID: int64(1000 + i), Quantity: 1}, time.Now().UnixMilli())
+		if err != nil {
+			t.Fatalf("buyer %d: %v", i, err)
+		}
+		if i > 0 && w.Offset <= 0 {
+			t.Fatalf("buyer %d: offset %d", i, w.Offset)
+		}
+		rns[i] = w.RequestNo
+	}
+	// Before any drainer runs, every ticket is WAITING where it lies, and
+	// a buyer who waits gets no second place.
+	for i, e := range q.results(t, rns) {
+		if e.State != sale.ResultWaiting || e.Owner != int64(1000+i) {
+			t.Fatalf("ticket %d before the drain: %+v", i, e)
+		}
+	}
+	w, err := q.line.Append(ctx, &Request{Activity: a, SKU: k, UserID: 1000, Quantity: 1}, time.Now().UnixMilli())
+	if !errors.Is(err, ErrWaiting) || w.RequestNo != rns[0] {
+		t.Fatalf("a waiting buyer again: %+v %v, want ErrWaiting naming %s", w, err, rns[0])
+	}
+
+	stop := q.drain(t, "")
+	es := q.settled(t, rns, 30*time.Second)
+	stop()
+	for _, i := range q.soldExactly(t, es, 50) {
+		if i >= 50+q.cfg.Queue.Window {
+			t.Errorf("buyer %d of the line won: not FIFO", i)
+		}
+	}
+	// A drained buyer waits no more.
+	wk := sale.WaitingKey(1, 10)
+	rdb := q.def.Client(t)
+	if n, err := rdb.Do(ctx, rdb.B().Hlen().Key(wk).Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("waiting records left: %d (%v)", n, err)
+	}
+
+	// Every attempt again, to a drainer of a fresh group.
+	c := q.counts(t, 1, 10)
+	stop = q.drain(t, "second-drainer")
+	time.Sleep(3 * time.Second)
+	stop()
+	again := q.results(t, rns)
+	for i := range es {
+		if again[i] != es[i] {
+			t.Fatalf("ticket %d changed on redelivery: %+v, was %+v", i, again[i], es[i])
+		}
+	}
+	if c2 := q.counts(t, 1, 10); c2 != c {
+		t.Fatalf("counts changed on redelivery: %+v, was %+v", c2, c)
+	}
+	if n := ordersProduced(t, q.k.Addrs); n != 50 {
+		t.Fatalf("%d order messages after redelivery, want 50", n)
+	}
+}
+
+// TestLineTakesNoAttemptTheBrokerRefuses: with the broker gone, Append
+// answers ErrBusy within the send timeout, leaves the buyer not waiting
+// (the next attempt is not 409) and the ticket FAIL BUSY, so an attempt
+// that reaches the topic late after all is not served.
+func TestLineTakesNoAttemptTheBrokerRefuses(t *testing.T) {
+	q := newQueueRig(t, 1)
+	act := activity(1, 10, 5, false)
+	act.SKUs[0].Mode = sale.ModeQueue
+	a, k := q.preheat(t, act)
+	ctx := context.Background()
+	q.k.Cluster.Close()
+	start := time.Now()
+	_, err := q.line.Append(ctx, &Request{Activity: a, SKU: k, UserID: 5, Quantity: 1}, time.Now().UnixMilli())
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("append with the broker gone: %v, want ErrBusy", err)
+	}
+	if took := time.Since(start); took > 2*q.cfg.Kafka.SendTimeout+time.Second {
+		t.Fatalf("append took %v", took)
+	}
+	rdb := q.def.Client(t)
+	if n, err := rdb.Do(ctx, rdb.B().Hlen().Key(sale.WaitingKey(1, 10)).Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("waiting records after a refused append: %d (%v)", n, err)
+	}
+	vals, err := rdb.Do(ctx, rdb.B().Hvals().Key(sale.ResultsKey(1, 10)).Build()).AsStrSlice()
+	if err != nil || len(vals) != 1 || vals[0] != "FAIL|5||BUSY" {
+		t.Fatalf("results after a refused append: %q (%v), want one FAIL BUSY", vals, err)
+	}
+}
+
+// TestLineSurvivesItsDrainerStopping: a paced line (50/s) whose drainer
+// stops mid-line is finished by another drainer of the group: every
+// attempt ends, exactly once (the stock taken equals the tickets that
+// hold it, one order message each).
+func TestLineSurvivesItsDrainerStopping(t *testing.T) {
+	q := newQueueRig(t, 1)
+	act := activity(1, 10, 60, false)
+	act.SKUs[0].Mode, act.SKUs[0].Rate = sale.ModeQueue, 50
+	a, k := q.preheat(t, act)
+	ctx := context.Background()
+	rns := make([]string, 80)
+	for i := range rns {
+		w, err := q.line.Append(ctx, &Request{Activity: a, SKU: k, UserID: int64(100 + i), Quantity: 1}, time.Now().UnixMilli())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rns[i] = w.RequestNo
+	}
+	stop := q.drain(t, "")
+	// Stopped once it has decided some (the line drains at 50/s).
+	testenv.EventuallyOK(t, "the first decisions", 20*time.Second, func() error {
+		for _, e := range q.results(t, rns) {
+			if e.State != sale.ResultWaiting {
+				return nil
+			}
+		}
+		return errors.New("all still waiting")
+	})
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	mid := 0
+	for _, e := range q.results(t, rns) {
+		if e.State == sale.ResultWaiting {
+			mid++
+		}
+	}
+	if mid == 0 || mid == len(rns) {
+		t.Fatalf("%d of %d waiting after the first drainer: the test did not stop it mid-line", mid, len(rns))
+	}
+	q.drain(t, "")
+	q.soldExactly(t, q.settled(t, rns, 30*time.Second), 60)
+}

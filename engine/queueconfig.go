@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"errors"
+	"time"
+
+	"seckill/sale"
+)
+
+// QueueConfig is engine.queue: the waiting line of the SKUs on-call puts
+// in queue mode (sale.ModeQueue). The edges append attempts to Topic (Line)
+// and the engines drain it (Drainer), over the brokers of engine.kafka.
+type QueueConfig struct {
+	// Enabled runs the line: edges append the attempts of a SKU in queue
+	// mode, engines run a drainer. Off, a SKU in queue mode is served
+	// direct (and counted). Default off.
+	Enabled bool `yaml:"enabled"`
+	// Topic is the attempts topic, keyed by SKU. Default seckill.attempts.
+	Topic string `yaml:"topic"`
+	// Group is the drainers' consumer group: a partition whose drainer
+	// dies is taken over by another engine. Default seckill-drainer.
+	Group string `yaml:"group"`
+	// Window is how many attempts of one partition are occupied at once
+	// (in line order, group-committed like direct purchases). Default 64.
+	Window int `yaml:"window"`
+	// Progress is how often a drainer publishes how far it has drained
+	// each partition (sale.DrainedKey), what positions and ETAs are
+	// reckoned from. Default 100ms.
+	Progress time.Duration `yaml:"progress"`
+	// SessionTimeout bounds how long a dead drainer's partitions wait for
+	// another engine. Default 6s.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+}
+
+// DefaultQueueConfig returns the defaults named on each field.
+func DefaultQueueConfig() QueueConfig {
+	return QueueConfig{Topic: sale.AttemptsTopic, Group: "seckill-drainer", Window: 64,
+		Progress: 100 * time.Millisecond, SessionTimeout: 6 * time.Second}
+}
+
+// Validate names the first bad key.
+func (c *QueueConfig) Validate() error {
+	switch {
+	case !c.Enabled:
+		return nil
+	case c.Topic == "":
+		return errors.New("engine.queue.topic must not be empty")
+	case c.Group == "":
+		return errors.New("engine.queue.group must not be empty")
+	case c.Window < 1 || c.Window > 4096:
+		return errors.New("engine.queue.window must be 1..4096")
+	case c.Progress <= 0:
+		return errors.New("engine.queue.progress must be positive")
+	case c.SessionTimeout < 6*time.Second:
+		return errors.New("engine.queue.session_timeout must be at least 6s (the brokers' group.min.session.timeout.ms)")
+	}
+	return nil
+}
