@@ -54,6 +54,7 @@ func main() {
 	stock := flag.Int64("stock", 200_000, "units at the start; each restock adds as many again / 10")
 	conns := flag.Int("c", 256, "wrk connections (soak.lua)")
 	out := flag.String("out", "bench/out/soak", "work directory: binary, data, logs, soak.csv, soak.png")
+	heaps := flag.Bool("heap", true, "save seckill's heap profile (in use, after a GC) at two tenths of the run and at its end, for go tool pprof -diff_base")
 	flag.Parse()
 	if *every == 0 {
 		*every = max(time.Second, *dur/60)
@@ -65,7 +66,7 @@ func main() {
 		}
 	}
 	benchkit.Main("soak", func() error {
-		return run(config{dur: *dur, buyers: *buyers, every: *every, restock: *restock, stock: *stock, conns: *conns, out: *out})
+		return run(config{dur: *dur, buyers: *buyers, every: *every, restock: *restock, stock: *stock, conns: *conns, out: *out, heaps: *heaps})
 	}, benchkit.StopAll)
 }
 
@@ -74,6 +75,7 @@ type config struct {
 	buyers, conns       int
 	stock               int64
 	out                 string
+	heaps               bool
 }
 
 func run(c config) error {
@@ -95,9 +97,12 @@ func run(c config) error {
 	if b, err := exec.Command("go", "build", "-o", bin, "./cmd/seckill").CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, b)
 	}
-	edge, adm := benchkit.FreeAddr(), benchkit.FreeAddr()
-	dev, err := benchkit.Start(out, "seckill-dev", bin, []string{"SECKILL_ADMIN_TOKEN=" + adminToken, "SECKILL_DEV_DEMO=false"},
-		"dev", "--config", "configs/bench.yaml", "--data-dir", data, "--listen", edge, "--admin-listen", adm)
+	edge, adm, prof := benchkit.FreeAddr(), benchkit.FreeAddr(), benchkit.FreeAddr()
+	args := []string{"dev", "--config", "configs/bench.yaml", "--data-dir", data, "--listen", edge, "--admin-listen", adm}
+	if c.heaps {
+		args = append(args, "--pprof", prof)
+	}
+	dev, err := benchkit.Start(out, "seckill-dev", bin, []string{"SECKILL_ADMIN_TOKEN=" + adminToken, "SECKILL_DEV_DEMO=false"}, args...)
 	if err != nil {
 		return err
 	}
@@ -157,6 +162,12 @@ func run(c config) error {
 		s := take(time.Since(t0), procs, data)
 		samples = append(samples, s)
 		fmt.Println(s.line(procs))
+		if c.heaps && (len(samples) == 1 || samples[len(samples)-2].at < c.dur/5) && s.at >= c.dur/5 {
+			saveHeap(prof, filepath.Join(out, "heap-early.pb.gz"))
+		}
+	}
+	if c.heaps {
+		saveHeap(prof, filepath.Join(out, "heap-end.pb.gz"))
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -176,6 +187,10 @@ func run(c config) error {
 	fmt.Printf("flash_sale.lua: %d requests, %.0f/s, p99 %v\n", loads[1].Requests, loads[1].RPS, loads[1].P99)
 	fmt.Printf("restocks: %d\n%s", restocks, rep)
 	fmt.Printf("CSV %s, plot %s\n", filepath.Join(out, "soak.csv"), filepath.Join(out, "soak.png"))
+	if c.heaps {
+		fmt.Printf("heap growth: go tool pprof -sample_index=inuse_space -diff_base %s %s %s\n",
+			filepath.Join(out, "heap-early.pb.gz"), bin, filepath.Join(out, "heap-end.pb.gz"))
+	}
 	return verdict
 }
 
@@ -201,7 +216,7 @@ type sample struct {
 
 type redisMem struct{ used, records int64 }
 
-var sizeGauge = regexp.MustCompile(`(?m)^(seckill_[a-z_]*(?:entries|holders|size|live_edges|queue)[a-z_]*)(\{[^}]*\})? ([0-9.e+]+)$`)
+var sizeGauge = regexp.MustCompile(`(?m)^(seckill_[a-z_]*(?:entries|holders|size|live_edges|queue|attempts)[a-z_]*)(\{[^}]*\})? ([0-9.e+]+)$`)
 
 func take(at time.Duration, procs []proc, data string) sample {
 	s := sample{at: at, sizes: map[string]float64{}}
@@ -256,6 +271,18 @@ func (s sample) line(procs []proc) string {
 	}
 	fmt.Fprintf(&b, "  heap %s goroutines %d disk %s", mb(s.heap), s.gor, mb(s.disk))
 	return b.String()
+}
+
+// saveHeap writes seckill's in-use heap profile, taken after a GC, to
+// path; a failure is reported and the soak goes on.
+func saveHeap(pprofAddr, path string) {
+	b, err := get("http://" + pprofAddr + "/debug/pprof/heap?gc=1")
+	if err == nil {
+		err = os.WriteFile(path, []byte(b), 0o644)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak: heap profile:", err)
+	}
 }
 
 func procStatus(pid int) (rss int64, threads int) {
