@@ -58,11 +58,11 @@ func TestLRUMatchesAModel(t *testing.T) {
 	}
 }
 
-// TestLocalNewKeysAllocateNothing: a crowd of new keys into a full
+// TestLocalNewKeysDoNotAllocate: a crowd of new keys into a full
 // limiter (every one evicting the least recent) allocates nothing, so the
 // limiter's memory is what it took when it was made, however many buyers
 // come.
-func TestLocalNewKeysAllocateNothing(t *testing.T) {
+func TestLocalNewKeysDoNotAllocate(t *testing.T) {
 	c := &clock{t: time.Unix(1000, 0)}
 	l := NewLocal(1, 1, 1<<12, c.now)
 	next := uint64(0)
