@@ -239,6 +239,12 @@ func take(at time.Duration, procs []proc, data string) sample {
 			if b, err := get(p.metrics); err == nil {
 				s.heap = int64(metric(b, "go_memstats_heap_inuse_bytes"))
 				s.gor = int64(metric(b, "go_goroutines"))
+				// What of the RSS is the Go heap: the heap's pages
+				// not given back, the GC's next goal, everything
+				// the runtime holds.
+				s.sizes["go_heap_resident_bytes"] = metric(b, "go_memstats_heap_sys_bytes") - metric(b, "go_memstats_heap_released_bytes")
+				s.sizes["go_memstats_next_gc_bytes"] = metric(b, "go_memstats_next_gc_bytes")
+				s.sizes["go_memstats_sys_bytes"] = metric(b, "go_memstats_sys_bytes")
 				for _, m := range sizeGauge.FindAllStringSubmatch(b, -1) {
 					v, _ := strconv.ParseFloat(m[3], 64)
 					s.sizes[m[1]+m[2]] = v
@@ -269,7 +275,8 @@ func (s sample) line(procs []proc) string {
 			fmt.Fprintf(&b, " used %s", mb(s.redis[i].used))
 		}
 	}
-	fmt.Fprintf(&b, "  heap %s goroutines %d disk %s", mb(s.heap), s.gor, mb(s.disk))
+	fmt.Fprintf(&b, "  heap %s (resident %s, next GC %s) goroutines %d disk %s", mb(s.heap),
+		mb(int64(s.sizes["go_heap_resident_bytes"])), mb(int64(s.sizes["go_memstats_next_gc_bytes"])), s.gor, mb(s.disk))
 	return b.String()
 }
 

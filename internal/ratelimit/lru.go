@@ -1,5 +1,7 @@
 package ratelimit
 
+import "unsafe"
+
 // lru is a least-recently-used map of uint64 keys to int64 values with a
 // fixed capacity whose memory is taken once, when it is made: a node per
 // entry in one slice, linked most recent first by index, and an
@@ -29,7 +31,17 @@ func newLRU(capacity int) *lru {
 	for slots < 2*capacity {
 		slots <<= 1
 	}
-	return &lru{nodes: make([]lruNode, capacity), index: make([]int32, slots), mask: uint64(slots - 1), head: -1, tail: -1}
+	c := &lru{nodes: make([]lruNode, capacity), index: make([]int32, slots), mask: uint64(slots - 1), head: -1, tail: -1}
+	// Touch every page now: the bound is paid when the limiter is made,
+	// in resident memory too, not page by page as a crowd fills it.
+	const page = 4096
+	for i := 0; i < len(c.nodes); i += page / int(unsafe.Sizeof(lruNode{})) {
+		c.nodes[i].prev = -1
+	}
+	for i := 0; i < len(c.index); i += page / 4 {
+		c.index[i] = 0
+	}
+	return c
 }
 
 // home is key's first slot. The shard was chosen by mix(key)'s low bits;
