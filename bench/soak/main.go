@@ -18,7 +18,7 @@
 // they do not add up.
 //
 //	go run ./bench/soak                  # 10 minutes (the figure)
-//	go run ./bench/soak -duration 90s -warmup 30s  # make test's: 60 s judged
+//	go run ./bench/soak -duration 110s -warmup 50s # make test's: 60 s judged
 //
 // Every request goes to 127.0.0.1; every process it starts is stopped by
 // its PID.
