@@ -1,6 +1,9 @@
 package ratelimit
 
-import "unsafe"
+import (
+	"math/rand/v2"
+	"unsafe"
+)
 
 // lru is a least-recently-used map of uint64 keys to int64 values with a
 // fixed capacity whose memory is taken once, when it is made: a node per
@@ -8,12 +11,15 @@ import "unsafe"
 // open-addressing index (linear probing, deletion by backward shift, so no
 // tombstones) at most half full. A new key in a full map reuses the least
 // recent key's node, so neither a crowd of new keys nor time makes it
-// allocate or grow: 32 bytes a key, all of it from the start. Not safe for
-// concurrent use (each shard of Local locks its own).
+// allocate or grow: 32 bytes a key, all of it from the start. The slots
+// are drawn from the key and a random seed of each map, so keys chosen to
+// collide (a crowd of crafted user ids) cannot pile onto one probe chain.
+// Not safe for concurrent use (each shard of Local locks its own).
 type lru struct {
 	nodes      []lruNode // nodes[:n] hold entries
 	index      []int32   // node index + 1; 0 is an empty slot
 	mask       uint64    // len(index) - 1
+	seed       uint64    // mixed into every key's slot
 	head, tail int32     // most and least recent node; -1 when empty
 	n          int32
 }
@@ -31,7 +37,7 @@ func newLRU(capacity int) *lru {
 	for slots < 2*capacity {
 		slots <<= 1
 	}
-	c := &lru{nodes: make([]lruNode, capacity), index: make([]int32, slots), mask: uint64(slots - 1), head: -1, tail: -1}
+	c := &lru{nodes: make([]lruNode, capacity), index: make([]int32, slots), mask: uint64(slots - 1), seed: rand.Uint64(), head: -1, tail: -1}
 	// Touch every page now: the bound is paid when the limiter is made,
 	// in resident memory too, not page by page as a crowd fills it.
 	const page = 4096
@@ -44,9 +50,9 @@ func newLRU(capacity int) *lru {
 	return c
 }
 
-// home is key's first slot. The shard was chosen by mix(key)'s low bits;
-// the slot comes from the bits above them.
-func (c *lru) home(key uint64) uint64 { return (mix(key) >> 6) & c.mask }
+// home is key's first slot: mix is a bijection, so a key's slot depends
+// on the seed as a whole.
+func (c *lru) home(key uint64) uint64 { return mix(key^c.seed) & c.mask }
 
 // find returns key's slot and node, or the empty slot it would take and
 // -1.

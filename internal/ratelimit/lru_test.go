@@ -81,3 +81,35 @@ func TestLocalNewKeysDoNotAllocate(t *testing.T) {
 		t.Fatalf("holds %d keys, want its bound %d", n, l.Cap())
 	}
 }
+
+// TestLRUCraftedCollisionsDoNotCarryOver: keys found to share one slot in
+// a map (what an attacker would craft to make every lookup walk one long
+// probe chain) are spread over the slots of another map, whose seed they
+// were not crafted against.
+func TestLRUCraftedCollisionsDoNotCarryOver(t *testing.T) {
+	a, b := newLRU(4096), newLRU(4096)
+	target := a.home(0)
+	var crafted []uint64
+	for k := uint64(1); len(crafted) < 100; k++ {
+		if a.home(k) == target {
+			crafted = append(crafted, k)
+		}
+	}
+	slots := map[uint64]int{}
+	worst := 0
+	for _, k := range crafted {
+		slots[b.home(k)]++
+		worst = max(worst, slots[b.home(k)])
+	}
+	if worst > 4 {
+		t.Fatalf("%d of 100 keys crafted to collide in one map share a slot in another", worst)
+	}
+	for _, k := range crafted {
+		b.Add(k, 1)
+	}
+	for _, k := range crafted {
+		if _, ok := b.Get(k); !ok {
+			t.Fatalf("key %d lost", k)
+		}
+	}
+}
