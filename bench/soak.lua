@@ -2,7 +2,9 @@
 -- -t) sends the ids i, i+n, i+2n, … up to the pool size (args[1], default
 -- 10,000,000), then starts over (repeats then answer 409 DUPLICATE or 410
 -- SOLD_OUT), buying one unit of SKU 1001. Prints the answers by status code
--- on a "codes" line (benchkit.ParseWrk reads it).
+-- and the requests built (sent) on a "codes" line (benchkit.ParseWrk reads
+-- it; sent minus the answers is what wrk never counted, each of which the
+-- server may have served).
 --
 --   wrk -t2 -c256 -d60s -s bench/soak.lua http://127.0.0.1:8080/api/v1/flash-sale/order -- 10000000 2
 
@@ -21,11 +23,12 @@ function init(args)
   pool = tonumber(args[1] or "10000000")
   step = tonumber(args[2] or "1")
   nextid = first
-  c200, c409, c410, c429, c503, other = 0, 0, 0, 0, 0, 0
+  c200, c409, c410, c429, c503, other, sent = 0, 0, 0, 0, 0, 0, 0
 end
 
 function request()
   headers["X-User-Id"] = tostring(nextid)
+  sent = sent + 1
   nextid = nextid + step
   if nextid > pool then nextid = first end
   return wrk.format("POST", nil, headers, body)
@@ -41,7 +44,7 @@ function response(status, hdrs, resp_body)
 end
 
 function done(summary, latency, requests)
-  local t = { ["200"] = 0, ["409"] = 0, ["410"] = 0, ["429"] = 0, ["503"] = 0, other = 0 }
+  local t = { ["200"] = 0, ["409"] = 0, ["410"] = 0, ["429"] = 0, ["503"] = 0, other = 0, sent = 0 }
   for _, th in ipairs(threads) do
     t["200"] = t["200"] + th:get("c200")
     t["409"] = t["409"] + th:get("c409")
@@ -49,7 +52,8 @@ function done(summary, latency, requests)
     t["429"] = t["429"] + th:get("c429")
     t["503"] = t["503"] + th:get("c503")
     t.other = t.other + th:get("other")
+    t.sent = t.sent + th:get("sent")
   end
-  io.write(string.format("codes 200=%d 409=%d 410=%d 429=%d 503=%d other=%d\n",
-    t["200"], t["409"], t["410"], t["429"], t["503"], t.other))
+  io.write(string.format("codes 200=%d 409=%d 410=%d 429=%d 503=%d other=%d sent=%d\n",
+    t["200"], t["409"], t["410"], t["429"], t["503"], t.other, t.sent))
 end

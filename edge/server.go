@@ -196,6 +196,12 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		s.hold.close()
 		return nil, err
 	}
+	if err = reg.Register(newSizes(s)); err != nil { // sizes.go
+		s.flags.close()
+		s.hold.close()
+		s.views.close()
+		return nil, fmt.Errorf("edge metrics: %w", err)
+	}
 	if s.handler, err = s.routes(); err != nil {
 		s.flags.close()
 		s.hold.close()

@@ -102,7 +102,7 @@ func runSlow(out, bin string, o options) error {
 	defer brokerProxy.Close()
 	dsn := strings.Replace(db.DSN, "tcp("+host+")", "tcp("+dbProxy.Addr()+")", 1) + "seckill_slow?parseTime=true"
 	logf("-slow: the parts on MariaDB through a fault proxy, the broker behind another")
-	sys, err := startPartsWith(out, bin, filepath.Join(o.root, o.config), partsOpts{
+	sys, err := startPartsWith(out, bin, o.partsConfig(), partsOpts{
 		mysqlDSN: dsn, brokerListen: brokerListen, brokerAdvertise: brokerProxy.Addr()})
 	if err != nil {
 		sys.stop()

@@ -122,3 +122,11 @@ func (g *Gate) Allow(sku int64) (bool, time.Duration) {
 	}
 	return false, time.Duration((1 - s.tokens) / rate * 1e9)
 }
+
+// SKUs is the number of SKUs with a state (for metrics).
+func (g *Gate) SKUs() int {
+	if g == nil {
+		return 0
+	}
+	return g.skus.len()
+}

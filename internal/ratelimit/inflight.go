@@ -131,3 +131,16 @@ func (f *Inflight) InFlight(sku int64) int64 {
 	}
 	return 0
 }
+
+// Sizes are the SKUs with a counter and the attempts inside over all of
+// them (for metrics; a read of each counter, no lock).
+func (f *Inflight) Sizes() (skus int, attempts int64) {
+	m := f.skus.m.Load()
+	if m == nil {
+		return 0, 0
+	}
+	for _, s := range *m {
+		attempts += s.n.Load()
+	}
+	return len(*m), attempts
+}

@@ -16,8 +16,6 @@ package ratelimit
 import (
 	"sync"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 const shards = 64
@@ -29,7 +27,9 @@ const shards = 64
 // whole shard, so a flood of new keys cannot reset a key that is being
 // limited while it keeps knocking (each attempt, allowed or not, makes it
 // recent). Forgetting errs toward letting traffic through, never toward
-// blocking a key that did nothing. Safe for concurrent use.
+// blocking a key that did nothing. The shards' memory (32 bytes a key) is
+// taken when the limiter is made, so it does not grow with the crowd and
+// a new key allocates nothing. Safe for concurrent use.
 type Local struct {
 	interval int64 // nanoseconds between events
 	tau      int64 // burst tolerance
@@ -40,7 +40,7 @@ type Local struct {
 
 type localShard struct {
 	mu  sync.Mutex
-	tat *simplelru.LRU[uint64, int64]
+	tat *lru
 	_   [48]byte // keep shards on separate cache lines
 }
 
@@ -51,13 +51,13 @@ func NewLocal(rate float64, burst int, maxKeys int, now func() time.Time) *Local
 		now = time.Now
 	}
 	l := &Local{now: now, perShard: max(maxKeys/shards, 16)}
-	if rate > 0 {
-		l.interval = int64(float64(time.Second) / rate)
-		l.tau = l.interval * int64(max(burst, 1)-1)
+	if rate <= 0 {
+		return l // disabled: no memory for keys
 	}
+	l.interval = int64(float64(time.Second) / rate)
+	l.tau = l.interval * int64(max(burst, 1)-1)
 	for i := range l.shards {
-		// NewLRU fails only for a size below 1.
-		l.shards[i].tat, _ = simplelru.NewLRU[uint64, int64](l.perShard, nil)
+		l.shards[i].tat = newLRU(l.perShard)
 	}
 	return l
 }
@@ -87,6 +87,9 @@ func (l *Local) Allow(key uint64) (ok bool, wait time.Duration) {
 
 // Len is the number of keys held (for tests and metrics).
 func (l *Local) Len() int {
+	if l == nil || l.interval == 0 {
+		return 0
+	}
 	n := 0
 	for i := range l.shards {
 		s := &l.shards[i]
@@ -95,6 +98,15 @@ func (l *Local) Len() int {
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// Cap is the most keys it holds (MaxKeys rounded to whole shards; 0 when
+// disabled).
+func (l *Local) Cap() int {
+	if l == nil || l.interval == 0 {
+		return 0
+	}
+	return l.perShard * shards
 }
 
 // mix spreads sequential keys (user ids) over shards.

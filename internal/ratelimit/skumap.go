@@ -49,3 +49,11 @@ func (s *skuMap[T]) get(id int64, init func(*T)) *T {
 	s.m.Store(&next)
 	return v
 }
+
+// len is the number of SKUs with a state.
+func (s *skuMap[T]) len() int {
+	if m := s.m.Load(); m != nil {
+		return len(*m)
+	}
+	return 0
+}

@@ -27,6 +27,8 @@ var documentedMetrics = []string{
 	"seckill_edge_risk_call_seconds", "seckill_edge_sku_purchases_total",
 	"seckill_edge_backlog_seconds", "seckill_edge_backlog_drain_per_second", "seckill_edge_backlog_shedding",
 	"seckill_edge_risk_breaker_state", "seckill_edge_risk_unchecked_total", "seckill_edge_risk_rechecks_total",
+	"seckill_edge_cache_entries", "seckill_edge_cache_capacity_entries", "seckill_edge_limiter_entries",
+	"seckill_edge_limiter_capacity_entries", "seckill_edge_sku_state_entries", "seckill_edge_inflight_attempts",
 	// engine
 	"seckill_engine_occupy_total", "seckill_engine_lua_seconds", "seckill_engine_lua_errors_total",
 	"seckill_engine_occupy_batch_buyers", "seckill_engine_produce_seconds", "seckill_engine_produce_errors_total",
