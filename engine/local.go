@@ -23,7 +23,7 @@ import (
 type Local struct {
 	cfg    Config
 	stock  *stock.Stock
-	batch  *Batcher                     // group commit (engine.batch), or nil: stock.OccupyWith per buyer
+	batch  *stock.Batcher               // group commit (engine.batch), or nil: stock.OccupyWith per buyer
 	extras atomic.Pointer[stock.Extras] // result TTL and window of each call; SetWindow swaps it
 	prod   *Producer
 	sign   *sale.Signer

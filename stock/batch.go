@@ -13,10 +13,19 @@ import (
 	"seckill/stock/results"
 )
 
-// MaxBatch bounds the buyers of one batch script call (engine.batch.max_size)
+// maxBatch bounds the buyers of one batch script call (engine.batch.max_size)
 // and the tickets of one claim_batch.lua call: 3 ARGV strings and 2 keys per
 // buyer stay far below Lua's stack limit for unpack.
-const MaxBatch = 1024
+const maxBatch = 1024
+
+// CheckBatchSize says whether n buyers fit one occupy script call: nil
+// for 1..1024 (engine.batch.max_size is checked with it).
+func CheckBatchSize(n int) error {
+	if n < 1 || n > maxBatch {
+		return fmt.Errorf("a batch of %d buyers: must be 1..%d", n, maxBatch)
+	}
+	return nil
+}
 
 var occupyBatchScript = rueidis.NewLuaScript(lua.OccupyBatch)
 
@@ -60,17 +69,17 @@ func (x *Extras) bucket(now time.Time) int64 { return now.UnixMilli() / x.Window
 func (s *Stock) OccupyBatch(ctx context.Context, a *sale.Activity, sku *sale.SKU, x Extras, buyers []Buyer, out []OccupyResult) ([]OccupyResult, error) {
 	k := sale.KeysFor(a.ID, sku.ID)
 	now := time.Now()
-	keys := AppendBatchKeys(make([]string, 0, 9), &k, x, now)
-	args := AppendBatchArgs(make([]string, 0, 5+3*len(buyers)), a.ID, sku.ID, x, now, buyers)
-	return s.OccupyBatchArgs(ctx, a, sku, keys, buyers, args, out)
+	keys := appendBatchKeys(make([]string, 0, 9), &k, x, now)
+	args := appendBatchArgs(make([]string, 0, 5+3*len(buyers)), a.ID, sku.ID, x, now, buyers)
+	return s.occupyBatchArgs(ctx, a, sku, keys, buyers, args, out)
 }
 
-// AppendBatchKeys appends the KEYS of one occupy script call at now to
+// appendBatchKeys appends the KEYS of one occupy script call at now to
 // keys: the SKU's eight (k) and, where x's window is on, the hash of the
 // window that holds now. They do not depend on the buyers: a caller that
 // sends batch after batch of one SKU rebuilds them only when the window
 // turns.
-func AppendBatchKeys(keys []string, k *sale.SKUKeys, x Extras, now time.Time) []string {
+func appendBatchKeys(keys []string, k *sale.SKUKeys, x Extras, now time.Time) []string {
 	keys = append(keys, k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending, k.Results)
 	if x.window() {
 		var buf [20]byte
@@ -79,10 +88,10 @@ func AppendBatchKeys(keys []string, k *sale.SKUKeys, x Extras, now time.Time) []
 	return keys
 }
 
-// AppendBatchArgs appends the ARGV of one occupy script call at now to
+// appendBatchArgs appends the ARGV of one occupy script call at now to
 // args: the SKU's ids, x's settings (the window's end where it is on),
 // then each buyer's triple.
-func AppendBatchArgs(args []string, activity, sku int64, x Extras, now time.Time, buyers []Buyer) []string {
+func appendBatchArgs(args []string, activity, sku int64, x Extras, now time.Time, buyers []Buyer) []string {
 	ttl := x.ResultTTL
 	if ttl <= 0 {
 		ttl = results.DefaultTTL
@@ -99,10 +108,10 @@ func AppendBatchArgs(args []string, activity, sku int64, x Extras, now time.Time
 	return args
 }
 
-// OccupyBatchArgs is OccupyBatch with the call's KEYS (AppendBatchKeys) and
-// ARGV (AppendBatchArgs) built by the caller, so one that sends batch after
+// occupyBatchArgs is OccupyBatch with the call's KEYS (appendBatchKeys) and
+// ARGV (appendBatchArgs) built by the caller, so one that sends batch after
 // batch of one SKU (the engine's group commit) reuses their buffers.
-func (s *Stock) OccupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale.SKU, keys []string, buyers []Buyer, args []string, out []OccupyResult) ([]OccupyResult, error) {
+func (s *Stock) occupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale.SKU, keys []string, buyers []Buyer, args []string, out []OccupyResult) ([]OccupyResult, error) {
 	if len(buyers) == 0 {
 		return out, nil
 	}

@@ -70,7 +70,7 @@ type shardCalls struct {
 	execs []rueidis.LuaExec
 }
 
-// ticketCalls groups msgs into script calls of at most MaxBatch tickets of
+// ticketCalls groups msgs into script calls of at most maxBatch tickets of
 // one SKU, and the calls by the shard that owns their SKU, in first-seen
 // order. head is each call's leading ARGV; per appends a ticket's ARGV.
 func (s *Stock) ticketCalls(msgs []*sale.Message, keys func(sale.SKUKeys) []string, head []string,
@@ -105,8 +105,8 @@ func (s *Stock) ticketCalls(msgs []*sale.Message, keys func(sale.SKUKeys) []stri
 			out = append(out, sc)
 		}
 		ks := keys(sale.KeysFor(k.activity, k.sku))
-		for lo := 0; lo < len(g.idx); lo += MaxBatch {
-			idx := g.idx[lo:min(lo+MaxBatch, len(g.idx))]
+		for lo := 0; lo < len(g.idx); lo += maxBatch {
+			idx := g.idx[lo:min(lo+maxBatch, len(g.idx))]
 			args := append(make([]string, 0, len(head)+3*len(idx)), head...)
 			for _, i := range idx {
 				args = per(args, msgs[i])
