@@ -173,6 +173,7 @@ var (
 	// seckill_edge_engine_calls_total instead.
 	ansEngNotOpen    = newAnswer(statusTooEarly, "NOT_OPEN", -1, "the sale has not started")
 	ansEngEnded      = newAnswer(fasthttp.StatusGone, "ENDED", -1, "the sale has ended")
+	ansRebalancing   = newAnswer(fasthttp.StatusTooManyRequests, "REBALANCING", -1, "this item's stock is being moved to serve you; retry after the number of seconds in Retry-After")
 	ansEngSoldOut    = newAnswer(fasthttp.StatusGone, "SOLD_OUT", -1, "sold out")
 	ansEngOverLimit  = newAnswer(fasthttp.StatusBadRequest, "OVER_LIMIT", -1, "quantity over the per-user limit")
 	ansEngUnknownSKU = newAnswer(fasthttp.StatusNotFound, "UNKNOWN_SKU", -1, "no activity sells this sku")
@@ -260,6 +261,10 @@ func engineOutcome(err error) (int, *answer) {
 		return outcomeEnded, ansEngEnded
 	case engine.OverLimit:
 		return outcomeOverLimit, ansEngOverLimit
+	case engine.Rebalancing:
+		// The buyer's bucket is empty while others hold stock: a 429 with
+		// the engine's short Retry-After, never a sold-out.
+		return outcomeRateLimited, ansRebalancing
 	case engine.RateLimited:
 		// Also an early rejection (rate_user_sku), as when the edge
 		// counted the window itself: it sends a 429 with Retry-After.

@@ -37,6 +37,7 @@ const (
 	SoldOut     = stock.SoldOut
 	Duplicate   = stock.Duplicate
 	OverLimit   = stock.OverLimit
+	Rebalancing = stock.Rebalancing
 	RateLimited = stock.RateLimited
 	Missing     = stock.Missing
 	UnknownSKU  = stock.UnknownSKU

@@ -128,7 +128,7 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	}
 	a, sku := r.Activity, r.SKU
 	t := Ticket{Remaining: -1}
-	rn := e.ids.Next(a.ID, sku.ID)
+	rn := e.ids.NextIn(a.ID, sku.ID, sku.BucketOf(r.UserID))
 
 	start := time.Now()
 	// One script call is all the Redis work of an accepted buyer: it counts

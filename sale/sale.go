@@ -105,6 +105,13 @@ type SKU struct {
 	// redis.hot) instead of the placement rule's shard. Only with Hot.
 	// Fixed for the life of the sale: the SKU's keys live there.
 	HotShard *int `json:"hotShard,omitempty" yaml:"hot_shard"`
+	// Buckets splits the SKU's stock into this many sub-ledgers, each in
+	// its own hash slot and placed on a shard of its own (bucket.go); 0 or
+	// 1: one ledger, the SKU's own keys. Fixed for the life of the sale.
+	Buckets int `json:"buckets,omitempty" yaml:"buckets"`
+	// HotShards pins bucket b of a bucketed hot SKU on hot shard
+	// HotShards[b mod len]; empty: the placement rule spreads them.
+	HotShards []int `json:"hotShards,omitempty" yaml:"hot_shards"`
 }
 
 // Shard is HotShard, or -1 when the SKU names none (the placement rule
@@ -160,6 +167,9 @@ func (a *Activity) Validate() error {
 		}
 		if s.HotShard != nil && (*s.HotShard < 0 || !s.Hot) {
 			return fmt.Errorf("activity %d sku %d: hotShard must be 0 or more, and only on a hot SKU", a.ID, s.ID)
+		}
+		if err := s.validateBuckets(); err != nil {
+			return fmt.Errorf("activity %d sku %d: %w", a.ID, s.ID, err)
 		}
 		if s.LimitPerUser <= 0 {
 			s.LimitPerUser = 1

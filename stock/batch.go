@@ -65,13 +65,47 @@ func (x *Extras) bucket(now time.Time) int64 { return now.UnixMilli() / x.Window
 // SKU, in order: each buyer's result is the one Occupy would have given it
 // called once per buyer in that order. The results are appended to out. An
 // error is a Redis failure and holds for every buyer. A remaining stock of
-// 0 publishes the sold-out event (once).
+// 0 publishes the sold-out event (once). The buyers of a SKU split into
+// buckets are judged each in its own bucket (sale.SKU.BucketOf), one script
+// call per bucket.
 func (s *Stock) OccupyBatch(ctx context.Context, a *sale.Activity, sku *sale.SKU, x Extras, buyers []Buyer, out []OccupyResult) ([]OccupyResult, error) {
-	k := sale.KeysFor(a.ID, sku.ID)
+	if !sku.Split() {
+		return s.occupyBucket(ctx, a, sku, sale.NoBucket, x, buyers, out)
+	}
+	base := len(out)
+	out = append(out, make([]OccupyResult, len(buyers))...)
+	var in []Buyer
+	var idx []int
+	var res []OccupyResult
+	for b := 0; b < sku.Buckets; b++ {
+		in, idx = in[:0], idx[:0]
+		for i := range buyers {
+			if sku.BucketOf(buyers[i].UserID) == b {
+				in, idx = append(in, buyers[i]), append(idx, i)
+			}
+		}
+		if len(in) == 0 {
+			continue
+		}
+		var err error
+		if res, err = s.occupyBucket(ctx, a, sku, b, x, in, res[:0]); err != nil {
+			return out[:base], err
+		}
+		for j, i := range idx {
+			out[base+i] = res[j]
+		}
+	}
+	return out, nil
+}
+
+// occupyBucket is one occupy script call for buyers of bucket b of sku (all
+// of them, for sale.NoBucket).
+func (s *Stock) occupyBucket(ctx context.Context, a *sale.Activity, sku *sale.SKU, b int, x Extras, buyers []Buyer, out []OccupyResult) ([]OccupyResult, error) {
+	k := sale.KeysIn(a.ID, sku.ID, b)
 	now := time.Now()
 	keys := appendBatchKeys(make([]string, 0, 9), &k, x, now)
 	args := appendBatchArgs(make([]string, 0, 5+3*len(buyers)), a.ID, sku.ID, x, now, buyers)
-	return s.occupyBatchArgs(ctx, a, sku, keys, buyers, args, out)
+	return s.occupyBatchArgs(ctx, a, sku, b, x, b >= 0, keys, buyers, args, out)
 }
 
 // appendBatchKeys appends the KEYS of one occupy script call at now to
@@ -108,14 +142,17 @@ func appendBatchArgs(args []string, activity, sku int64, x Extras, now time.Time
 	return args
 }
 
-// occupyBatchArgs is OccupyBatch with the call's KEYS (appendBatchKeys) and
+// occupyBatchArgs is occupyBucket with the call's KEYS (appendBatchKeys) and
 // ARGV (appendBatchArgs) built by the caller, so one that sends batch after
-// batch of one SKU (the engine's group commit) reuses their buffers.
-func (s *Stock) occupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale.SKU, keys []string, buyers []Buyer, args []string, out []OccupyResult) ([]OccupyResult, error) {
+// batch of one SKU (the group commit) reuses their buffers. split turns a
+// bucket's answers into the SKU's (splitResults); a retry after a transfer
+// passes false (its answers are the bucket's, for the first call's
+// splitResults to turn).
+func (s *Stock) occupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale.SKU, b int, x Extras, split bool, keys []string, buyers []Buyer, args []string, out []OccupyResult) ([]OccupyResult, error) {
 	if len(buyers) == 0 {
 		return out, nil
 	}
-	vals, acked, err := s.occupyExec(ctx, s.skuClient(a.ID, sku), keys, args)
+	vals, acked, err := s.occupyExec(ctx, s.bucketClient(a.ID, sku, b), keys, args)
 	if err != nil {
 		// With wait_replicas, the script may have run and its WAIT failed:
 		// the buyers are busy either way, and what it took the sweeper
@@ -156,6 +193,11 @@ func (s *Stock) occupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale
 			err = fmt.Errorf("%w; %w", err, gerr)
 		}
 		return out[:len(out)-len(buyers)], err
+	}
+	if b >= 0 {
+		// A bucket: its emptiness is not the SKU's (splitResults; a retry
+		// leaves it to the first call's).
+		soldOut = split && s.splitResults(ctx, a, sku, b, x, buyers, out[len(out)-len(buyers):])
 	}
 	if soldOut {
 		s.publish(ctx, sale.Event{Kind: sale.EventSoldOut, Activity: a.ID, SKU: sku.ID})

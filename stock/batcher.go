@@ -28,7 +28,7 @@ type Batcher struct {
 	stock   *Stock
 	max     int
 	timeout time.Duration
-	queues  sync.Map // skuKey -> *skuQueue
+	queues  sync.Map // bucketKey -> *skuQueue
 	calls   sync.Pool
 	onBatch func(n int) // the size of each script call (metrics, tests)
 }
@@ -52,6 +52,12 @@ func (s *Stock) NewBatcher(cfg BatcherConfig) *Batcher {
 	return b
 }
 
+// bucketKey names one bucket of one SKU (sale.NoBucket: a SKU not split).
+type bucketKey struct {
+	activity, sku int64
+	bucket        int
+}
+
 // occupyCall is one buyer waiting in a queue.
 type occupyCall struct {
 	ctx     context.Context
@@ -69,7 +75,8 @@ type occupyCall struct {
 // flight (or a full batch waiting and fewer than maxInFlight calls out)
 // sends a batch itself and hands what queued meanwhile to a flusher.
 type skuQueue struct {
-	keys sale.SKUKeys
+	keys   sale.SKUKeys
+	bucket int
 
 	mu       sync.Mutex
 	pending  []*occupyCall
@@ -103,10 +110,13 @@ func (b *Batcher) Occupy(ctx context.Context, a *sale.Activity, sku *sale.SKU, x
 // channel shared by the buyers of one tick (internal/timeouts), not a
 // context and a timer per buyer.
 func (b *Batcher) OccupyWithin(ctx context.Context, expired <-chan struct{}, a *sale.Activity, sku *sale.SKU, x Extras, user int64, requestNo string, q int64) (OccupyResult, error) {
-	key := skuKey{a.ID, sku.ID}
+	// One queue per bucket (the buyer's, sale.SKU.BucketOf): a batch is one
+	// script call on one sub-ledger.
+	bk := sku.BucketOf(user)
+	key := bucketKey{a.ID, sku.ID, bk}
 	v, ok := b.queues.Load(key)
 	if !ok {
-		v, _ = b.queues.LoadOrStore(key, &skuQueue{keys: sale.KeysFor(a.ID, sku.ID)})
+		v, _ = b.queues.LoadOrStore(key, &skuQueue{keys: sale.KeysIn(a.ID, sku.ID, bk), bucket: bk})
 	}
 	sq := v.(*skuQueue)
 	c := b.calls.Get().(*occupyCall)
@@ -248,7 +258,7 @@ func (b *Batcher) run(sq *skuQueue, batch []*occupyCall) {
 		buf.keys = appendBatchKeys(buf.keys, &sq.keys, first.x, now)
 		buf.args = appendBatchArgs(buf.args, first.a.ID, first.sku.ID, first.x, now, buf.buyers)
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-		out, err := b.stock.occupyBatchArgs(ctx, first.a, first.sku, buf.keys, buf.buyers, buf.args, buf.out)
+		out, err := b.stock.occupyBatchArgs(ctx, first.a, first.sku, sq.bucket, first.x, sq.bucket >= 0, buf.keys, buf.buyers, buf.args, buf.out)
 		cancel()
 		for i, c := range live {
 			if err != nil {
