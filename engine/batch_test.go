@@ -64,4 +64,3 @@ func TestOccupyOnAStalledRedisIsBusyWithinTheTimeout(t *testing.T) {
 		t.Fatalf("%d of 20 buyers waited past the occupy timeout", slow.Load())
 	}
 }
-
