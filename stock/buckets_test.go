@@ -15,6 +15,7 @@ import (
 	"seckill/internal/testenv"
 	"seckill/lua"
 	"seckill/sale"
+	"seckill/stock/results"
 )
 
 // bucketRig is a Stock over a default Redis and two hot shards, recording
@@ -316,7 +317,7 @@ func TestBucketsConcurrentNeverOversell(t *testing.T) {
 	ids := sale.NewRequestNos(1)
 	var mu sync.Mutex
 	oks := map[int64]int{}
-	var soldOut atomic.Bool
+	var soldOut, restarted, soldBeforeRestart atomic.Bool
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { // random transfers
@@ -339,6 +340,7 @@ func TestBucketsConcurrentNeverOversell(t *testing.T) {
 		if err := r.hot[0].Start(); err != nil {
 			t.Errorf("restart hot0: %v", err)
 		}
+		restarted.Store(true)
 	})
 	var buyers sync.WaitGroup
 	var next atomic.Int64
@@ -361,6 +363,9 @@ func TestBucketsConcurrentNeverOversell(t *testing.T) {
 					oks[user]++
 					mu.Unlock()
 				case CodeSoldOut:
+					if !restarted.Load() {
+						soldBeforeRestart.Store(true)
+					}
 					soldOut.Store(true)
 				case CodeRebalancing:
 					time.Sleep(time.Millisecond)
@@ -396,6 +401,9 @@ func TestBucketsConcurrentNeverOversell(t *testing.T) {
 	if c.Remaining != 0 || c.InFlight != 0 || c.Sold != 600 || c.Holders != 600 || int64(total) > c.Sold {
 		t.Fatalf("the sale ended with %+v and %d OKs, want every unit sold or held", c, total)
 	}
+	if soldBeforeRestart.Load() {
+		t.Fatal("the sale ended before the shard restarted: the restart was not mid-sale")
+	}
 	if early.Load() != 0 {
 		t.Fatalf("%d sold-out events while a bucket still held stock", early.Load())
 	}
@@ -414,4 +422,62 @@ func TestBucketsConcurrentNeverOversell(t *testing.T) {
 		}
 	}
 	t.Logf("%d OKs, %d sold (the rest occupied by answers lost in the restart)", total, c.Sold)
+}
+
+// TestBucketedTicketIsFoundByItsNumber: a ticket of a bucketed SKU is
+// found by its number alone — its QUEUING result (the results store), its
+// pending entry (the sweeper's index of its bucket), its claim and its
+// release go to the bucket it names, and the released unit is back there.
+func TestBucketedTicketIsFoundByItsNumber(t *testing.T) {
+	r := newBucketRig(t)
+	a, k := r.bucketed(t, 8, 4, 0, 1)
+	ctx := context.Background()
+	u := usersIn(k, 3, 1)[0]
+	rn := sale.NewRequestNos(1).NextIn(a.ID, k.ID, 3)
+	if res, err := r.st.Occupy(ctx, a, k, u, rn, 1); err != nil || res.Code != CodeOK {
+		t.Fatalf("occupy: %+v %v", res, err)
+	}
+	res := results.New(r.st.shards.Default, r.st.BucketClient, 0)
+	if e, err := res.Read(ctx, rn); err != nil || e.State != sale.ResultQueuing || e.Owner != u {
+		t.Fatalf("result of %s: %+v %v", rn, e, err)
+	}
+	page, _, err := r.st.PendingIn(ctx, a.ID, k, 3, time.Now().Add(time.Minute), 0, 10)
+	if err != nil || len(page) != 1 || page[0].RequestNo != rn {
+		t.Fatalf("bucket 3's pending index: %+v %v", page, err)
+	}
+	if others, _, err := r.st.PendingIn(ctx, a.ID, k, 2, time.Now().Add(time.Minute), 0, 10); err != nil || len(others) != 0 {
+		t.Fatalf("bucket 2's pending index: %+v %v", others, err)
+	}
+	m := &sale.Message{RequestNo: rn, ActivityID: a.ID, SKUID: k.ID, UserID: u, Quantity: 1}
+	if held, err := r.st.Claim(ctx, m); err != nil || !held {
+		t.Fatalf("claim: %v %v", held, err)
+	}
+	if b3 := r.bucketStock(t, k, 3); b3 != 1 {
+		t.Fatalf("bucket 3 holds %d after one sale of its 2", b3)
+	}
+	if out, err := r.st.Release(ctx, m, true); err != nil {
+		t.Fatalf("release: %v %v", out, err)
+	}
+	if b3 := r.bucketStock(t, k, 3); b3 != 2 {
+		t.Fatalf("bucket 3 holds %d after the release, want its 2 back", b3)
+	}
+	if c, err := r.st.Counts(ctx, a.ID, k.ID); err != nil || c.Remaining != 8 || c.Sold != 0 {
+		t.Fatalf("counts after the release: %+v %v", c, err)
+	}
+}
+
+// TestRestockSpreadsOverTheBuckets: 7 units restocked over 4 buckets go
+// 2, 2, 2, 1; the SKU's remaining and initial are the sums.
+func TestRestockSpreadsOverTheBuckets(t *testing.T) {
+	r := newBucketRig(t)
+	a, k := r.bucketed(t, 8, 4)
+	rem, initial, err := r.st.Restock(context.Background(), a.ID, k.ID, 7)
+	if err != nil || rem != 15 || initial != 15 {
+		t.Fatalf("restock: remaining %d initial %d (%v), want 15 and 15", rem, initial, err)
+	}
+	for b, want := range []int64{4, 4, 4, 3} {
+		if got := r.bucketStock(t, k, b); got != want {
+			t.Fatalf("bucket %d holds %d, want %d", b, got, want)
+		}
+	}
 }
