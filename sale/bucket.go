@@ -3,6 +3,7 @@ package sale
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // MaxBuckets bounds SKU.Buckets: a ticket number names its bucket in at
@@ -135,4 +136,33 @@ func TicketBucket(rn string) int {
 		return NoBucket
 	}
 	return b
+}
+
+// FormatShards writes a bucketed SKU's HotShards as the database keeps
+// them: "0,1" ("" for none).
+func FormatShards(hs []int) string {
+	var b []byte
+	for i, h := range hs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(h), 10)
+	}
+	return string(b)
+}
+
+// ParseShards reads FormatShards' form back.
+func ParseShards(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("hot shards %q: not a list of shard numbers", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
