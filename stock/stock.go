@@ -59,9 +59,6 @@ func (s *Stock) Catalog() *catalog.Catalog { return s.cat }
 // Shards returns the Redis deployments.
 func (s *Stock) Shards() *shard.Set { return s.shards }
 
-// skuKey names one SKU of one activity.
-type skuKey struct{ activity, sku int64 }
-
 // Occupy codes returned by the occupy script (occupy_batch.lua);
 // outcome.go maps each to its sentinel.
 const (
