@@ -134,7 +134,7 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	// One script call is all the Redis work of an accepted buyer: it counts
 	// the window, takes the stock and writes the QUEUING result.
 	res, err := e.occupy(ctx, a, sku, *e.extras.Load(), r.UserID, rn, r.Quantity)
-	lbl := &e.shardLbl[min(e.stock.Place(a.ID, sku)+1, len(e.shardLbl)-1)]
+	lbl := &e.shardLbl[min(e.stock.PlaceIn(a.ID, sku, sku.BucketOf(r.UserID))+1, len(e.shardLbl)-1)]
 	lbl.lua.Observe(time.Since(start).Seconds())
 	if err != nil {
 		lbl.errors.Inc()
