@@ -84,3 +84,46 @@ func TestHotShardIsCheckedAndShown(t *testing.T) {
 		t.Fatalf("sku 11's stock on hot1: %d, %v", n, err)
 	}
 }
+
+// TestBucketsAreCheckedAndShown: a bucketed SKU pinning a hot shard the
+// fleet lacks is refused (400); one on both hot shards is created with its
+// stock spread (4 buckets of 2, two on each shard), and the stock view
+// shows the SKU's sums and each bucket's line.
+func TestBucketsAreCheckedAndShown(t *testing.T) {
+	def, h0, h1 := testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)
+	st, _ := stocktest.Stock(t, def, func(c *shard.Config) {
+		c.Hot = shard.HotShards{{Addrs: []string{h0.Addr}}, {Addrs: []string{h1.Addr}}}
+	})
+	s, _ := newServer(t, st)
+	now := time.Now()
+	act := func(pins string) string {
+		return fmt.Sprintf(`{"id":1,"start":%q,"end":%q,"skus":[{"id":11,"stock":8,"price":"1.00","limitPerUser":1,"hot":true,"buckets":4,"hotShards":%s}]}`,
+			now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339), pins)
+	}
+	if ctx := send(s, "POST", "/admin/v1/activities", act("[0,2]")); ctx.Response.StatusCode() != 400 ||
+		!strings.Contains(string(ctx.Response.Body()), "hotShards names 2") {
+		t.Fatalf("hotShards [0,2] of 2 shards: %d %s, want 400 naming it", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	if ctx := send(s, "POST", "/admin/v1/activities", act("[0,1]")); ctx.Response.StatusCode() != 200 {
+		t.Fatalf("hotShards [0,1]: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	ctx := send(s, "GET", "/admin/v1/activities/1/stock", "")
+	var rep StockReport
+	if err := json.Unmarshal(ctx.Response.Body(), &rep); err != nil || len(rep.SKUs) != 1 {
+		t.Fatalf("stock view %d %s: %v", ctx.Response.StatusCode(), ctx.Response.Body(), err)
+	}
+	l := rep.SKUs[0]
+	if l.Remaining != 8 || l.Initial != 8 || l.Drift != 0 || len(l.Buckets) != 4 {
+		t.Fatalf("sku line %+v", l)
+	}
+	for b, bl := range l.Buckets {
+		if want := []string{"hot0", "hot1"}[b%2]; bl.Bucket != b || bl.Shard != want || bl.Remaining != 2 || bl.Initial != 2 {
+			t.Errorf("bucket line %+v, want bucket %d on %s with 2 of 2", bl, b, want)
+		}
+	}
+	for b, h := range []*testenv.Redis{h0, h1, h0, h1} {
+		if n, err := h.Do(t, "GET", fmt.Sprintf("sk:{a1:s11:b%d}:stock", b)).AsInt64(); err != nil || n != 2 {
+			t.Fatalf("bucket %d's stock on its shard: %d, %v", b, n, err)
+		}
+	}
+}

@@ -46,7 +46,15 @@ func (s *Server) setMode(ctx *fasthttp.RequestCtx) {
 		writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", "name mode (direct or queue), rate or both")
 		return
 	}
+	a, err := s.resolveSKU(sku, max(body.ActivityID, queryInt(ctx, "activityId")))
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
 	check := sale.SKU{}
+	if k := a.SKU(sku); k != nil {
+		check = *k
+	}
 	if body.Mode != nil {
 		check.Mode = *body.Mode
 	}
@@ -55,11 +63,6 @@ func (s *Server) setMode(ctx *fasthttp.RequestCtx) {
 	}
 	if err := check.ValidateMode(); err != nil {
 		writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", err.Error())
-		return
-	}
-	a, err := s.resolveSKU(sku, max(body.ActivityID, queryInt(ctx, "activityId")))
-	if err != nil {
-		s.fail(ctx, err)
 		return
 	}
 	c, cancel := opCtx(ctx)

@@ -35,6 +35,13 @@ func (s *Server) createActivity(ctx *fasthttp.RequestCtx) {
 				"activity %d sku %d: hotShard %d, but redis.hot configures %d hot shard(s)", a.ID, k.ID, *k.HotShard, n))
 			return
 		}
+		for _, h := range k.HotShards {
+			if n := s.d.Stock.Shards().HotCount(); h >= n {
+				writeErr(ctx, fasthttp.StatusBadRequest, "BAD_REQUEST", fmt.Sprintf(
+					"activity %d sku %d: hotShards names %d, but redis.hot configures %d hot shard(s)", a.ID, k.ID, h, n))
+				return
+			}
+		}
 	}
 	c, cancel := opCtx(ctx)
 	defer cancel()
@@ -202,9 +209,25 @@ type SKUStock struct {
 	} `json:"snapshot"`
 	SoldOut bool `json:"soldOut"`
 	Marked  bool `json:"markedSoldOut"`
-	// Drift is ordered + occupied + remaining − initial: 0 when the books
-	// add up (DESIGN §8).
+	// Drift is ordered + occupied + remaining + inFlight − initial: 0 when
+	// the books add up (DESIGN §8).
 	Drift int64 `json:"drift"`
+	// A SKU split into buckets: the units of transfers between its buckets
+	// not yet credited, and each bucket's line (the SKU's figures above are
+	// their sums).
+	InFlight int64         `json:"inFlight,omitempty"`
+	Buckets  []BucketStock `json:"buckets,omitempty"`
+}
+
+// BucketStock is one bucket's line of a bucketed SKU's stock report.
+type BucketStock struct {
+	Bucket    int    `json:"bucket"`
+	Shard     string `json:"shard"`
+	Initial   int64  `json:"initial"`   // its share, raised by restocks
+	Remaining int64  `json:"remaining"` // its stock key
+	Sold      int64  `json:"sold"`      // occupied or ordered in it
+	In        int64  `json:"in"`        // units transfers credited to it
+	Out       int64  `json:"out"`       // units transfers debited from it
 }
 
 // StockReport answers GET /admin/v1/activities/{id}/stock.
@@ -246,8 +269,20 @@ func (s *Server) stock(ctx *fasthttp.RequestCtx) {
 		}
 		line := SKUStock{SKUID: k.ID, Hot: k.Hot, Shard: s.d.Stock.ShardName(id, k.ID), Initial: n.Initial, Remaining: n.Remaining, Ordered: units, Orders: orders, Marked: marked}
 		line.Occupied = max(n.Sold-units, 0)
-		line.Drift = line.Ordered + line.Occupied + line.Remaining - line.Initial
-		line.SoldOut = marked || n.Remaining <= 0
+		line.InFlight = n.InFlight
+		line.Drift = line.Ordered + line.Occupied + line.Remaining + line.InFlight - line.Initial
+		line.SoldOut = marked || n.Remaining+n.InFlight <= 0
+		if k.Split() {
+			per, err := s.d.Stock.BucketCounts(c, id, &k)
+			if err != nil {
+				s.fail(ctx, err)
+				return
+			}
+			for b, bc := range per {
+				line.Buckets = append(line.Buckets, BucketStock{Bucket: b, Shard: s.d.Stock.Shards().Name(s.d.Stock.PlaceIn(id, &k, b)),
+					Initial: bc.Initial, Remaining: bc.Remaining, Sold: bc.Sold, In: bc.In, Out: bc.Out})
+			}
+		}
 		if snap, err := s.d.Store.Snapshot(c, id, k.ID); err == nil {
 			line.Snapshot.Initial, line.Snapshot.Available, line.Snapshot.Sold = snap.Initial, snap.Available, snap.Sold
 		} else if !errors.Is(err, store.ErrNotFound) {

@@ -52,7 +52,7 @@ func TestBatchRedisWorkDoesNotGrowWithTheBatch(t *testing.T) {
 	t.Cleanup(set.Close)
 	defTrips, hotTrips := testenv.CountShardTrips(set.Wrap)
 	r.stock = stock.New(set, catalog.New(set.Default))
-	r.res = results.New(set.Default, r.stock.Client, 0)
+	r.res = results.New(set.Default, r.stock.BucketClient, 0)
 
 	const (
 		hotSKU  = 70001 // on the hot shard, in the database

@@ -410,3 +410,27 @@ func TestMountedRoutesAreServedBehindTheAddressChecks(t *testing.T) {
 		t.Fatal("a clashing route must fail New")
 	}
 }
+
+// TestEngineRebalancingAnswers429NeverSoldOut: the engine's REBALANCING
+// (the buyer's bucket is empty while other buckets of the SKU hold stock)
+// is a 429 REBALANCING with the engine's short Retry-After, and raises no
+// sold-out flag: the next buyer still reaches the engine.
+func TestEngineRebalancingAnswers429NeverSoldOut(t *testing.T) {
+	e := newEdge(t)
+	e.eng.answer(func(r *engine.Request) (engine.Ticket, error) {
+		if r.UserID == 5 {
+			return engine.Ticket{Remaining: 30, RetryAfter: time.Second}, fmt.Errorf("occupy: %w", stock.ErrRebalancing)
+		}
+		return engine.Ticket{RequestNo: "7-1001.1-1", Remaining: 29}, nil
+	})
+	r := e.order("5", `{"skuId":1001}`)
+	mustStatus(t, r, 429, "REBALANCING")
+	if ra := r.header["Retry-After"]; ra != "1" {
+		t.Errorf("Retry-After %q, want 1", ra)
+	}
+	calls := e.eng.calls.Load()
+	mustStatus(t, e.order("6", `{"skuId":1001}`), 200, "QUEUING")
+	if e.eng.calls.Load() != calls+1 {
+		t.Fatal("the buyer after a REBALANCING did not reach the engine: the SKU was flagged sold out")
+	}
+}

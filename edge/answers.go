@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"seckill/engine"
 	"seckill/internal/identity"
-	"seckill/stock"
 )
 
 // This file is the one place that decides what a buyer is told: every fixed
@@ -173,6 +173,7 @@ var (
 	// seckill_edge_engine_calls_total instead.
 	ansEngNotOpen    = newAnswer(statusTooEarly, "NOT_OPEN", -1, "the sale has not started")
 	ansEngEnded      = newAnswer(fasthttp.StatusGone, "ENDED", -1, "the sale has ended")
+	ansRebalancing   = newAnswer(fasthttp.StatusTooManyRequests, "REBALANCING", -1, "this item's stock is being moved to serve you; retry after the number of seconds in Retry-After")
 	ansEngSoldOut    = newAnswer(fasthttp.StatusGone, "SOLD_OUT", -1, "sold out")
 	ansEngOverLimit  = newAnswer(fasthttp.StatusBadRequest, "OVER_LIMIT", -1, "quantity over the per-user limit")
 	ansEngUnknownSKU = newAnswer(fasthttp.StatusNotFound, "UNKNOWN_SKU", -1, "no activity sells this sku")
@@ -258,24 +259,28 @@ var outcomes = [nOutcomes]string{
 // lost the SKU, an error no sentinel matches) is busy: fail closed, never a
 // guess of success.
 func engineOutcome(err error) (int, *answer) {
-	switch stock.OutcomeOf(err) {
-	case stock.OK:
+	switch engine.OutcomeOf(err) {
+	case engine.OK:
 		return outcomeQueued, nil
-	case stock.SoldOut:
+	case engine.SoldOut:
 		return outcomeSoldOut, ansEngSoldOut
-	case stock.Duplicate:
+	case engine.Duplicate:
 		return outcomeDuplicate, nil
-	case stock.NotOpen:
+	case engine.NotOpen:
 		return outcomeNotOpen, ansEngNotOpen
-	case stock.Ended:
+	case engine.Ended:
 		return outcomeEnded, ansEngEnded
-	case stock.OverLimit:
+	case engine.OverLimit:
 		return outcomeOverLimit, ansEngOverLimit
-	case stock.RateLimited:
+	case engine.Rebalancing:
+		// The buyer's bucket is empty while others hold stock: a 429 with
+		// the engine's short Retry-After, never a sold-out.
+		return outcomeRateLimited, ansRebalancing
+	case engine.RateLimited:
 		// Also an early rejection (rate_user_sku), as when the edge
 		// counted the window itself: it sends a 429 with Retry-After.
 		return outcomeRateLimited, ansRateUserSKU
-	case stock.UnknownSKU:
+	case engine.UnknownSKU:
 		return outcomeUnknownSKU, ansEngUnknownSKU
 	}
 	return outcomeBusy, ansEngBusy

@@ -180,7 +180,7 @@ func newEdge(t testing.TB, opts ...envOption) *edgeEnv {
 			t.Fatal(err)
 		}
 		t.Cleanup(set.Close)
-		e.res = results.New(e.rdb, stock.New(set, e.cat).Client, time.Hour)
+		e.res = results.New(e.rdb, stock.New(set, e.cat).BucketClient, time.Hour)
 	} else {
 		e.res = results.New(e.rdb, nil, time.Hour)
 	}

@@ -15,7 +15,7 @@ import (
 // forgets the remaining stock until the engine's next answer), activity
 // reloads the catalog, blocklist re-reads the blocklist, routes the route
 // switches. The stock ledger in
-// the same process calls it directly (stock.WithEventHook, wired by
+// the same process calls it directly (the ledger's event hook, wired by
 // cmd/seckill/app) so the edge need not wait for the pub/sub round trip; the same events also arrive by
 // pub/sub, and applying one twice is harmless. It does not block on I/O and
 // is safe for concurrent use, also after Shutdown (then it does nothing).

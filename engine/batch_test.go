@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,104 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/testenv"
-	"seckill/stock"
 )
-
-func TestBatcherCoalescesUnderLoadWithinTheBound(t *testing.T) {
-	r := newRig(t)
-	a, k := r.preheat(t, activity(1, 1001, 100000, true))
-	b := NewBatcher(r.stock, BatchConfig{Enabled: true, MaxSize: 16}, time.Second)
-	var mu sync.Mutex
-	sizes := map[int]int{}
-	b.onBatch = func(n int) { mu.Lock(); sizes[n]++; mu.Unlock() }
-
-	const workers, each = 64, 40
-	var wg sync.WaitGroup
-	var oks atomic.Int64
-	for g := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				u := int64(g*each + i + 1)
-				res, err := b.Occupy(context.Background(), a, k, stock.Extras{}, u, fmt.Sprint("rn", u), 1)
-				if err != nil || res.Code != stock.CodeOK || res.Holder != fmt.Sprint("rn", u) {
-					t.Errorf("user %d: %+v %v", u, res, err)
-					return
-				}
-				oks.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	calls, buyers, biggest := 0, 0, 0
-	for n, c := range sizes {
-		calls += c
-		buyers += n * c
-		biggest = max(biggest, n)
-	}
-	if buyers != workers*each || oks.Load() != workers*each {
-		t.Fatalf("%d buyers sent, %d OK, want %d", buyers, oks.Load(), workers*each)
-	}
-	if biggest > 16 {
-		t.Fatalf("a batch of %d buyers, above max_size 16 (%v)", biggest, sizes)
-	}
-	if calls >= buyers/2 {
-		t.Fatalf("%d script calls for %d buyers: concurrent occupies were not coalesced (%v)", calls, buyers, sizes)
-	}
-	if c := r.counts(t, 1, 1001); c.Sold != workers*each || c.Holders != workers*each {
-		t.Fatalf("counts %+v", c)
-	}
-	t.Logf("%d buyers in %d script calls; sizes %v", buyers, calls, sizes)
-}
-
-func TestBatcherSendsALoneOccupyAtOnce(t *testing.T) {
-	r := newRig(t)
-	a, k := r.preheat(t, activity(1, 11, 10, false))
-	b := NewBatcher(r.stock, DefaultConfig().Batch, time.Second)
-	var sizes []int
-	b.onBatch = func(n int) { sizes = append(sizes, n) }
-	for u := int64(1); u <= 3; u++ {
-		res, err := b.Occupy(context.Background(), a, k, stock.Extras{}, u, fmt.Sprint("rn", u), 1)
-		if err != nil || res != (stock.OccupyResult{Code: stock.CodeOK, Remaining: 10 - u, Holder: fmt.Sprint("rn", u)}) {
-			t.Fatalf("user %d: %+v %v", u, res, err)
-		}
-	}
-	if fmt.Sprint(sizes) != "[1 1 1]" {
-		t.Fatalf("batch sizes %v, want each idle occupy sent alone", sizes)
-	}
-}
-
-func TestBatcherDropsABuyerWhoseContextEnded(t *testing.T) {
-	r := newRig(t)
-	a, k := r.preheat(t, activity(1, 11, 10, false))
-	b := NewBatcher(r.stock, DefaultConfig().Batch, time.Second)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := b.Occupy(ctx, a, k, stock.Extras{}, 1, "gone", 1); !errors.Is(err, context.Canceled) {
-		t.Fatalf("occupy with an ended context: %v", err)
-	}
-	if c := r.counts(t, 1, 11); c.Remaining != 10 || c.Holders != 0 {
-		t.Fatalf("a buyer who had gone was occupied: %+v", c)
-	}
-}
-
-// TestBatcherDropsABuyerWhoseTimeoutExpired: a buyer whose shared timeout
-// has closed before its batch goes out is dropped with
-// context.DeadlineExceeded, and nothing is occupied for it.
-func TestBatcherDropsABuyerWhoseTimeoutExpired(t *testing.T) {
-	r := newRig(t)
-	a, k := r.preheat(t, activity(1, 11, 10, false))
-	b := NewBatcher(r.stock, DefaultConfig().Batch, time.Second)
-	expired := make(chan struct{})
-	close(expired)
-	if _, err := b.OccupyWithin(context.Background(), expired, a, k, stock.Extras{}, 1, "late", 1); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("occupy past its timeout: %v", err)
-	}
-	if c := r.counts(t, 1, 11); c.Remaining != 10 || c.Holders != 0 {
-		t.Fatalf("a buyer past its timeout was occupied: %+v", c)
-	}
-}
 
 // TestOccupyOnAStalledRedisIsBusyWithinTheTimeout: while the SKU's Redis
 // is stuck in a long script, buyers of a group-commit batch — the one in
@@ -160,54 +62,5 @@ func TestOccupyOnAStalledRedisIsBusyWithinTheTimeout(t *testing.T) {
 	}
 	if slow.Load() > 0 {
 		t.Fatalf("%d of 20 buyers waited past the occupy timeout", slow.Load())
-	}
-}
-
-// TestBatcherConcurrentNeverOversells is the ledger's never-oversell test
-// (stock.TestOccupyConcurrentNeverOversells) through group commit: 50
-// goroutines, 3,000 attempts over 2,000 users (every third a repeat) on
-// 1,000 units, coalesced into batches.
-func TestBatcherConcurrentNeverOversells(t *testing.T) {
-	r := newRig(t)
-	a, k := r.preheat(t, activity(1, 1001, 1000, false))
-	b := NewBatcher(r.stock, DefaultConfig().Batch, time.Second)
-	ctx := context.Background()
-	var mu sync.Mutex
-	okUsers := map[int64]int{}
-	var wg sync.WaitGroup
-	for g := 0; g < 50; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; i < 60; i++ {
-				user := int64((g*60+i)%2000 + 1)
-				rn := fmt.Sprintf("g%d-%d", g, i)
-				res, err := b.Occupy(ctx, a, k, stock.Extras{}, user, rn, 1)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if res.Code == stock.CodeOK {
-					mu.Lock()
-					okUsers[user]++
-					mu.Unlock()
-				}
-			}
-		}(g)
-	}
-	wg.Wait()
-	total := 0
-	for u, n := range okUsers {
-		if n != 1 {
-			t.Errorf("user %d got %d OKs", u, n)
-		}
-		total += n
-	}
-	if total != 1000 {
-		t.Fatalf("%d OK answers, want exactly 1000", total)
-	}
-	c := r.counts(t, 1, 1001)
-	if c.Remaining != 0 || c.Sold != 1000 || c.Holders != 1000 {
-		t.Fatalf("counts: %+v, want remaining 0, sold 1000, 1000 holders", c)
 	}
 }

@@ -52,7 +52,7 @@ func BenchmarkCrowd256Single(b *testing.B) {
 
 func BenchmarkCrowd256Batched(b *testing.B) {
 	r := newRig(b)
-	benchmarkCrowd(b, 256, NewBatcher(r.stock, DefaultConfig().Batch, time.Second).Occupy, r)
+	benchmarkCrowd(b, 256, r.stock.NewBatcher(stock.BatcherConfig{MaxSize: DefaultConfig().Batch.MaxSize, Timeout: time.Second}).Occupy, r)
 }
 
 // BenchmarkLocalOccupy is the whole in-process accept path for one buyer at

@@ -157,8 +157,8 @@ func (c *Config) Validate() error {
 		return errors.New("edge.rate.user_sku_limit must not be negative (0 disables)")
 	case c.Window.Limit > 0 && c.Window.Period < time.Millisecond:
 		return errors.New("edge.rate.user_sku_window must be at least 1ms")
-	case c.Batch.Enabled && (c.Batch.MaxSize < 1 || c.Batch.MaxSize > stock.MaxBatch):
-		return errors.New("engine.batch.max_size must be 1..1024")
+	case c.Batch.Enabled && stock.CheckBatchSize(c.Batch.MaxSize) != nil:
+		return fmt.Errorf("engine.batch.max_size: %w", stock.CheckBatchSize(c.Batch.MaxSize))
 	case c.Kafka.RetryMax < 0:
 		return errors.New("engine.kafka.retry_max must not be negative")
 	case c.SidecarReadTimeout <= 0 || c.SidecarWriteTimeout <= 0 || c.SidecarIdleTimeout <= 0:

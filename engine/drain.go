@@ -489,3 +489,6 @@ func (d *Drainer) publish(ctx context.Context, p *progress, high int64) {
 	d.m.length.WithLabelValues(part).Set(float64(max(high-next, 0)))
 	d.m.rate.WithLabelValues(part).Set(rate)
 }
+
+// skuKey names one SKU of one activity: a line's key in the drainer's maps.
+type skuKey struct{ activity, sku int64 }

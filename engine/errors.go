@@ -23,3 +23,27 @@ var errUnresolved = fmt.Errorf("%w: the request names no resolved activity and S
 // stock.ErrOverLimit — the quantity is outside 1..limit — so it maps to the
 // over-limit answer everywhere.
 var ErrBadQuantity = fmt.Errorf("%w: quantity must be at least 1", stock.ErrOverLimit)
+
+// Outcome is one way an Occupy ends: the ledger's outcome table
+// (stock/outcome.go), so the edge classifies the engine's answers without
+// importing the ledger.
+type Outcome = stock.Outcome
+
+// Occupy outcomes (the table's rows).
+const (
+	OK          = stock.OK
+	NotOpen     = stock.NotOpen
+	Ended       = stock.Ended
+	SoldOut     = stock.SoldOut
+	Duplicate   = stock.Duplicate
+	OverLimit   = stock.OverLimit
+	Rebalancing = stock.Rebalancing
+	RateLimited = stock.RateLimited
+	Missing     = stock.Missing
+	UnknownSKU  = stock.UnknownSKU
+	Busy        = stock.Busy
+)
+
+// OutcomeOf maps an Occupy error to its outcome: OK for nil, Busy for
+// anything no sentinel matches (fail closed).
+func OutcomeOf(err error) Outcome { return stock.OutcomeOf(err) }

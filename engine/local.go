@@ -23,7 +23,7 @@ import (
 type Local struct {
 	cfg    Config
 	stock  *stock.Stock
-	batch  *Batcher                     // group commit (engine.batch), or nil: stock.OccupyWith per buyer
+	batch  *stock.Batcher               // group commit (engine.batch), or nil: stock.OccupyWith per buyer
 	extras atomic.Pointer[stock.Extras] // result TTL and window of each call; SetWindow swaps it
 	prod   *Producer
 	sign   *sale.Signer
@@ -130,14 +130,14 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	t := Ticket{Remaining: -1}
 	rn := r.RequestNo
 	if rn == "" {
-		rn = e.ids.Next(a.ID, sku.ID)
+		rn = e.ids.NextIn(a.ID, sku.ID, sku.BucketOf(r.UserID))
 	}
 
 	start := time.Now()
 	// One script call is all the Redis work of an accepted buyer: it counts
 	// the window, takes the stock and writes the QUEUING result.
 	res, err := e.occupy(ctx, a, sku, *e.extras.Load(), r.UserID, rn, r.Quantity)
-	lbl := &e.shardLbl[min(e.stock.Place(a.ID, sku)+1, len(e.shardLbl)-1)]
+	lbl := &e.shardLbl[min(e.stock.PlaceIn(a.ID, sku, sku.BucketOf(r.UserID))+1, len(e.shardLbl)-1)]
 	lbl.lua.Observe(time.Since(start).Seconds())
 	if err != nil {
 		lbl.errors.Inc()

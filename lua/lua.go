@@ -36,3 +36,16 @@ var Restock string
 //
 //go:embed edge_heartbeat.lua
 var EdgeHeartbeat string
+
+// TransferDebit and TransferCredit move units between two buckets of one
+// SKU: the debit recorded under the transfer's id on the source, the credit
+// applied once per id on the destination. See transfer_debit.lua and
+// transfer_credit.lua.
+//
+//go:embed transfer_debit.lua
+var TransferDebit string
+
+// TransferCredit: see TransferDebit.
+//
+//go:embed transfer_credit.lua
+var TransferCredit string

@@ -97,6 +97,22 @@ func (r *Reconciler) orphanReason(ctx context.Context, rn string) (string, error
 
 // sweepSKU sweeps one SKU's pending tickets accepted before before.
 func (r *Reconciler) sweepSKU(ctx context.Context, a *sale.Activity, k *sale.SKU, before, now, through time.Time) (int, error) {
+	// A SKU split into buckets has a pending index per bucket; a ticket's
+	// release goes to the bucket its number names.
+	n := 0
+	for _, b := range k.BucketIndexes() {
+		m, err := r.sweepBucket(ctx, a, k, b, before, now, through)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// sweepBucket sweeps the pending index of bucket b of k (sale.NoBucket:
+// the SKU's own).
+func (r *Reconciler) sweepBucket(ctx context.Context, a *sale.Activity, k *sale.SKU, b int, before, now, through time.Time) (int, error) {
 	n := 0
 	routed := false
 	// offset skips the entries an earlier page left in the index (not stale
@@ -105,7 +121,7 @@ func (r *Reconciler) sweepSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 	// each page either shrinks the index below before or moves offset on.
 	offset := 0
 	for {
-		page, read, err := r.stock.Pending(ctx, a.ID, k, before, offset, sweepPage)
+		page, read, err := r.stock.PendingIn(ctx, a.ID, k, b, before, offset, sweepPage)
 		if err != nil {
 			return n, err
 		}

@@ -85,6 +85,11 @@ func (r *Reconciler) Watch(ctx context.Context) (n int, err error) {
 		// loss and may lag another process's change of the activity.
 		for j := range a.SKUs {
 			k := &a.SKUs[j]
+			if k.Split() {
+				// Preheat refuses a SKU whose buckets are partly lost; a
+				// rebuild of buckets from the database is not built yet.
+				continue
+			}
 			led, err := r.stock.Ledger(ctx, a.ID, k)
 			if errors.Is(err, shard.ErrNoShard) {
 				// The SKU names a hot shard this process's redis.hot

@@ -30,5 +30,10 @@ func (k *SKU) ValidateMode() error {
 	if k.Rate < 0 || k.Rate > MaxQueueRate {
 		return fmt.Errorf("rate must be 0..%d", MaxQueueRate)
 	}
+	if k.Mode == ModeQueue && k.Buckets > 1 {
+		// The waiting line keeps one waiting record and one result hash
+		// per SKU; a bucketed SKU's tickets live in their buckets.
+		return fmt.Errorf("queue mode serves a SKU of one ledger; this one has %d buckets", k.Buckets)
+	}
 	return nil
 }

@@ -31,8 +31,8 @@ func NewRequestNos(node int64) *RequestNos {
 const epoch = 1704067200000
 
 // MaxRequestNoLen is the longest ticket number: two ids of up to 19 digits,
-// the 19-digit id and two dashes.
-const MaxRequestNoLen = 3*19 + 2
+// a bucket (a dot and up to two digits), the 19-digit id and two dashes.
+const MaxRequestNoLen = 3*19 + 3 + 2
 
 // Next returns the next ticket number of (activity, sku).
 func (g *RequestNos) Next(activity, sku int64) string {
@@ -42,9 +42,26 @@ func (g *RequestNos) Next(activity, sku int64) string {
 
 // Append appends the next ticket number of (activity, sku) to dst.
 func (g *RequestNos) Append(dst []byte, activity, sku int64) []byte {
+	return g.AppendIn(dst, activity, sku, NoBucket)
+}
+
+// NextIn returns the next ticket number of bucket b of (activity, sku):
+// "<activity>-<sku>.<b>-<id>", so the ticket alone names the sub-ledger
+// that holds it (NoBucket: Next's form).
+func (g *RequestNos) NextIn(activity, sku int64, b int) string {
+	var buf [MaxRequestNoLen]byte
+	return string(g.AppendIn(buf[:0], activity, sku, b))
+}
+
+// AppendIn appends NextIn's ticket number to dst.
+func (g *RequestNos) AppendIn(dst []byte, activity, sku int64, b int) []byte {
 	dst = strconv.AppendInt(dst, activity, 10)
 	dst = append(dst, '-')
 	dst = strconv.AppendInt(dst, sku, 10)
+	if b >= 0 {
+		dst = append(dst, '.')
+		dst = strconv.AppendInt(dst, int64(b), 10)
+	}
 	dst = append(dst, '-')
 	return strconv.AppendInt(dst, g.nextID(), 10)
 }
@@ -75,29 +92,57 @@ func (g *RequestNos) nextID() int64 {
 // int64), so one ticket has one spelling; anything else is not ok. It does
 // not allocate.
 func ParseRequestNo(rn string) (activity, sku int64, id string, ok bool) {
+	activity, sku, _, id, ok = ParseTicket(rn)
+	return activity, sku, id, ok
+}
+
+// ParseTicket is ParseRequestNo that also reads the bucket the number
+// names: NoBucket for "<activity>-<sku>-<id>", b for
+// "<activity>-<sku>.<b>-<id>" (b a canonical decimal below MaxBuckets).
+func ParseTicket(rn string) (activity, sku int64, bucket int, id string, ok bool) {
 	if len(rn) > MaxRequestNoLen {
-		return 0, 0, "", false
+		return 0, 0, 0, "", false
 	}
 	i := indexDash(rn)
 	if i < 0 {
-		return 0, 0, "", false
+		return 0, 0, 0, "", false
 	}
 	j := indexDash(rn[i+1:])
 	if j < 0 {
-		return 0, 0, "", false
+		return 0, 0, 0, "", false
 	}
 	j += i + 1
 	id = rn[j+1:]
 	if activity, ok = positive(rn[:i]); !ok {
-		return 0, 0, "", false
+		return 0, 0, 0, "", false
 	}
-	if sku, ok = positive(rn[i+1 : j]); !ok {
-		return 0, 0, "", false
+	skuPart, bucket := rn[i+1:j], NoBucket
+	if d := indexDot(skuPart); d >= 0 {
+		n, ok := positive(skuPart[d+1:])
+		if skuPart[d+1:] == "0" {
+			n, ok = 0, true
+		}
+		if !ok || n >= MaxBuckets {
+			return 0, 0, 0, "", false
+		}
+		skuPart, bucket = skuPart[:d], int(n)
+	}
+	if sku, ok = positive(skuPart); !ok {
+		return 0, 0, 0, "", false
 	}
 	if _, ok = positive(id); !ok {
-		return 0, 0, "", false
+		return 0, 0, 0, "", false
 	}
-	return activity, sku, id, true
+	return activity, sku, bucket, id, true
+}
+
+func indexDot(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			return i
+		}
+	}
+	return -1
 }
 
 func indexDash(s string) int {

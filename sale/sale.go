@@ -111,6 +111,13 @@ type SKU struct {
 	// (0: as fast as the SKU's shard allows).
 	Mode string `json:"mode,omitempty" yaml:"mode"`
 	Rate int64  `json:"rate,omitempty" yaml:"rate"`
+	// Buckets splits the SKU's stock into this many sub-ledgers, each in
+	// its own hash slot and placed on a shard of its own (bucket.go); 0 or
+	// 1: one ledger, the SKU's own keys. Fixed for the life of the sale.
+	Buckets int `json:"buckets,omitempty" yaml:"buckets"`
+	// HotShards pins bucket b of a bucketed hot SKU on hot shard
+	// HotShards[b mod len]; empty: the placement rule spreads them.
+	HotShards []int `json:"hotShards,omitempty" yaml:"hot_shards"`
 }
 
 // Shard is HotShard, or -1 when the SKU names none (the placement rule
@@ -168,6 +175,9 @@ func (a *Activity) Validate() error {
 			return fmt.Errorf("activity %d sku %d: hotShard must be 0 or more, and only on a hot SKU", a.ID, s.ID)
 		}
 		if err := s.ValidateMode(); err != nil {
+			return fmt.Errorf("activity %d sku %d: %w", a.ID, s.ID, err)
+		}
+		if err := s.validateBuckets(); err != nil {
 			return fmt.Errorf("activity %d sku %d: %w", a.ID, s.ID, err)
 		}
 		if s.LimitPerUser <= 0 {

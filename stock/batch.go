@@ -13,10 +13,19 @@ import (
 	"seckill/stock/results"
 )
 
-// MaxBatch bounds the buyers of one batch script call (engine.batch.max_size)
+// maxBatch bounds the buyers of one batch script call (engine.batch.max_size)
 // and the tickets of one claim_batch.lua call: 3 ARGV strings and 2 keys per
 // buyer stay far below Lua's stack limit for unpack.
-const MaxBatch = 1024
+const maxBatch = 1024
+
+// CheckBatchSize says whether n buyers fit one occupy script call: nil
+// for 1..1024 (engine.batch.max_size is checked with it).
+func CheckBatchSize(n int) error {
+	if n < 1 || n > maxBatch {
+		return fmt.Errorf("a batch of %d buyers: must be 1..%d", n, maxBatch)
+	}
+	return nil
+}
 
 var occupyBatchScript = rueidis.NewLuaScript(lua.OccupyBatch)
 
@@ -56,21 +65,55 @@ func (x *Extras) bucket(now time.Time) int64 { return now.UnixMilli() / x.Window
 // SKU, in order: each buyer's result is the one Occupy would have given it
 // called once per buyer in that order. The results are appended to out. An
 // error is a Redis failure and holds for every buyer. A remaining stock of
-// 0 publishes the sold-out event (once).
+// 0 publishes the sold-out event (once). The buyers of a SKU split into
+// buckets are judged each in its own bucket (sale.SKU.BucketOf), one script
+// call per bucket.
 func (s *Stock) OccupyBatch(ctx context.Context, a *sale.Activity, sku *sale.SKU, x Extras, buyers []Buyer, out []OccupyResult) ([]OccupyResult, error) {
-	k := sale.KeysFor(a.ID, sku.ID)
-	now := time.Now()
-	keys := AppendBatchKeys(make([]string, 0, 9), &k, x, now)
-	args := AppendBatchArgs(make([]string, 0, 5+3*len(buyers)), a.ID, sku.ID, x, now, buyers)
-	return s.OccupyBatchArgs(ctx, a, sku, keys, buyers, args, out)
+	if !sku.Split() {
+		return s.occupyBucket(ctx, a, sku, sale.NoBucket, x, buyers, out)
+	}
+	base := len(out)
+	out = append(out, make([]OccupyResult, len(buyers))...)
+	var in []Buyer
+	var idx []int
+	var res []OccupyResult
+	for b := 0; b < sku.Buckets; b++ {
+		in, idx = in[:0], idx[:0]
+		for i := range buyers {
+			if sku.BucketOf(buyers[i].UserID) == b {
+				in, idx = append(in, buyers[i]), append(idx, i)
+			}
+		}
+		if len(in) == 0 {
+			continue
+		}
+		var err error
+		if res, err = s.occupyBucket(ctx, a, sku, b, x, in, res[:0]); err != nil {
+			return out[:base], err
+		}
+		for j, i := range idx {
+			out[base+i] = res[j]
+		}
+	}
+	return out, nil
 }
 
-// AppendBatchKeys appends the KEYS of one occupy script call at now to
+// occupyBucket is one occupy script call for buyers of bucket b of sku (all
+// of them, for sale.NoBucket).
+func (s *Stock) occupyBucket(ctx context.Context, a *sale.Activity, sku *sale.SKU, b int, x Extras, buyers []Buyer, out []OccupyResult) ([]OccupyResult, error) {
+	k := sale.KeysIn(a.ID, sku.ID, b)
+	now := time.Now()
+	keys := appendBatchKeys(make([]string, 0, 9), &k, x, now)
+	args := appendBatchArgs(make([]string, 0, 5+3*len(buyers)), a.ID, sku.ID, x, now, buyers)
+	return s.occupyBatchArgs(ctx, a, sku, b, x, b >= 0, keys, buyers, args, out)
+}
+
+// appendBatchKeys appends the KEYS of one occupy script call at now to
 // keys: the SKU's eight (k) and, where x's window is on, the hash of the
 // window that holds now. They do not depend on the buyers: a caller that
 // sends batch after batch of one SKU rebuilds them only when the window
 // turns.
-func AppendBatchKeys(keys []string, k *sale.SKUKeys, x Extras, now time.Time) []string {
+func appendBatchKeys(keys []string, k *sale.SKUKeys, x Extras, now time.Time) []string {
 	keys = append(keys, k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending, k.Results)
 	if x.window() {
 		var buf [20]byte
@@ -79,10 +122,10 @@ func AppendBatchKeys(keys []string, k *sale.SKUKeys, x Extras, now time.Time) []
 	return keys
 }
 
-// AppendBatchArgs appends the ARGV of one occupy script call at now to
+// appendBatchArgs appends the ARGV of one occupy script call at now to
 // args: the SKU's ids, x's settings (the window's end where it is on),
 // then each buyer's triple.
-func AppendBatchArgs(args []string, activity, sku int64, x Extras, now time.Time, buyers []Buyer) []string {
+func appendBatchArgs(args []string, activity, sku int64, x Extras, now time.Time, buyers []Buyer) []string {
 	ttl := x.ResultTTL
 	if ttl <= 0 {
 		ttl = results.DefaultTTL
@@ -99,14 +142,17 @@ func AppendBatchArgs(args []string, activity, sku int64, x Extras, now time.Time
 	return args
 }
 
-// OccupyBatchArgs is OccupyBatch with the call's KEYS (AppendBatchKeys) and
-// ARGV (AppendBatchArgs) built by the caller, so one that sends batch after
-// batch of one SKU (the engine's group commit) reuses their buffers.
-func (s *Stock) OccupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale.SKU, keys []string, buyers []Buyer, args []string, out []OccupyResult) ([]OccupyResult, error) {
+// occupyBatchArgs is occupyBucket with the call's KEYS (appendBatchKeys) and
+// ARGV (appendBatchArgs) built by the caller, so one that sends batch after
+// batch of one SKU (the group commit) reuses their buffers. split turns a
+// bucket's answers into the SKU's (splitResults); a retry after a transfer
+// passes false (its answers are the bucket's, for the first call's
+// splitResults to turn).
+func (s *Stock) occupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale.SKU, b int, x Extras, split bool, keys []string, buyers []Buyer, args []string, out []OccupyResult) ([]OccupyResult, error) {
 	if len(buyers) == 0 {
 		return out, nil
 	}
-	vals, acked, err := s.occupyExec(ctx, s.skuClient(a.ID, sku), keys, args)
+	vals, acked, err := s.occupyExec(ctx, s.bucketClient(a.ID, sku, b), keys, args)
 	if err != nil {
 		// With wait_replicas, the script may have run and its WAIT failed:
 		// the buyers are busy either way, and what it took the sweeper
@@ -147,6 +193,11 @@ func (s *Stock) OccupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale
 			err = fmt.Errorf("%w; %w", err, gerr)
 		}
 		return out[:len(out)-len(buyers)], err
+	}
+	if b >= 0 {
+		// A bucket: its emptiness is not the SKU's (splitResults; a retry
+		// leaves it to the first call's).
+		soldOut = split && s.splitResults(ctx, a, sku, b, x, buyers, out[len(out)-len(buyers):])
 	}
 	if soldOut {
 		s.publish(ctx, sale.Event{Kind: sale.EventSoldOut, Activity: a.ID, SKU: sku.ID})

@@ -13,7 +13,7 @@ var claimBatchScript = newPipelined(lua.ClaimBatch)
 func claimKeys(k sale.SKUKeys) []string { return []string{k.Users, k.Claim, k.Pending} }
 
 // ClaimBatch claims many tickets with one claim_batch.lua call per SKU (at
-// most MaxBatch tickets each), the calls of one shard in one pipeline: a
+// most maxBatch tickets each), the calls of one shard in one pipeline: a
 // consumer batch costs each shard it touches one round trip, and each SKU
 // one HMGET, one SADD and one ZREM (the claimed tickets leave the pending
 // index), whatever the number of tickets. Each ticket gets the answer it

@@ -25,6 +25,11 @@ var (
 	// SKU window (edge.rate.user_sku_limit per user_sku_window), counted by
 	// the occupy script; OccupyResult.RetryAfter says when it resets.
 	ErrRateLimited = errors.New("too many attempts on this sku")
+	// ErrRebalancing: the buyer's bucket of a SKU split into buckets is
+	// empty while other buckets hold stock (a transfer is under way);
+	// OccupyResult.RetryAfter is short. It wraps ErrRateLimited: the buyer
+	// is told 429 with Retry-After, never sold out.
+	ErrRebalancing = fmt.Errorf("%w: this item's stock is being rebalanced", ErrRateLimited)
 	// ErrUnknownSKU: no activity sells the SKU (or not the one named).
 	ErrUnknownSKU = errors.New("unknown sku")
 	// ErrBusy: a dependency (Redis, Kafka) failed or timed out. Any stock

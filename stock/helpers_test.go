@@ -44,7 +44,7 @@ func newRig(t testing.TB) *rig {
 		default:
 		}
 	}))
-	r.res = results.New(r.shards.Default, r.stock.Client, 0)
+	r.res = results.New(r.shards.Default, r.stock.BucketClient, 0)
 	r.occupy = r.stock.Occupy
 	return r
 }

@@ -152,8 +152,12 @@ func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Rec
 // Holder returns the requestNo holding user's record on (activity, sku)
 // ("" when none) and whether it is claimed for an order.
 func (s *Stock) Holder(ctx context.Context, activity, sku, user int64) (requestNo string, claimed bool, err error) {
-	k := sale.KeysFor(activity, sku)
-	c := s.Client(activity, sku)
+	b := sale.NoBucket
+	if _, ks, ok := s.cat.Lookup(activity, sku); ok {
+		b = ks.BucketOf(user) // the user's record lives in its bucket
+	}
+	k := sale.KeysIn(activity, sku, b)
+	c := s.shards.Client(s.shardIn(activity, sku, b))
 	rn, err := c.Do(ctx, c.B().Hget().Key(k.Users).Field(strconv.FormatInt(user, 10)).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return "", false, nil
@@ -166,6 +170,27 @@ func (s *Stock) Holder(ctx context.Context, activity, sku, user int64) (requestN
 		return rn, false, fmt.Errorf("holder activity %d sku %d user %d: %w", activity, sku, user, err)
 	}
 	return rn, claimed, nil
+}
+
+// holdersIn appends to dst the requestNos bucket b of sku holds for the
+// users named by fields ("" for none).
+func (s *Stock) holdersIn(ctx context.Context, activity int64, sku *sale.SKU, b int, fields, dst []string) ([]string, error) {
+	c := s.bucketClient(activity, sku, b)
+	vs, err := c.Do(ctx, c.B().Hmget().Key(sale.KeysIn(activity, sku.ID, b).Users).Field(fields...).Build()).ToArray()
+	if err != nil {
+		return dst, fmt.Errorf("holders activity %d sku %d: %w", activity, sku.ID, err)
+	}
+	if len(vs) != len(fields) {
+		return dst, fmt.Errorf("holders activity %d sku %d: %d values for %d users", activity, sku.ID, len(vs), len(fields))
+	}
+	for _, v := range vs {
+		rn, err := v.ToString()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return dst, fmt.Errorf("holders activity %d sku %d: %w", activity, sku.ID, err)
+		}
+		dst = append(dst, rn)
+	}
+	return dst, nil
 }
 
 // Hold is a live order's claim on its SKU: the record a rebuild or a
@@ -298,20 +323,31 @@ func (s *Stock) HoldersOf(ctx context.Context, activity int64, sku *sale.SKU, us
 	for i, u := range users {
 		fields[i] = strconv.FormatInt(u, 10)
 	}
-	c := s.skuClient(activity, sku)
-	vs, err := c.Do(ctx, c.B().Hmget().Key(sale.KeysFor(activity, sku.ID).Users).Field(fields...).Build()).ToArray()
-	if err != nil {
-		return dst, fmt.Errorf("holders activity %d sku %d: %w", activity, sku.ID, err)
+	if !sku.Split() {
+		return s.holdersIn(ctx, activity, sku, sale.NoBucket, fields, dst)
 	}
-	if len(vs) != len(users) {
-		return dst, fmt.Errorf("holders activity %d sku %d: %d values for %d users", activity, sku.ID, len(vs), len(users))
-	}
-	for _, v := range vs {
-		rn, err := v.ToString()
-		if err != nil && !rueidis.IsRedisNil(err) {
-			return dst, fmt.Errorf("holders activity %d sku %d: %w", activity, sku.ID, err)
+	// Each user's record is in its bucket: one read per bucket, answers
+	// put back in the users' order.
+	dst = append(dst, make([]string, len(users))...)
+	var fs []string
+	var idx []int
+	for b := 0; b < sku.Buckets; b++ {
+		fs, idx = fs[:0], idx[:0]
+		for i, u := range users {
+			if sku.BucketOf(u) == b {
+				fs, idx = append(fs, fields[i]), append(idx, i)
+			}
 		}
-		dst = append(dst, rn)
+		if len(fs) == 0 {
+			continue
+		}
+		got, err := s.holdersIn(ctx, activity, sku, b, fs, nil)
+		if err != nil {
+			return dst[:0], err
+		}
+		for j, i := range idx {
+			dst[i] = got[j]
+		}
 	}
 	return dst, nil
 }

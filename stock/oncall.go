@@ -17,16 +17,19 @@ var restockScript = rueidis.NewLuaScript(lua.Restock)
 // the occupy script answers SOLD_OUT whatever the stock; clearing it lets
 // the remaining stock sell again. Every edge is told either way.
 func (s *Stock) SetSoldOut(ctx context.Context, activity, sku int64, soldOut bool) error {
-	c := s.Client(activity, sku)
-	k := sale.KeysFor(activity, sku)
-	var cmd rueidis.Completed
-	if soldOut {
-		cmd = c.B().Hset().Key(k.Meta).FieldValue().FieldValue("soldout", "1").Build()
-	} else {
-		cmd = c.B().Hdel().Key(k.Meta).Field("soldout").Build()
-	}
-	if err := c.Do(ctx, cmd).Error(); err != nil {
-		return fmt.Errorf("sold-out mark activity %d sku %d: %w", activity, sku, err)
+	// Every bucket of a SKU split into buckets carries the mark.
+	for _, b := range s.bucketsOf(activity, sku) {
+		c := s.shards.Client(s.shardIn(activity, sku, b))
+		k := sale.KeysIn(activity, sku, b)
+		var cmd rueidis.Completed
+		if soldOut {
+			cmd = c.B().Hset().Key(k.Meta).FieldValue().FieldValue("soldout", "1").Build()
+		} else {
+			cmd = c.B().Hdel().Key(k.Meta).Field("soldout").Build()
+		}
+		if err := c.Do(ctx, cmd).Error(); err != nil {
+			return fmt.Errorf("sold-out mark activity %d sku %d: %w", activity, sku, err)
+		}
 	}
 	kind := sale.EventSoldOut
 	if !soldOut {
@@ -47,8 +50,9 @@ func (s *Stock) SetSoldOut(ctx context.Context, activity, sku int64, soldOut boo
 
 // SoldOutMarked reports whether on-call marked the SKU sold out.
 func (s *Stock) SoldOutMarked(ctx context.Context, activity, sku int64) (bool, error) {
-	c := s.Client(activity, sku)
-	v, err := c.Do(ctx, c.B().Hget().Key(sale.KeysFor(activity, sku).Meta).Field("soldout").Build()).ToString()
+	b := s.bucketsOf(activity, sku)[0] // SetSoldOut marks every bucket
+	c := s.shards.Client(s.shardIn(activity, sku, b))
+	v, err := c.Do(ctx, c.B().Hget().Key(sale.KeysIn(activity, sku, b).Meta).Field("soldout").Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return false, nil
 	}
@@ -66,11 +70,23 @@ func (s *Stock) Restock(ctx context.Context, activity, sku, n int64) (remaining,
 	if _, _, ok := s.cat.Lookup(activity, sku); !ok {
 		return 0, 0, fmt.Errorf("restock activity %d sku %d: %w", activity, sku, ErrUnknownSKU)
 	}
-	k := sale.KeysFor(activity, sku)
-	v, err := restockScript.Exec(ctx, s.Client(activity, sku), []string{k.Meta, k.Stock}, []string{strconv.FormatInt(n, 10)}).AsIntSlice()
-	if err != nil || len(v) != 2 {
-		return 0, 0, fmt.Errorf("restock activity %d sku %d: %v", activity, sku, err)
+	_, ks, _ := s.cat.Lookup(activity, sku)
+	// A SKU split into buckets gets the units spread over them; remaining
+	// and initial are the sums.
+	var added int64
+	for _, b := range ks.BucketIndexes() {
+		units := ks.BucketShare(n, b)
+		if units == 0 {
+			continue
+		}
+		k := sale.KeysIn(activity, sku, b)
+		v, err := restockScript.Exec(ctx, s.bucketClient(activity, ks, b), []string{k.Meta, k.Stock}, []string{strconv.FormatInt(units, 10)}).AsIntSlice()
+		if err != nil || len(v) != 2 {
+			return 0, 0, fmt.Errorf("restock activity %d sku %d (%d of %d units added): %v", activity, sku, added, n, err)
+		}
+		added += units
+		remaining, initial = remaining+v[0], initial+v[1]
 	}
 	s.publish(ctx, sale.Event{Kind: sale.EventAvailable, Activity: activity, SKU: sku})
-	return v[0], v[1], nil
+	return remaining, initial, nil
 }

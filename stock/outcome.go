@@ -17,6 +17,10 @@ const (
 	SoldOut
 	Duplicate
 	OverLimit
+	// Rebalancing: the buyer's bucket is empty while other buckets of the
+	// SKU hold stock; a transfer serves the buyer after a short wait. It
+	// is a kind of RateLimited (429 with Retry-After), never a sold-out.
+	Rebalancing
 	// RateLimited: over the user × SKU window; no other rule was judged.
 	RateLimited
 	// Missing: Redis lost the SKU's state (ErrStateLost, a kind of busy).
@@ -44,6 +48,7 @@ var outcomes = [nOutcomes]outcomeRow{
 	SoldOut:     {CodeSoldOut, ErrSoldOut, "sold_out", "SOLD_OUT"},
 	Duplicate:   {CodeDuplicate, ErrDuplicate, "duplicate", "DUPLICATE"},
 	OverLimit:   {CodeOverLimit, ErrOverLimit, "over_limit", "OVER_LIMIT"},
+	Rebalancing: {CodeRebalancing, ErrRebalancing, "rebalancing", "REBALANCING"},
 	RateLimited: {CodeRateLimited, ErrRateLimited, "rate_limited", "RATE_LIMITED"},
 	Missing:     {CodeMissing, ErrStateLost, "missing", "MISSING"},
 	UnknownSKU:  {"", ErrUnknownSKU, "", "UNKNOWN_SKU"},
@@ -80,7 +85,8 @@ func OutcomeOf(err error) Outcome {
 	if err == nil {
 		return OK
 	}
-	// In table order, so ErrStateLost is found before the ErrBusy it wraps.
+	// In table order, so ErrStateLost is found before the ErrBusy it wraps
+	// (and ErrRebalancing before ErrRateLimited).
 	for o, r := range outcomes {
 		if r.err != nil && errors.Is(err, r.err) {
 			return Outcome(o)

@@ -48,7 +48,10 @@ func TestOutcomeTableRoundTrips(t *testing.T) {
 	if _, ok := OutcomeOfWire("PERHAPS"); ok {
 		t.Error("an unknown wire code was found")
 	}
-	want := []string{"ok", "not_open", "ended", "sold_out", "duplicate", "over_limit", "rate_limited", "missing", "error"}
+	if got := OutcomeOf(ErrRebalancing); got != Rebalancing || !errors.Is(ErrRebalancing, ErrRateLimited) {
+		t.Errorf("ErrRebalancing, which wraps ErrRateLimited, is %v, want Rebalancing", got)
+	}
+	want := []string{"ok", "not_open", "ended", "sold_out", "duplicate", "over_limit", "rebalancing", "rate_limited", "missing", "error"}
 	if got := Labels(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("labels %v, want %v", got, want)
 	}

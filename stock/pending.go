@@ -55,8 +55,14 @@ func parsePending(member string, ms float64) (PendingTicket, error) {
 // (skipped) included, for the caller's next offset. Like the other ledger
 // reads it routes by sku.Hot.
 func (s *Stock) Pending(ctx context.Context, activity int64, sku *sale.SKU, before time.Time, offset, count int) (ts []PendingTicket, read int, err error) {
-	k := sale.KeysFor(activity, sku.ID)
-	c := s.skuClient(activity, sku)
+	return s.PendingIn(ctx, activity, sku, sale.NoBucket, before, offset, count)
+}
+
+// PendingIn is Pending of bucket b of a SKU split into buckets (each
+// bucket has its own index; sale.NoBucket is the SKU's own).
+func (s *Stock) PendingIn(ctx context.Context, activity int64, sku *sale.SKU, b int, before time.Time, offset, count int) (ts []PendingTicket, read int, err error) {
+	k := sale.KeysIn(activity, sku.ID, b)
+	c := s.bucketClient(activity, sku, b)
 	hi := "(" + strconv.FormatInt(before.UnixMilli(), 10)
 	vals, err := c.Do(ctx, c.B().Zrangebyscore().Key(k.Pending).Min("-inf").Max(hi).
 		Withscores().Limit(int64(offset), int64(count)).Build()).AsZScores()

@@ -58,7 +58,7 @@ func (p *pipelined) exec(ctx context.Context, c rueidis.Client, calls []rueidis.
 // skuCall is one script call for tickets of one SKU: idx are the positions
 // of its tickets in the caller's slice, in ARGV order.
 type skuCall struct {
-	sku skuKey
+	sku bucketKey
 	idx []int
 }
 
@@ -70,8 +70,9 @@ type shardCalls struct {
 	execs []rueidis.LuaExec
 }
 
-// ticketCalls groups msgs into script calls of at most MaxBatch tickets of
-// one SKU, and the calls by the shard that owns their SKU, in first-seen
+// ticketCalls groups msgs into script calls of at most maxBatch tickets of
+// one SKU's bucket (the one each ticket number names), and the calls by
+// the shard that owns that bucket, in first-seen
 // order. head is each call's leading ARGV; per appends a ticket's ARGV.
 func (s *Stock) ticketCalls(msgs []*sale.Message, keys func(sale.SKUKeys) []string, head []string,
 	per func(args []string, m *sale.Message) []string) []*shardCalls {
@@ -79,13 +80,14 @@ func (s *Stock) ticketCalls(msgs []*sale.Message, keys func(sale.SKUKeys) []stri
 		shard int // as Stock.place answers it
 		idx   []int
 	}
-	groups := map[skuKey]*group{}
-	var order []skuKey
+	groups := map[bucketKey]*group{}
+	var order []bucketKey
 	for i, m := range msgs {
-		k := skuKey{m.ActivityID, m.SKUID}
+		// The ticket number names the bucket that holds the ticket.
+		k := bucketKey{m.ActivityID, m.SKUID, sale.TicketBucket(m.RequestNo)}
 		g := groups[k]
 		if g == nil {
-			g = &group{shard: s.Shard(k.activity, k.sku)}
+			g = &group{shard: s.shardIn(k.activity, k.sku, k.bucket)}
 			groups[k] = g
 			order = append(order, k)
 		}
@@ -104,9 +106,9 @@ func (s *Stock) ticketCalls(msgs []*sale.Message, keys func(sale.SKUKeys) []stri
 			sc = &shardCalls{shard: g.shard, c: s.shards.Client(g.shard)}
 			out = append(out, sc)
 		}
-		ks := keys(sale.KeysFor(k.activity, k.sku))
-		for lo := 0; lo < len(g.idx); lo += MaxBatch {
-			idx := g.idx[lo:min(lo+MaxBatch, len(g.idx))]
+		ks := keys(sale.KeysIn(k.activity, k.sku, k.bucket))
+		for lo := 0; lo < len(g.idx); lo += maxBatch {
+			idx := g.idx[lo:min(lo+maxBatch, len(g.idx))]
 			args := append(make([]string, 0, len(head)+3*len(idx)), head...)
 			for _, i := range idx {
 				args = per(args, msgs[i])

@@ -30,41 +30,8 @@ func (s *Stock) Preheat(ctx context.Context, a sale.Activity) error {
 		return fmt.Errorf("preheat: %w", err)
 	}
 	for i := range a.SKUs {
-		sku := &a.SKUs[i]
-		c := s.skuClient(a.ID, sku)
-		k := sale.KeysFor(a.ID, sku.ID)
-		stock := sku.Stock
-		exists, err := c.Do(ctx, c.B().Exists().Key(k.Stock).Build()).AsInt64()
-		if err != nil {
-			return fmt.Errorf("preheat activity %d sku %d: %w", a.ID, sku.ID, err)
-		}
-		var ordered int64
-		if exists == 0 && s.ordered != nil {
-			if ordered, err = s.ordered(ctx, a.ID, sku.ID); err != nil {
-				return fmt.Errorf("preheat activity %d sku %d: read orders: %w", a.ID, sku.ID, err)
-			}
-			stock -= ordered
-			if stock < 0 {
-				stock = 0
-			}
-		}
-		cmds := rueidis.Commands{
-			c.B().Hset().Key(k.Meta).FieldValue().
-				FieldValue("status", a.State).
-				FieldValue("start_ms", strconv.FormatInt(a.Start.UnixMilli(), 10)).
-				FieldValue("end_ms", strconv.FormatInt(a.End.UnixMilli(), 10)).
-				FieldValue("limit", strconv.FormatInt(sku.LimitPerUser, 10)).
-				FieldValue("price", strconv.FormatInt(int64(sku.Price), 10)).
-				FieldValue("initial", strconv.FormatInt(sku.Stock, 10)).
-				FieldValue("activity", strconv.FormatInt(a.ID, 10)).
-				FieldValue("rebuy", rebuyField(&a)).Build(),
-			c.B().Set().Key(k.Stock).Value(strconv.FormatInt(stock, 10)).Nx().Build(),
-			c.B().Set().Key(k.Sold).Value(strconv.FormatInt(ordered, 10)).Nx().Build(),
-		}
-		for _, r := range c.DoMulti(ctx, cmds...) {
-			if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
-				return fmt.Errorf("preheat activity %d sku %d: %w", a.ID, sku.ID, err)
-			}
+		if err := s.preheatSKU(ctx, &a, &a.SKUs[i]); err != nil {
+			return err
 		}
 	}
 	if err := s.cat.Put(ctx, a); err != nil {
@@ -97,16 +64,78 @@ func (s *Stock) SetState(ctx context.Context, id int64, state string) error {
 	a.SKUs = append([]sale.SKU(nil), cur.SKUs...)
 	a.State = state
 	for _, sku := range a.SKUs {
-		c := s.skuClient(a.ID, &sku)
-		k := sale.KeysFor(a.ID, sku.ID)
-		if err := c.Do(ctx, c.B().Hset().Key(k.Meta).FieldValue().FieldValue("status", state).Build()).Error(); err != nil {
-			return fmt.Errorf("set state activity %d sku %d: %w", id, sku.ID, err)
+		for _, b := range sku.BucketIndexes() {
+			c := s.bucketClient(a.ID, &sku, b)
+			k := sale.KeysIn(a.ID, sku.ID, b)
+			if err := c.Do(ctx, c.B().Hset().Key(k.Meta).FieldValue().FieldValue("status", state).Build()).Error(); err != nil {
+				return fmt.Errorf("set state activity %d sku %d: %w", id, sku.ID, err)
+			}
 		}
 	}
 	if err := s.cat.Put(ctx, a); err != nil {
 		return err
 	}
 	s.publish(ctx, sale.Event{Kind: sale.EventActivity, Activity: id})
+	return nil
+}
+
+// preheatSKU writes one SKU's meta and, where absent, its stock and sold
+// counters: on each bucket's shard for a SKU split into buckets, the stock
+// spread over them as evenly as possible (sale.SKU.BucketShare). A split
+// SKU whose buckets are all missing is refilled with initial − ordered,
+// spread; one that lost only some of them is refused (fail closed: what
+// the lost buckets held is the reconciler's to rebuild, never a guess).
+func (s *Stock) preheatSKU(ctx context.Context, a *sale.Activity, sku *sale.SKU) error {
+	buckets := sku.BucketIndexes()
+	missing := 0
+	for _, b := range buckets {
+		c := s.bucketClient(a.ID, sku, b)
+		exists, err := c.Do(ctx, c.B().Exists().Key(sale.KeysIn(a.ID, sku.ID, b).Stock).Build()).AsInt64()
+		if err != nil {
+			return fmt.Errorf("preheat activity %d sku %d: %w", a.ID, sku.ID, err)
+		}
+		if exists == 0 {
+			missing++
+		}
+	}
+	if missing > 0 && missing < len(buckets) {
+		return fmt.Errorf("preheat activity %d sku %d: %d of %d buckets lost their stock: %w", a.ID, sku.ID, missing, len(buckets), ErrStateLost)
+	}
+	var ordered int64
+	if missing > 0 && s.ordered != nil {
+		var err error
+		if ordered, err = s.ordered(ctx, a.ID, sku.ID); err != nil {
+			return fmt.Errorf("preheat activity %d sku %d: read orders: %w", a.ID, sku.ID, err)
+		}
+	}
+	for _, b := range buckets {
+		c := s.bucketClient(a.ID, sku, b)
+		k := sale.KeysIn(a.ID, sku.ID, b)
+		initial := sku.BucketShare(sku.Stock, b)
+		stock := sku.BucketShare(max(sku.Stock-ordered, 0), b)
+		sold := initial - stock // a bucket's share of the orders
+		if b < 0 {
+			sold = ordered
+		}
+		cmds := rueidis.Commands{
+			c.B().Hset().Key(k.Meta).FieldValue().
+				FieldValue("status", a.State).
+				FieldValue("start_ms", strconv.FormatInt(a.Start.UnixMilli(), 10)).
+				FieldValue("end_ms", strconv.FormatInt(a.End.UnixMilli(), 10)).
+				FieldValue("limit", strconv.FormatInt(sku.LimitPerUser, 10)).
+				FieldValue("price", strconv.FormatInt(int64(sku.Price), 10)).
+				FieldValue("initial", strconv.FormatInt(initial, 10)).
+				FieldValue("activity", strconv.FormatInt(a.ID, 10)).
+				FieldValue("rebuy", rebuyField(a)).Build(),
+			c.B().Set().Key(k.Stock).Value(strconv.FormatInt(stock, 10)).Nx().Build(),
+			c.B().Set().Key(k.Sold).Value(strconv.FormatInt(sold, 10)).Nx().Build(),
+		}
+		for _, r := range c.DoMulti(ctx, cmds...) {
+			if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
+				return fmt.Errorf("preheat activity %d sku %d: %w", a.ID, sku.ID, err)
+			}
+		}
+	}
 	return nil
 }
 

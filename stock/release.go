@@ -70,7 +70,7 @@ func (s *Stock) ReleaseClosed(ctx context.Context, m *sale.Message) (ReleaseOutc
 }
 
 // ReleaseBatch releases many tickets with one release_batch.lua call per
-// SKU (at most MaxBatch tickets each), the calls of one shard in one
+// SKU (at most maxBatch tickets each), the calls of one shard in one
 // pipeline: each ticket gets the outcome Release would give it, called
 // once per ticket in msgs' order (a ticket given twice is released once).
 // A SKU's call costs its shard the same commands whatever the number of

@@ -24,15 +24,25 @@ func Keys(activity, sku int64) []string {
 // the database holds (the reconciler decides). Idempotent; it returns how
 // many keys went.
 func (s *Stock) Expire(ctx context.Context, activity, sku int64) (int64, error) {
-	keys := Keys(activity, sku)
+	sets := [][]string{Keys(activity, sku)}
+	for _, b := range s.bucketsOf(activity, sku) {
+		if b >= 0 {
+			// Each bucket is a slot of its own: one UNLINK per bucket.
+			k := sale.KeysIn(activity, sku, b)
+			sets = append(sets, []string{k.Meta, k.Stock, k.Sold, k.Users, k.Claim, k.Closed, k.Qty, k.Pending, k.Results,
+				sale.TransfersKey(activity, sku, b)})
+		}
+	}
 	var n int64
 	for _, idx := range s.deployments() {
 		c := s.shards.Client(idx)
-		m, err := c.Do(ctx, c.B().Unlink().Key(keys...).Build()).AsInt64()
-		if err != nil {
-			return n, fmt.Errorf("expire activity %d sku %d on %s: %w", activity, sku, s.shards.Name(idx), err)
+		for _, keys := range sets {
+			m, err := c.Do(ctx, c.B().Unlink().Key(keys...).Build()).AsInt64()
+			if err != nil {
+				return n, fmt.Errorf("expire activity %d sku %d on %s: %w", activity, sku, s.shards.Name(idx), err)
+			}
+			n += m
 		}
-		n += m
 	}
 	return n, nil
 }

@@ -10,6 +10,8 @@ package stock
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -57,9 +59,6 @@ func (s *Stock) Catalog() *catalog.Catalog { return s.cat }
 // Shards returns the Redis deployments.
 func (s *Stock) Shards() *shard.Set { return s.shards }
 
-// skuKey names one SKU of one activity.
-type skuKey struct{ activity, sku int64 }
-
 // Occupy codes returned by the occupy script (occupy_batch.lua);
 // outcome.go maps each to its sentinel.
 const (
@@ -76,6 +75,10 @@ const (
 	// CodeRateLimited: the buyer's attempts on the SKU are over the user ×
 	// SKU window (Extras.WindowLimit); counted before any other rule.
 	CodeRateLimited = "RATE_LIMITED"
+	// CodeRebalancing: the buyer's bucket is empty while other buckets
+	// hold stock (no script answers it: the ledger does, after trying a
+	// transfer).
+	CodeRebalancing = "REBALANCING"
 )
 
 // OccupyResult is the occupy script's answer.
@@ -182,12 +185,71 @@ type Counts struct {
 	Holders   int64 // user records (live occupancies + orders)
 	Claimed   int64 // records claimed for an order
 	Pending   int64 // entries of the pending index (records not claimed)
+	// A SKU split into buckets: units debited by transfers not yet
+	// credited, and (per bucket) the units transfers ever credited to it
+	// and debited from it: Initial + In − Out = Remaining + Sold holds per
+	// bucket, Initial = Remaining + Sold + InFlight for the SKU.
+	InFlight, In, Out int64
 }
 
-// Counts reads one SKU's counters.
+// Counts reads one SKU's counters: the sum over its buckets for a SKU
+// split into buckets (BucketCounts for each), Remaining without the units
+// of transfers in flight (InFlight).
 func (s *Stock) Counts(ctx context.Context, activity, sku int64) (Counts, error) {
-	k := sale.KeysFor(activity, sku)
-	c := s.Client(activity, sku)
+	_, k, ok := s.cat.Lookup(activity, sku)
+	if !ok || !k.Split() {
+		return s.countsIn(ctx, s.Client(activity, sku), sale.KeysFor(activity, sku), sku)
+	}
+	per, err := s.BucketCounts(ctx, activity, k)
+	if err != nil {
+		return Counts{}, err
+	}
+	var out Counts
+	for _, c := range per {
+		out.Initial += c.Initial
+		out.Remaining += c.Remaining
+		out.Sold += c.Sold
+		out.Holders += c.Holders
+		out.Claimed += c.Claimed
+		out.Pending += c.Pending
+		out.InFlight += c.InFlight
+	}
+	return out, nil
+}
+
+// BucketCounts reads the counters of each bucket of k ([Counts] for a SKU
+// not split); a bucket's InFlight is what transfers debited from it and
+// have not credited yet, its Initial its share of the SKU's initial stock.
+func (s *Stock) BucketCounts(ctx context.Context, activity int64, k *sale.SKU) ([]Counts, error) {
+	var out []Counts
+	for _, b := range k.BucketIndexes() {
+		c, err := s.countsIn(ctx, s.bucketClient(activity, k, b), sale.KeysIn(activity, k.ID, b), k.ID)
+		if err != nil {
+			return nil, err
+		}
+		if b >= 0 {
+			cl := s.bucketClient(activity, k, b)
+			m, err := cl.Do(ctx, cl.B().Hgetall().Key(sale.TransfersKey(activity, k.ID, b)).Build()).AsStrMap()
+			if err != nil && !rueidis.IsRedisNil(err) {
+				return nil, fmt.Errorf("counts sku %d bucket %d: %w", k.ID, b, err)
+			}
+			for f, v := range m {
+				switch {
+				case strings.HasPrefix(f, "f:"):
+					c.InFlight += flightUnits(v)
+				case f == "in":
+					c.In, _ = strconv.ParseInt(v, 10, 64)
+				case f == "out":
+					c.Out, _ = strconv.ParseInt(v, 10, 64)
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func (s *Stock) countsIn(ctx context.Context, c rueidis.Client, k sale.SKUKeys, sku int64) (Counts, error) {
 	rs := c.DoMulti(ctx,
 		c.B().Hget().Key(k.Meta).Field("initial").Build(),
 		c.B().Get().Key(k.Stock).Build(),

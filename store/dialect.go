@@ -53,7 +53,8 @@ var mysqlDialect = dialect{
 		reserved_only = VALUES(reserved_only), poll_after_ms = VALUES(poll_after_ms), paused = VALUES(paused), updated_ms = VALUES(updated_ms)`,
 	itemUpsert: ` ON DUPLICATE KEY UPDATE price_cents = VALUES(price_cents), stock = VALUES(stock),
 		limit_per_user = VALUES(limit_per_user), hot = VALUES(hot),
-		hot_shard = VALUES(hot_shard), title = VALUES(title), original_price_cents = VALUES(original_price_cents)`,
+		hot_shard = VALUES(hot_shard), title = VALUES(title), original_price_cents = VALUES(original_price_cents),
+		buckets = VALUES(buckets), hot_shards = VALUES(hot_shards)`,
 	rejectUpsert: ` ON DUPLICATE KEY UPDATE n = n + VALUES(n)`,
 	txOptions:    &sql.TxOptions{Isolation: sql.LevelReadCommitted},
 	readTx:       &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
@@ -74,6 +75,7 @@ var sqliteDialect = dialect{
 		reserved_only = excluded.reserved_only, poll_after_ms = excluded.poll_after_ms, paused = excluded.paused, updated_ms = excluded.updated_ms`,
 	itemUpsert: ` ON CONFLICT (activity_id, sku_id) DO UPDATE SET price_cents = excluded.price_cents,
 		stock = excluded.stock, limit_per_user = excluded.limit_per_user, hot = excluded.hot,
-		hot_shard = excluded.hot_shard, title = excluded.title, original_price_cents = excluded.original_price_cents`,
+		hot_shard = excluded.hot_shard, title = excluded.title, original_price_cents = excluded.original_price_cents,
+		buckets = excluded.buckets, hot_shards = excluded.hot_shards`,
 	rejectUpsert: ` ON CONFLICT (activity_id, sku_id, reason, minute_ms) DO UPDATE SET n = n + excluded.n`,
 }

@@ -404,6 +404,27 @@ func TestHotShardComesBackFromTheDatabase(t *testing.T) {
 	})
 }
 
+// TestBucketsComeBackFromTheDatabase: a SKU's buckets and their pinned hot
+// shards are where its keys live, so a rebuild from the database must find
+// them (and a SKU without buckets must come back without).
+func TestBucketsComeBackFromTheDatabase(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		s := r.open(t)
+		put(t, s, activity(4, sale.SKU{ID: 40, Stock: 8, LimitPerUser: 1, Hot: true, Buckets: 4, HotShards: []int{0, 1}},
+			sale.SKU{ID: 41, Stock: 5, LimitPerUser: 1}))
+		got, err := s.Activities(context.Background())
+		if err != nil || len(got) != 1 || len(got[0].SKUs) != 2 {
+			t.Fatalf("activities %+v, %v", got, err)
+		}
+		if k := got[0].SKUs[0]; k.Buckets != 4 || fmt.Sprint(k.HotShards) != "[0 1]" {
+			t.Errorf("sku 40: buckets %d on %v, want 4 on [0 1]", k.Buckets, k.HotShards)
+		}
+		if k := got[0].SKUs[1]; k.Buckets != 0 || k.HotShards != nil {
+			t.Errorf("sku 41: buckets %d on %v, want none", k.Buckets, k.HotShards)
+		}
+	})
+}
+
 func TestLedgerAndRecountSnapshot(t *testing.T) {
 	runTest(t, func(t *testing.T, r runner) {
 		ctx := context.Background()

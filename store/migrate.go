@@ -71,6 +71,16 @@ func (s *sqlStore) migrateHotShard(ctx context.Context) error {
 	return s.addColumn(ctx, "flash_sale_item", "hot_shard", "INTEGER NULL", "INT NULL")
 }
 
+// migrateBuckets adds flash_sale_item.buckets (0: the SKU is one ledger)
+// and hot_shards (the buckets' pinned hot shards, comma separated) to a
+// table made before buckets.
+func (s *sqlStore) migrateBuckets(ctx context.Context) error {
+	if err := s.addColumn(ctx, "flash_sale_item", "buckets", "INTEGER NOT NULL DEFAULT 0", "INT NOT NULL DEFAULT 0"); err != nil {
+		return err
+	}
+	return s.addColumn(ctx, "flash_sale_item", "hot_shards", "TEXT NOT NULL DEFAULT ''", "VARCHAR(512) NOT NULL DEFAULT ''")
+}
+
 // migrateRiskOnError adds flash_sale_activity.risk_on_error (the
 // activity's risk policy; empty: the edges' edge.risk.on_error) to a table
 // made before the policy was kept in the database.

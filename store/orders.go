@@ -338,7 +338,7 @@ func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 		return nil, fmt.Errorf("activities: %w", err)
 	}
 	rows, err = s.r.QueryContext(ctx, `SELECT i.activity_id, i.sku_id, i.price_cents, COALESCE(n.initial, i.stock),
-		i.limit_per_user, i.hot, i.hot_shard, i.title, i.original_price_cents FROM flash_sale_item i LEFT JOIN seckill_stock_snapshot n
+		i.limit_per_user, i.hot, i.hot_shard, i.title, i.original_price_cents, i.buckets, i.hot_shards FROM flash_sale_item i LEFT JOIN seckill_stock_snapshot n
 		ON n.activity_id = i.activity_id AND n.sku_id = i.sku_id ORDER BY i.activity_id, i.sku_id`)
 	if err != nil {
 		return nil, fmt.Errorf("activity items: %w", err)
@@ -351,12 +351,17 @@ func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 			hot   int
 			shard sql.NullInt32
 			orig  int64
+			pins  string
 		)
-		if err := rows.Scan(&act, &k.ID, &price, &k.Stock, &k.LimitPerUser, &hot, &shard, &k.Title, &orig); err != nil {
+		if err := rows.Scan(&act, &k.ID, &price, &k.Stock, &k.LimitPerUser, &hot, &shard, &k.Title, &orig, &k.Buckets, &pins); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("activity items: %w", err)
 		}
 		k.Price, k.Hot, k.OriginalPrice = sale.Cents(price), hot != 0, sale.Cents(orig)
+		if k.HotShards, err = sale.ParseShards(pins); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("activity %d item %d: hot_shards: %w", act, k.ID, err)
+		}
 		if shard.Valid {
 			n := int(shard.Int32)
 			k.HotShard = &n

@@ -30,6 +30,8 @@ var mysqlSchema = []string{
 		limit_per_user BIGINT  NOT NULL,
 		hot            TINYINT NOT NULL DEFAULT 0,
 		hot_shard      INT     NULL,
+		buckets        INT     NOT NULL DEFAULT 0,
+		hot_shards     VARCHAR(512) NOT NULL DEFAULT '',
 		title          VARCHAR(256) NOT NULL DEFAULT '',
 		original_price_cents BIGINT NOT NULL DEFAULT 0,
 		PRIMARY KEY (activity_id, sku_id)
@@ -174,6 +176,8 @@ var sqliteSchema = []string{
 		limit_per_user INTEGER NOT NULL,
 		hot            INTEGER NOT NULL DEFAULT 0,
 		hot_shard      INTEGER NULL,
+		buckets        INTEGER NOT NULL DEFAULT 0,
+		hot_shards     TEXT    NOT NULL DEFAULT '',
 		title          TEXT    NOT NULL DEFAULT '',
 		original_price_cents INTEGER NOT NULL DEFAULT 0,
 		PRIMARY KEY (activity_id, sku_id)

@@ -33,6 +33,9 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 	if err := s.migrateHotShard(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
+	if err := s.migrateBuckets(ctx); err != nil {
+		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
+	}
 	if err := s.migrateRebuy(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
@@ -116,10 +119,10 @@ func (s *sqlStore) PutActivity(ctx context.Context, a sale.Activity) error {
 		}
 		for _, k := range a.SKUs {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO flash_sale_item
-				(activity_id, sku_id, price_cents, stock, limit_per_user, hot, hot_shard, title, original_price_cents)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`+s.d.itemUpsert,
+				(activity_id, sku_id, price_cents, stock, limit_per_user, hot, hot_shard, title, original_price_cents, buckets, hot_shards)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`+s.d.itemUpsert,
 				a.ID, k.ID, int64(k.Price), k.Stock, k.LimitPerUser, boolInt(k.Hot), k.HotShard, k.Title,
-				int64(k.OriginalPrice)); err != nil {
+				int64(k.OriginalPrice), k.Buckets, sale.FormatShards(k.HotShards)); err != nil {
 				return err
 			}
 			// The snapshot counts orders made; a replace must not

@@ -11,7 +11,9 @@
 // tickets into MariaDB; needs edge), redis (buyers/s per shard with group
 // commit: OccupyBatch loops against one redis-server, from its CPU per
 // buyer, next to seed 001 §9.2's script with one EVALSHA a buyer, the
-// yardstick, measured in the same run), kafka (produce/s and consume/s per broker core: Sarama against
+// yardstick, measured in the same run), buckets (one SKU in 1, 2 and 4
+// buckets over two redis-servers: buyers per core of their CPU, each
+// shard's CPU per buyer, the split of script calls), kafka (produce/s and consume/s per broker core: Sarama against
 // `seckill broker`), db (rows/s batched into MariaDB, the INSERT IGNORE
 // reference). Run it from the repository root on a quiet machine; the
 // figures are only as good as the machine is idle. Logs and wrk reports
@@ -46,7 +48,7 @@ type options struct {
 
 func (o options) runs(part string) bool { return len(o.only) == 0 || slices.Contains(o.only, part) }
 
-var parts = []string{"edge", "consumer", "redis", "kafka", "db"}
+var parts = []string{"edge", "consumer", "redis", "buckets", "kafka", "db"}
 
 func main() {
 	var o options
@@ -128,6 +130,13 @@ func run(o *options) error {
 			return fmt.Errorf("redis (seed script): %w", err)
 		}
 		figs = append(figs, ref...)
+	}
+	if o.runs("buckets") {
+		f, err := measureBuckets(*o)
+		if err != nil {
+			return fmt.Errorf("buckets: %w", err)
+		}
+		figs = append(figs, f...)
 	}
 	if o.runs("kafka") {
 		f, err := measureKafka(*o)

@@ -75,7 +75,7 @@ func runReconcile(args []string, out io.Writer) error {
 	}
 	up.ready()
 	stock := stock.New(shards, catalog.New(shards.Default))
-	r := reconcile.New(cfg.ReconcileConfig(), stock, st, results.New(shards.Default, stock.Client, cfg.Engine.ResultTTL), through, log.Named("reconcile"), nil)
+	r := reconcile.New(cfg.ReconcileConfig(), stock, st, results.New(shards.Default, stock.BucketClient, cfg.Engine.ResultTTL), through, log.Named("reconcile"), nil)
 	rep, err := r.Run(ctx, *repair)
 	if err != nil {
 		return err

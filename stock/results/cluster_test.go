@@ -77,7 +77,7 @@ func TestWriteOnCluster(t *testing.T) {
 
 	// Every SKU on the cluster; the SKUs' hash tags put their results in
 	// slots of their own.
-	st := results.New(c, func(int64, int64) rueidis.Client { return c }, time.Hour)
+	st := results.New(c, func(int64, int64, int) rueidis.Client { return c }, time.Hour)
 	var es []results.Entry
 	var rns []string
 	for i := range 8 {

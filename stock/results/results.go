@@ -37,9 +37,10 @@ type Entry struct {
 	Code      string `json:"code"` // failure code for FAIL
 }
 
-// Router returns the client of the shard that holds SKU (activity, sku):
-// (*stock.Stock).Client.
-type Router func(activity, sku int64) rueidis.Client
+// Router returns the client of the shard that holds bucket b of SKU
+// (activity, sku) — sale.NoBucket for a SKU not split —:
+// (*stock.Stock).BucketClient. A ticket number names its bucket.
+type Router func(activity, sku int64, b int) rueidis.Client
 
 // Store writes and reads results. Safe for concurrent use.
 type Store struct {
@@ -57,7 +58,7 @@ func New(def rueidis.Client, route Router, ttl time.Duration) *Store {
 		ttl = DefaultTTL
 	}
 	if route == nil {
-		route = func(int64, int64) rueidis.Client { return def }
+		route = func(int64, int64, int) rueidis.Client { return def }
 	}
 	return &Store{def: def, route: route, ttl: ttl}
 }
@@ -65,26 +66,28 @@ func New(def rueidis.Client, route Router, ttl time.Duration) *Store {
 // TTL is how long a written result stays readable.
 func (s *Store) TTL() time.Duration { return s.ttl }
 
-// where is the SKU an entry's result belongs to: the one its requestNo
-// names, else (a ticket number of another form) the entry's own.
-func where(e *Entry) (activity, sku int64) {
-	if a, k, _, ok := sale.ParseRequestNo(e.RequestNo); ok {
-		return a, k
+// where is the SKU and bucket an entry's result belongs to: the ones its
+// requestNo names, else (a ticket number of another form) the entry's own
+// SKU.
+func where(e *Entry) (activity, sku int64, b int) {
+	if a, k, b, _, ok := sale.ParseTicket(e.RequestNo); ok {
+		return a, k, b
 	}
-	return e.Activity, e.SKU
+	return e.Activity, e.SKU, sale.NoBucket
 }
 
-// skuWrite is the results of one SKU in one Write: one HSET of all their
+// skuWrite is the results of one SKU (one bucket of it) in one Write: one HSET of all their
 // fields and one EXPIRE of the hash.
 type skuWrite struct {
 	c        rueidis.Client
 	activity int64
 	sku      int64
+	bucket   int
 	fv       []string // field, value pairs
 }
 
 func (w *skuWrite) cmds(ttl time.Duration, dst rueidis.Commands) rueidis.Commands {
-	key := sale.ResultsKey(w.activity, w.sku)
+	key := sale.ResultsKeyIn(w.activity, w.sku, w.bucket)
 	h := w.c.B().Hset().Key(key).FieldValue()
 	for i := 0; i < len(w.fv); i += 2 {
 		h = h.FieldValue(w.fv[i], w.fv[i+1])
@@ -158,16 +161,16 @@ func (s *Store) Write(ctx context.Context, es ...Entry) error {
 	}
 	all := string(vals)
 	for i := range es {
-		a, k := where(&es[i])
+		a, k, b := where(&es[i])
 		var w *skuWrite
 		for j := range ws {
-			if ws[j].activity == a && ws[j].sku == k {
+			if ws[j].activity == a && ws[j].sku == k && ws[j].bucket == b {
 				w = &ws[j]
 				break
 			}
 		}
 		if w == nil {
-			ws = append(ws, skuWrite{c: s.route(a, k), activity: a, sku: k})
+			ws = append(ws, skuWrite{c: s.route(a, k, b), activity: a, sku: k, bucket: b})
 			w = &ws[len(ws)-1]
 		}
 		from := 0
@@ -220,12 +223,12 @@ func (s *Store) Write(ctx context.Context, es ...Entry) error {
 // Read returns the result of requestNo, read from the shard its SKU names,
 // or ErrNotFound (also for a requestNo that is not a ticket number).
 func (s *Store) Read(ctx context.Context, requestNo string) (Entry, error) {
-	a, k, _, ok := sale.ParseRequestNo(requestNo)
+	a, k, b, _, ok := sale.ParseTicket(requestNo)
 	if !ok {
 		return Entry{}, ErrNotFound
 	}
-	c := s.route(a, k)
-	v, err := c.Do(ctx, c.B().Hget().Key(sale.ResultsKey(a, k)).Field(requestNo).Build()).ToString()
+	c := s.route(a, k, b)
+	v, err := c.Do(ctx, c.B().Hget().Key(sale.ResultsKeyIn(a, k, b)).Field(requestNo).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return Entry{}, ErrNotFound
 	}
@@ -250,13 +253,13 @@ func (s *Store) ReadMany(ctx context.Context, requestNos []string) ([]Entry, err
 	var gs []group
 	for i, rn := range requestNos {
 		out[i] = Entry{RequestNo: rn}
-		a, k, _, ok := sale.ParseRequestNo(rn)
+		a, k, b, _, ok := sale.ParseTicket(rn)
 		if !ok {
 			continue
 		}
 		var g *group
-		gs, g = groupOf(gs, s.route(a, k))
-		g.cmds = append(g.cmds, g.c.B().Hget().Key(sale.ResultsKey(a, k)).Field(rn).Build())
+		gs, g = groupOf(gs, s.route(a, k, b))
+		g.cmds = append(g.cmds, g.c.B().Hget().Key(sale.ResultsKeyIn(a, k, b)).Field(rn).Build())
 		g.idx = append(g.idx, i)
 	}
 	if len(gs) == 0 {

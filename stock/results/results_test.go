@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestResultsLiveOnTheirSKUsShard(t *testing.T) {
 	def, hot := testenv.StartRedis(t), testenv.StartRedis(t)
 	dc, hc := def.Client(t), hot.Client(t)
-	route := func(activity, sku int64) rueidis.Client {
+	route := func(activity, sku int64, _ int) rueidis.Client {
 		if sku == 7001 {
 			return hc
 		}
@@ -117,7 +117,7 @@ func TestResultsLiveOnTheirSKUsShard(t *testing.T) {
 func BenchmarkWrite500(b *testing.B) {
 	r := testenv.StartRedis(b)
 	c := r.Client(b)
-	s := New(c, func(int64, int64) rueidis.Client { return c }, time.Hour)
+	s := New(c, func(int64, int64, int) rueidis.Client { return c }, time.Hour)
 	es := make([]Entry, 500)
 	for i := range es {
 		rn := fmt.Sprintf("7-7001-%d", i)

@@ -52,7 +52,7 @@ func Stock(t testing.TB, r *testenv.Redis, adjust ...func(*shard.Config)) (*stoc
 	}
 	t.Cleanup(shards.Close)
 	st := stock.New(shards, catalog.New(shards.Default))
-	return st, results.New(shards.Default, st.Client, 0)
+	return st, results.New(shards.Default, st.BucketClient, 0)
 }
 
 // Ledger is the rig the bookkeeping parts' tests share: a redis-server of

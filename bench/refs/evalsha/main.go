@@ -18,7 +18,8 @@
 //     The harness compares with this one, so the targets keep the yardstick
 //     they were set against, although the engine's call now does more.
 //
-//   - current: lua/occupy_batch.lua as the engine runs it, with the user ×
+//   - current: lua/occupy_batch.lua as the engine runs it (through the
+//     ledger, stock.Stock.OccupyWith), with the user ×
 //     SKU window of configs/bench.yaml (10 per 10s) and the QUEUING result.
 //
 //     evalsha -listen 127.0.0.1:18081 -redis 127.0.0.1:6379 -stock 100000000 [-script seed|stock|current]
@@ -44,7 +45,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"seckill/bench/refs/seed"
-	"seckill/lua"
+	"seckill/catalog"
+	"seckill/internal/shard"
 	"seckill/sale"
 	"seckill/stock"
 )
@@ -90,12 +92,11 @@ func main() {
 	case "seed":
 		handler = seedHandler(rc, rueidis.NewLuaScript(seed.Script), &seq, ct)
 	case "current":
-		x := stock.Extras{WindowLimit: 10, WindowPeriod: 10 * time.Second}
-		handler = occupyHandler(rc, rueidis.NewLuaScript(lua.OccupyBatch), func(user int64, rn string) (keys, argv []string) {
-			b := []stock.Buyer{{UserID: user, RequestNo: rn, Quantity: 1}}
-			now := time.Now()
-			return stock.AppendBatchKeys(nil, &k, x, now), stock.AppendBatchArgs(nil, 1, 1, x, now, b)
-		}, &seq, ct)
+		set, err := shard.Open(shard.Config{Default: shard.Redis{Addrs: []string{*addr}}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		handler = ledgerHandler(stock.New(set, catalog.New(set.Default)), &seq, ct)
 	case "stock":
 		handler = occupyHandler(rc, rueidis.NewLuaScript(occupyStockOnly), func(user int64, rn string) (keys, argv []string) {
 			return []string{k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending},
@@ -131,6 +132,33 @@ func seedHandler(rc rueidis.Client, script *rueidis.Lua, seq *atomic.Int64, ct [
 		default:
 			ctx.SetStatusCode(fasthttp.StatusForbidden)
 			ctx.SetBodyString(`{"code":"NOT_OPEN"}`)
+		}
+	}
+}
+
+// ledgerHandler runs the ledger's occupy (one call of lua/occupy_batch.lua
+// through stock.Stock, as the engine sends a batch of one) once per request
+// for the X-User-Id buyer, with configs/bench.yaml's user × SKU window.
+func ledgerHandler(st *stock.Stock, seq *atomic.Int64, ct []byte) fasthttp.RequestHandler {
+	a, sku := &sale.Activity{ID: 1}, &sale.SKU{ID: 1}
+	x := stock.Extras{WindowLimit: 10, WindowPeriod: 10 * time.Second}
+	return func(ctx *fasthttp.RequestCtx) {
+		user, _ := strconv.ParseInt(string(ctx.Request.Header.Peek("X-User-Id")), 10, 64)
+		rn := "1-1-" + strconv.FormatInt(seq.Add(1), 10)
+		res, err := st.OccupyWith(ctx, a, sku, x, user, rn, 1)
+		ctx.SetContentTypeBytes(ct)
+		switch {
+		case err != nil:
+			ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+			ctx.SetBodyString(`{"code":"BUSY"}`)
+		case res.Code == stock.CodeOK:
+			ctx.SetBodyString(`{"code":"QUEUING","requestNo":"` + rn + `"}`)
+		case res.Code == stock.CodeDuplicate:
+			ctx.SetStatusCode(fasthttp.StatusConflict)
+			ctx.SetBodyString(`{"code":"DUPLICATE"}`)
+		default:
+			ctx.SetStatusCode(fasthttp.StatusGone)
+			ctx.SetBodyString(`{"code":"SOLD_OUT"}`)
 		}
 	}
 }

@@ -176,7 +176,7 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 	s.Stock = stock.New(s.Shards, s.Catalog, stockOpts...)
 	// A ticket's result lives on its SKU's shard (its requestNo names the
 	// SKU); the final results' PUBLISH goes to the default Redis.
-	s.Results = results.New(s.Shards.Default, s.Stock.Client, cfg.Engine.ResultTTL)
+	s.Results = results.New(s.Shards.Default, s.Stock.BucketClient, cfg.Engine.ResultTTL)
 	s.jobs = newJobs(s, roles, &o)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Redis.Timeout)
 	lerr := s.Catalog.Load(ctx)

@@ -1,0 +1,22 @@
+-- transfer_credit: the second step of a transfer (transfer_debit.lua): add
+-- the units a debit recorded to the destination bucket, once per id.
+--
+-- KEYS[1] stock   integer: the destination bucket's remaining units
+-- KEYS[2] xfer    hash: the destination bucket's transfer record
+--                 "c:<id>"  units this transfer credited
+--                 "in"      units ever credited
+-- ARGV[1] id      the transfer's id
+-- ARGV[2] units   the units the debit recorded (>= 1)
+--
+-- Returns 1 when it credited, 0 when the id was credited before (a retry).
+if redis.call('HEXISTS', KEYS[2], 'c:' .. ARGV[1]) == 1 then
+  return 0
+end
+local n = tonumber(ARGV[2])
+if not n or n < 1 then
+  return redis.error_reply('transfer_credit: units must be at least 1')
+end
+redis.call('HSET', KEYS[2], 'c:' .. ARGV[1], n)
+redis.call('INCRBY', KEYS[1], n)
+redis.call('HINCRBY', KEYS[2], 'in', n)
+return 1
