@@ -79,7 +79,9 @@ func (st *story) events() []Event {
 }
 
 // tell merges a story's steps into evs (the event rows, oldest first):
-// in time order, the story's steps first among equal times (the steps
+// in time order; among equal times the steps that come before stock is
+// taken (TOKEN_VERIFIED, RISK_PASSED: the edge's, recorded as event rows)
+// first, then the story's steps, then the other event rows (the steps
 // recorded after a batch, payment or closing, may share its millisecond;
 // the batch's own steps were written in its transaction).
 func tell(st []Event, evs []Event) []Event {
@@ -87,8 +89,25 @@ func tell(st []Event, evs []Event) []Event {
 		return evs
 	}
 	out := append(st, evs...)
-	slices.SortStableFunc(out, func(a, b Event) int { return a.At.Compare(b.At) })
+	slices.SortStableFunc(out, func(a, b Event) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return beforeStock(b.Status) - beforeStock(a.Status)
+	})
 	return out
+}
+
+// beforeStock ranks the steps of a ticket before its stock is taken, in
+// the state machine's order (DESIGN §3); 0 for every other step.
+func beforeStock(status string) int {
+	switch status {
+	case StatusTokenVerified:
+		return 2
+	case StatusRiskPassed:
+		return 1
+	}
+	return 0
 }
 
 const storySelect = `SELECT request_no, created_ms, queued_ms, decided_ms, decided, decided_remark

@@ -173,3 +173,41 @@ func TestStoryMergesWithLaterAndEarlierSteps(t *testing.T) {
 		}
 	})
 }
+
+// TestStoryTellsTheEdgesStepsFirst: the edge's steps before stock is
+// taken (TOKEN_VERIFIED, RISK_PASSED, event rows) come before the batch's
+// STOCK_OCCUPIED when they share its millisecond.
+func TestStoryTellsTheEdgesStepsFirst(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		ctx := context.Background()
+		s, clock := openWithClock(t, r)
+		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 5}))
+		m := msg(sale.NewRequestNos(1).Next(1, 10), 1, 10, 100)
+		occupied, _ := sale.RequestNoTime(m.RequestNo)
+		decided := occupied.Add(time.Millisecond)
+		clock.Store(&decided)
+		if err := s.AppendEvents(ctx, []Event{
+			{RequestNo: m.RequestNo, Status: StatusRiskPassed, Remark: "risk service: allow", At: occupied},
+			{RequestNo: m.RequestNo, Status: StatusTokenVerified, At: occupied},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		m.AcceptedAt = occupied.UnixMilli()
+		if _, err := s.SaveBatch(ctx, []sale.Message{m}, Delivered("result written")); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := s.RequestEvents(ctx, m.RequestNo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range evs {
+			got = append(got, e.Status)
+		}
+		want := fmt.Sprint([]string{StatusTokenVerified, StatusRiskPassed, StatusStockOccupied, StatusMQQueued,
+			StatusOrderCreated, StatusSuccess})
+		if fmt.Sprint(got) != want {
+			t.Errorf("history %v, want %v: %s", got, want, storyOf(evs))
+		}
+	})
+}
