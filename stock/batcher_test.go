@@ -114,43 +114,7 @@ func TestBatcherConcurrentNeverOversells(t *testing.T) {
 	r := newRig(t)
 	a, k := r.preheat(t, activity(1, 1001, 1000, false))
 	b := r.stock.NewBatcher(BatcherConfig{MaxSize: 256, Timeout: time.Second})
-	ctx := context.Background()
-	var mu sync.Mutex
-	okUsers := map[int64]int{}
-	var wg sync.WaitGroup
-	for g := 0; g < 50; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; i < 60; i++ {
-				user := int64((g*60+i)%2000 + 1)
-				rn := fmt.Sprintf("g%d-%d", g, i)
-				res, err := b.Occupy(ctx, a, k, Extras{}, user, rn, 1)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if res.Code == CodeOK {
-					mu.Lock()
-					okUsers[user]++
-					mu.Unlock()
-				}
-			}
-		}(g)
-	}
-	wg.Wait()
-	total := 0
-	for u, n := range okUsers {
-		if n != 1 {
-			t.Errorf("user %d got %d OKs", u, n)
-		}
-		total += n
-	}
-	if total != 1000 {
-		t.Fatalf("%d OK answers, want exactly 1000", total)
-	}
-	c := r.counts(t, 1, 1001)
-	if c.Remaining != 0 || c.Sold != 1000 || c.Holders != 1000 {
-		t.Fatalf("counts: %+v, want remaining 0, sold 1000, 1000 holders", c)
-	}
+	neverOversells(t, r, func(ctx context.Context, user int64, rn string) (OccupyResult, error) {
+		return b.Occupy(ctx, a, k, Extras{}, user, rn, 1)
+	})
 }

@@ -153,6 +153,17 @@ func TestOccupyConcurrentNeverOversells(t *testing.T) {
 
 func testOccupyConcurrentNeverOversells(t *testing.T, r *rig) {
 	a, k := r.preheat(t, activity(1, 1001, 1000, false))
+	neverOversells(t, r, func(ctx context.Context, user int64, rn string) (OccupyResult, error) {
+		return r.occupy(ctx, a, k, user, rn, 1)
+	})
+}
+
+// neverOversells runs 50 goroutines of 60 attempts each through occupy,
+// 3,000 attempts over 2,000 distinct users (every third attempt repeats a
+// user another goroutine uses), on SKU 1001 of activity 1 with 1,000
+// units: exactly 1,000 OKs, one per user, and the ledger agrees.
+func neverOversells(t *testing.T, r *rig, occupy func(ctx context.Context, user int64, rn string) (OccupyResult, error)) {
+	t.Helper()
 	ctx := context.Background()
 	var mu sync.Mutex
 	okUsers := map[int64]int{}
@@ -162,11 +173,8 @@ func testOccupyConcurrentNeverOversells(t *testing.T, r *rig) {
 		go func(g int) {
 			defer wg.Done()
 			for i := 0; i < 60; i++ {
-				// 3,000 attempts over 2,000 distinct users: every
-				// third attempt repeats a user another goroutine uses.
 				user := int64((g*60+i)%2000 + 1)
-				rn := fmt.Sprintf("g%d-%d", g, i)
-				res, err := r.occupy(ctx, a, k, user, rn, 1)
+				res, err := occupy(ctx, user, fmt.Sprintf("g%d-%d", g, i))
 				if err != nil {
 					t.Error(err)
 					return
