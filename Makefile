@@ -13,7 +13,8 @@
 #               wrk load harness in bench/harness (see bench/README.md)
 #   make fleet  the production shape on loopback (e2e/chaos TestFleet: a Redis
 #               Cluster, hot shards, three edges, three consumers, a master
-#               failover), verbose; make chaos and make test run it too
+#               failover, a 200,000-unit SKU over 4 buckets), verbose; make
+#               chaos and make test run it too (with 2,000 units)
 #   make soak   the long sale: bench/soak, 10 minutes, fails on memory growth
 #               (make test runs a 60-second version, make soak-short)
 #   make mutate the mutation check: plants each bug of scripts/mutations/ and

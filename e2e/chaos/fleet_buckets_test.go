@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,6 +163,7 @@ func (b *bucketSale) run(ctx context.Context) {
 	}()
 	work := make(chan int)
 	var wg sync.WaitGroup
+	var done atomic.Int64
 	start := time.Now()
 	for range workers {
 		wg.Add(1)
@@ -169,9 +171,25 @@ func (b *bucketSale) run(ctx context.Context) {
 			defer wg.Done()
 			for i := range work {
 				b.buy(ctx, &b.buyers[i])
+				done.Add(1)
 			}
 		}()
 	}
+	// A long sale (make fleet) says how far it got.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(30 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				b.f.t.Logf("bucketed SKU: %d of %d buyers done after %v", done.Load(), n, time.Since(start).Round(time.Second))
+			case <-stop:
+				return
+			}
+		}
+	}()
 	interval := bucketSaleFor / time.Duration(n)
 	next := time.Now()
 dispatch:
