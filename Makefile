@@ -175,7 +175,7 @@ soak-run:
 # of 3 masters + 3 replicas, hot-SKU shards, the broker, MariaDB, three
 # edges (one with a sidecar engine), three consumers of one group; members
 # join, leave, die and restart and a cluster master fails over during a
-# sale; then the chaos checker's invariants. About 55 s here plus the
+# sale; then the chaos checker's invariants. About 75 s here plus the
 # -race build (~20 s cold); make chaos and make test run it with the other
 # scenarios (it fits: the whole fault suite took 8 min with it; make test stays
 # well inside its 30-minute budget).
