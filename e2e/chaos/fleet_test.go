@@ -54,7 +54,7 @@ type fleet struct {
 // startFleet starts the fleet and waits until every part is ready.
 func startFleet(t *testing.T, hotShards int) *fleet {
 	t.Helper()
-	s := &System{t: t, opts: Options{Sidecar: true, Partitions: 6}, dir: t.TempDir(), bin: seckillBinary(t)}
+	s := &System{t: t, opts: Options{Sidecar: true, Partitions: 6}, dir: t.TempDir(), bin: devBinary(t, int(bucketUnits(t)))}
 	f := &fleet{System: s, metrics: map[*proc]string{}}
 
 	f.cluster = startCluster(t, 3, 1)
@@ -298,6 +298,16 @@ func TestFleet(t *testing.T) {
 	}
 	t.Logf("the master to kill: %s (slot %d of sku %d), its replica %s", master.Addr, slot, victimSKU, replica.Addr)
 
+	// The bucketed SKU sells, with a crowd of its own, while the faults
+	// below run: the master dies mid-sale.
+	bs := f.openBuckets(bucketUnits(t))
+	stopListen := bs.listen(master.Addr)
+	t.Cleanup(stopListen)
+	bctx, bcancel := context.WithTimeout(ctx, 2*time.Minute+time.Duration(bs.units)*5*time.Millisecond)
+	defer bcancel()
+	bdone := make(chan struct{})
+	go func() { defer close(bdone); bs.run(bctx) }()
+
 	all := f.skus()
 	// 4,800 attempts at 120/s: 40 s, every SKU with stock left at the end.
 	load := LoadSpec{Users: 4400, Repeats: 400, Rate: 120, Workers: 48, Seed: 14,
@@ -412,6 +422,7 @@ func TestFleet(t *testing.T) {
 	f.expect("the SKU on the dead master sold again after its replica took over", victimAfter > 0,
 		"sku %d accepted %d after the failover settled", victimSKU, victimAfter)
 
+	<-bdone
 	sc.run = run
 	t.Logf("crowd: %d sent, %d accepted in %v: %s", run.sent(), run.accepted(), run.Took.Round(time.Millisecond), run.summary())
 	f.quiesce(run, f.stock, 90*time.Second)
@@ -425,6 +436,7 @@ func TestFleet(t *testing.T) {
 		n, err := f.batches(p)
 		f.expect(p.Name+" processed batches", err == nil && n > 0, "%v batches (%v)", n, err)
 	}
+	bs.check(failedOver)
 	sc.rep = f.checkInvariants(run, f.stock)
 }
 

@@ -494,6 +494,10 @@ type skuSpec struct {
 	// HotShard places a hot SKU on that hot shard (0-based; nil: the
 	// placement rule decides).
 	HotShard *int `json:"hotShard,omitempty"`
+	// Buckets splits the SKU's stock into that many sub-ledgers (0 or 1:
+	// not split); HotShards pins bucket b on hot shard HotShards[b mod len].
+	Buckets   int   `json:"buckets,omitempty"`
+	HotShards []int `json:"hotShards,omitempty"`
 }
 
 // stateOnline is an activity that sells (README: ONLINE / OFFLINE).
