@@ -29,6 +29,7 @@ import (
 var (
 	transferDebitScript  = rueidis.NewLuaScript(lua.TransferDebit)
 	transferCreditScript = rueidis.NewLuaScript(lua.TransferCredit)
+	bucketReadScript     = rueidis.NewLuaScript(lua.BucketRead)
 )
 
 // PlaceIn is the index of the shard that holds bucket b of k (Place for
@@ -90,32 +91,41 @@ func (s *Stock) bucketsOf(activity, sku int64) []int {
 }
 
 // bucketRemaining reads the remaining stock of every bucket of k, and the
-// units debited by transfers not yet credited (in flight).
+// units debited by transfers not yet credited (in flight). Each bucket's
+// remaining and transfer totals are read in one atomic step and in flight
+// is the buckets' units ever debited minus those ever credited, so the
+// sum counts every unit once whatever transfers run between two buckets'
+// reads: a transfer credited after its destination was read and settled
+// before its source was read is still in flight by the totals (its f:
+// entry is gone), never a unit missed — which would be a false sold-out.
 func (s *Stock) bucketRemaining(ctx context.Context, activity int64, k *sale.SKU) (rem []int64, inFlight int64, err error) {
 	rem = make([]int64, k.BucketCount())
 	for b := range rem {
 		c := s.bucketClient(activity, k, b)
-		rs := c.DoMulti(ctx,
-			c.B().Get().Key(sale.KeysIn(activity, k.ID, b).Stock).Build(),
-			c.B().Hgetall().Key(sale.TransfersKey(activity, k.ID, b)).Build())
-		if rem[b], err = rs[0].AsInt64(); rueidis.IsRedisNil(err) {
-			// Preheat writes every bucket's stock key: Redis lost it.
-			return nil, 0, fmt.Errorf("%w: bucket %d of sku %d", ErrStateLost, b, k.ID)
-		} else if err != nil {
+		v, err := bucketReadScript.Exec(ctx, c,
+			[]string{sale.KeysIn(activity, k.ID, b).Stock, sale.TransfersKey(activity, k.ID, b)}, nil).AsIntSlice()
+		if err != nil {
 			return nil, 0, fmt.Errorf("bucket %d of sku %d: %w", b, k.ID, err)
 		}
-		m, err := rs[1].AsStrMap()
-		if err != nil && !rueidis.IsRedisNil(err) {
-			return nil, 0, fmt.Errorf("bucket %d of sku %d: transfers: %w", b, k.ID, err)
+		if len(v) != 4 {
+			return nil, 0, fmt.Errorf("bucket %d of sku %d: %d values, want 4", b, k.ID, len(v))
 		}
-		for f, v := range m {
-			if strings.HasPrefix(f, "f:") {
-				inFlight += flightUnits(v)
-			}
+		if v[0] == 0 {
+			// Preheat writes every bucket's stock key: Redis lost it.
+			return nil, 0, fmt.Errorf("%w: bucket %d of sku %d", ErrStateLost, b, k.ID)
+		}
+		rem[b] = v[1]
+		inFlight += v[2] - v[3]
+		if afterBucketRead != nil {
+			afterBucketRead(b)
 		}
 	}
-	return rem, inFlight, nil
+	return rem, max(inFlight, 0), nil
 }
+
+// afterBucketRead, when set (by a test), runs after bucketRemaining read
+// bucket b: where a transfer lands between two reads.
+var afterBucketRead func(b int)
 
 // flightUnits reads an in-flight entry "<dst>:<units>"; 0 when unreadable.
 func flightUnits(v string) int64 {
@@ -168,7 +178,8 @@ func (s *Stock) Transfer(ctx context.Context, activity int64, k *sale.SKU, src, 
 // removes the transfer from src's in-flight entries.
 func (s *Stock) credit(ctx context.Context, activity int64, k *sale.SKU, src, dst int, id string, n int64) error {
 	dc := s.bucketClient(activity, k, dst)
-	dkeys := []string{sale.KeysIn(activity, k.ID, dst).Stock, sale.TransfersKey(activity, k.ID, dst)}
+	dk := sale.KeysIn(activity, k.ID, dst)
+	dkeys := []string{dk.Stock, sale.TransfersKey(activity, k.ID, dst), dk.Meta}
 	if err := transferCreditScript.Exec(ctx, dc, dkeys, []string{id, strconv.FormatInt(n, 10)}).Error(); err != nil {
 		return fmt.Errorf("transfer sku %d: credit bucket %d (%d units in flight, id %s): %w", k.ID, dst, n, id, err)
 	}
