@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/redis/rueidis"
+
 	"seckill/sale"
 )
 
@@ -88,5 +90,91 @@ func TestTransferNeverCreditsALostBucket(t *testing.T) {
 	}
 	if _, _, err := r.st.bucketRemaining(ctx, a.ID, k); !errors.Is(err, ErrStateLost) {
 		t.Fatalf("sum over a lost bucket: %v, want ErrStateLost", err)
+	}
+}
+
+// transfersOut reads bucket b's units ever debited by transfers (0: none).
+func (r *bucketRig) transfersOut(t *testing.T, k *sale.SKU, b int) int64 {
+	t.Helper()
+	c := r.st.bucketClient(1, k, b)
+	n, err := c.Do(context.Background(), c.B().Hget().Key(sale.TransfersKey(1, k.ID, b)).Field("out").Build()).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatalf("bucket %d transfers: %v", b, err)
+	}
+	return n
+}
+
+// TestMarkedBucketedSKUIsSoldOutNotRebalancing: on-call marks a SKU of 8
+// units in 2 buckets sold out. A buyer is answered SOLD_OUT (410), not
+// REBALANCING (a 429 that tells it to retry forever), and its request
+// moves no unit between the buckets.
+func TestMarkedBucketedSKUIsSoldOutNotRebalancing(t *testing.T) {
+	r := newBucketRig(t)
+	a, k := r.bucketed(t, 8, 2)
+	ctx := context.Background()
+	if err := r.st.SetSoldOut(ctx, a.ID, k.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	ids := sale.NewRequestNos(1)
+	for _, u := range usersIn(k, 0, 2) {
+		res, err := r.st.Occupy(ctx, a, k, u, ids.NextIn(a.ID, k.ID, 0), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Code != CodeSoldOut || res.Remaining != 0 {
+			t.Fatalf("marked sku: %s remaining %d, want SOLD_OUT remaining 0", res.Code, res.Remaining)
+		}
+	}
+	for b := range 2 {
+		if out := r.transfersOut(t, k, b); out != 0 {
+			t.Fatalf("bucket %d: %d units transferred out while the sku was marked sold out", b, out)
+		}
+		if got := r.bucketStock(t, k, b); got != 4 {
+			t.Fatalf("bucket %d holds %d, want 4", b, got)
+		}
+	}
+}
+
+// TestBucketedBuyerAskingMoreThanTheSKUHoldsIsSoldOut: a SKU of 3 units
+// per buyer at most, 2 buckets; 1 unit is left in all. A buyer asking 2 is
+// SOLD_OUT (remaining 1), as on a SKU not split — not REBALANCING, which
+// no transfer can ever serve — and a buyer asking 1 still gets the unit.
+func TestBucketedBuyerAskingMoreThanTheSKUHoldsIsSoldOut(t *testing.T) {
+	r := newBucketRig(t)
+	act := activity(1, 5001, 4, true)
+	act.SKUs[0].Buckets, act.SKUs[0].LimitPerUser = 2, 3
+	ctx := context.Background()
+	if err := r.st.Preheat(ctx, act); err != nil {
+		t.Fatal(err)
+	}
+	a, k, ok := r.cat.Lookup(1, 5001)
+	if !ok {
+		t.Fatal("catalog lost the activity")
+	}
+	ids := sale.NewRequestNos(1)
+	u0, u1 := usersIn(k, 0, 3), usersIn(k, 1, 3)
+	// Bucket 0 sells its 2, bucket 1 one of its 2: 1 left, in bucket 1.
+	for _, buy := range []struct {
+		user int64
+		q    int64
+	}{{u0[0], 2}, {u1[0], 1}} {
+		res, err := r.st.Occupy(ctx, a, k, buy.user, ids.NextIn(a.ID, k.ID, k.BucketOf(buy.user)), buy.q)
+		if err != nil || res.Code != CodeOK {
+			t.Fatalf("user %d buys %d: %+v %v", buy.user, buy.q, res, err)
+		}
+	}
+	res, err := r.st.Occupy(ctx, a, k, u0[1], ids.NextIn(a.ID, k.ID, 0), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Code != CodeSoldOut || res.Remaining != 1 {
+		t.Fatalf("2 asked, 1 left: %s remaining %d, want SOLD_OUT remaining 1", res.Code, res.Remaining)
+	}
+	res, err = r.st.Occupy(ctx, a, k, u0[2], ids.NextIn(a.ID, k.ID, 0), 1)
+	if err != nil || res.Code != CodeOK || res.Remaining != 0 {
+		t.Fatalf("1 asked, 1 left: %+v %v, want OK remaining 0", res, err)
 	}
 }

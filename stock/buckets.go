@@ -256,6 +256,15 @@ func (s *Stock) rebalance(ctx context.Context, activity int64, k *sale.SKU, b in
 	return s.Transfer(ctx, activity, k, full, b, max(need, (rem[full]+1)/2))
 }
 
+// markedIn reports whether bucket b of k carries the on-call sold-out mark;
+// false when it cannot be read (the buyer is then answered as if unmarked:
+// REBALANCING while units remain, never a guessed sale).
+func (s *Stock) markedIn(ctx context.Context, activity int64, k *sale.SKU, b int) bool {
+	c := s.bucketClient(activity, k, b)
+	v, err := c.Do(ctx, c.B().Hget().Key(sale.KeysIn(activity, k.ID, b).Meta).Field("soldout").Build()).ToString()
+	return err == nil && v == "1"
+}
+
 // rebalanceRetryAfter is the Retry-After of a buyer whose bucket was
 // empty while others held stock: a transfer serves it shortly.
 const rebalanceRetryAfter = time.Second
@@ -264,7 +273,9 @@ const rebalanceRetryAfter = time.Second
 // SKU into the SKU's: a buyer the bucket could not serve (SOLD_OUT) is
 // served after a transfer from the fullest bucket (one retry, its window
 // attempt already counted), else answered REBALANCING (a 429 with a short
-// Retry-After) while any bucket holds stock, SOLD_OUT only when none does.
+// Retry-After) while any bucket holds stock, SOLD_OUT only when none does,
+// the buyer asks more than every bucket holds together, or on-call marked
+// the SKU sold out (no transfer then).
 // Remaining is scaled to an estimate of the SKU's (the bucket's × Buckets)
 // and is 0 only when every bucket is empty. It reports whether the SKU is
 // sold out.
@@ -280,6 +291,11 @@ func (s *Stock) splitResults(ctx context.Context, a *sale.Activity, sku *sale.SK
 		case res[i].Code == CodeOK && res[i].Remaining == 0:
 			empty = true
 		}
+	}
+	if len(short) > 0 && s.markedIn(ctx, a.ID, sku, b) {
+		// On-call marked the SKU sold out (every bucket carries the
+		// mark): SOLD_OUT as it stands, no transfer.
+		return true
 	}
 	if len(short) > 0 {
 		moved, err := s.rebalance(ctx, a.ID, sku, b, need)
@@ -325,6 +341,9 @@ func (s *Stock) splitResults(ctx context.Context, a *sale.Activity, sku *sale.SK
 	for i := range res {
 		r := &res[i]
 		switch {
+		case r.Code == CodeSoldOut && total > 0 && total < buyers[i].Quantity:
+			// More than the whole SKU holds: no transfer can serve it.
+			r.Remaining = total
 		case r.Code == CodeSoldOut && total != 0:
 			// Units remain elsewhere (or the buckets could not be read):
 			// never a sold-out for this buyer.
