@@ -178,3 +178,70 @@ func TestBucketedBuyerAskingMoreThanTheSKUHoldsIsSoldOut(t *testing.T) {
 		t.Fatalf("1 asked, 1 left: %+v %v, want OK remaining 0", res, err)
 	}
 }
+
+// TestPreheatAgainKeepsEachBucketsBooks: 8 units in 4 buckets, restocked by
+// 1 twice (bucket 0 gets both), then preheated again with the database's
+// 10 (at start, or an activity saved again): every bucket's books still
+// balance — preheat does not reset a live bucket's initial to its share
+// of 10.
+func TestPreheatAgainKeepsEachBucketsBooks(t *testing.T) {
+	r := newBucketRig(t)
+	a, k := r.bucketed(t, 8, 4)
+	ctx := context.Background()
+	for range 2 {
+		if _, _, err := r.st.Restock(ctx, a.ID, k.ID, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := *a
+	again.SKUs = append([]sale.SKU(nil), a.SKUs...)
+	again.SKUs[0].Stock = 10
+	if err := r.st.Preheat(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	per, err := r.st.BucketLedgers(ctx, a.ID, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var initial int64
+	for b, l := range per {
+		if l.Initial+l.In-l.Out != l.Remaining+l.Sold {
+			t.Fatalf("bucket %d: initial %d + in %d − out %d ≠ remaining %d + sold %d", b, l.Initial, l.In, l.Out, l.Remaining, l.Sold)
+		}
+		initial += l.Initial
+	}
+	if initial != 10 {
+		t.Fatalf("the buckets' initial sums to %d, want 10", initial)
+	}
+}
+
+// TestPreheatRefusesToChangeALiveSKUsBuckets: a SKU sold in 4 buckets is
+// saved again with 2 (or not split). The preheat is refused: buyers of
+// buckets 2 and 3 would map to 0 and 1 and buy a second ticket, and the
+// units left in 2 and 3 would never sell.
+func TestPreheatRefusesToChangeALiveSKUsBuckets(t *testing.T) {
+	r := newBucketRig(t)
+	a, k := r.bucketed(t, 8, 4)
+	ctx := context.Background()
+	ids := sale.NewRequestNos(1)
+	u := usersIn(k, 3, 1)[0]
+	if res, err := r.st.Occupy(ctx, a, k, u, ids.NextIn(a.ID, k.ID, 3), 1); err != nil || res.Code != CodeOK {
+		t.Fatalf("occupy: %+v %v", res, err)
+	}
+	for _, n := range []int{2, 0} {
+		again := *a
+		again.SKUs = append([]sale.SKU(nil), a.SKUs...)
+		again.SKUs[0].Buckets = n
+		if err := r.st.Preheat(ctx, again); !errors.Is(err, ErrBucketsChanged) {
+			t.Fatalf("preheat with %d buckets: %v, want ErrBucketsChanged", n, err)
+		}
+	}
+	_, cur, ok := r.cat.Lookup(a.ID, k.ID)
+	if !ok || cur.Buckets != 4 {
+		t.Fatalf("the catalog's sku after the refused preheats: %+v", cur)
+	}
+	res, err := r.st.Occupy(ctx, a, k, u, ids.NextIn(a.ID, k.ID, k.BucketOf(u)), 1)
+	if err != nil || res.Code != CodeDuplicate {
+		t.Fatalf("the buyer again: %+v %v, want DUPLICATE", res, err)
+	}
+}
