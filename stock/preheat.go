@@ -165,6 +165,18 @@ func rebuyField(a *sale.Activity) string {
 // would never sell.
 var ErrBucketsChanged = errors.New("a preheated SKU's buckets cannot change")
 
+// CheckBuckets answers ErrBucketsChanged when a would change the bucket
+// count of a SKU whose ledger is in Redis (Preheat refuses it): the admin
+// API asks before it writes the database.
+func (s *Stock) CheckBuckets(ctx context.Context, a *sale.Activity) error {
+	for i := range a.SKUs {
+		if err := s.sameBuckets(ctx, a, &a.SKUs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // sameBuckets refuses a preheat of sku with a bucket count other than the
 // one the catalog knows for it while any of that layout's stock keys
 // exists in Redis.
