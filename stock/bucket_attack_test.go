@@ -3,6 +3,7 @@ package stock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -243,5 +244,74 @@ func TestPreheatRefusesToChangeALiveSKUsBuckets(t *testing.T) {
 	res, err := r.st.Occupy(ctx, a, k, u, ids.NextIn(a.ID, k.ID, k.BucketOf(u)), 1)
 	if err != nil || res.Code != CodeDuplicate {
 		t.Fatalf("the buyer again: %+v %v, want DUPLICATE", res, err)
+	}
+}
+
+// TestForgedTicketBucketsChangeNothing: a buyer of bucket b holds a
+// ticket. Messages naming the same id under another bucket, a bucket past
+// the SKU's count, or a bucket suffix on a SKU not split neither claim nor
+// release anything (forced, and as a closed order): every bucket's stock
+// and the buyer's record stay, and the true ticket still claims.
+func TestForgedTicketBucketsChangeNothing(t *testing.T) {
+	r := newBucketRig(t)
+	a, k := r.bucketed(t, 8, 4)
+	ctx := context.Background()
+	u := usersIn(k, 1, 1)[0]
+	rn := sale.NewRequestNos(1).NextIn(a.ID, k.ID, 1)
+	if res, err := r.st.Occupy(ctx, a, k, u, rn, 1); err != nil || res.Code != CodeOK {
+		t.Fatalf("occupy: %+v %v", res, err)
+	}
+	_, _, _, id, ok := sale.ParseTicket(rn)
+	if !ok {
+		t.Fatalf("ticket %s does not parse", rn)
+	}
+	forged := []string{
+		fmt.Sprintf("%d-%d.0-%s", a.ID, k.ID, id),  // another bucket
+		fmt.Sprintf("%d-%d.63-%s", a.ID, k.ID, id), // past the SKU's 4
+		fmt.Sprintf("%d-%d-%s", a.ID, k.ID, id),    // no bucket
+	}
+	before := make([]int64, 4)
+	for b := range before {
+		before[b] = r.bucketStock(t, k, b)
+	}
+	for _, f := range forged {
+		m := &sale.Message{RequestNo: f, ActivityID: a.ID, SKUID: k.ID, UserID: u, Quantity: 1}
+		held, err := r.st.ClaimBatch(ctx, []*sale.Message{m})
+		if err != nil || held[0] {
+			t.Fatalf("claim of forged %s: %v %v", f, held, err)
+		}
+		for _, rel := range []func() (ReleaseOutcome, error){
+			func() (ReleaseOutcome, error) { return r.st.Release(ctx, m, true) },
+			func() (ReleaseOutcome, error) { return r.st.ReleaseClosed(ctx, m) },
+		} {
+			if out, err := rel(); err != nil || out != NotHeld {
+				t.Fatalf("release of forged %s: %v %v, want not_held", f, out, err)
+			}
+		}
+	}
+	for b := range before {
+		if got := r.bucketStock(t, k, b); got != before[b] {
+			t.Fatalf("bucket %d: %d units after the forged tickets, %d before", b, got, before[b])
+		}
+	}
+	m := &sale.Message{RequestNo: rn, ActivityID: a.ID, SKUID: k.ID, UserID: u, Quantity: 1}
+	if held, err := r.st.ClaimBatch(ctx, []*sale.Message{m}); err != nil || !held[0] {
+		t.Fatalf("the true ticket no longer claims: %v %v", held, err)
+	}
+	// A bucket suffix on a SKU not split names nothing either.
+	pr := newRig(t)
+	pa, pk := pr.preheat(t, activity(2, 6001, 3, false))
+	prn := sale.NewRequestNos(2).Next(pa.ID, pk.ID)
+	if res, err := pr.stock.Occupy(ctx, pa, pk, u, prn, 1); err != nil || res.Code != CodeOK {
+		t.Fatalf("occupy on a SKU not split: %+v %v", res, err)
+	}
+	_, _, _, pid, _ := sale.ParseTicket(prn)
+	fake := fmt.Sprintf("%d-%d.0-%s", pa.ID, pk.ID, pid)
+	pm := &sale.Message{RequestNo: fake, ActivityID: pa.ID, SKUID: pk.ID, UserID: u, Quantity: 1}
+	if out, err := pr.stock.Release(ctx, pm, true); err != nil || out != NotHeld {
+		t.Fatalf("release of %s on a SKU not split: %v %v", fake, out, err)
+	}
+	if n, err := pr.stock.Counts(ctx, pa.ID, pk.ID); err != nil || n.Remaining != 2 || n.Holders != 1 {
+		t.Fatalf("the SKU not split after the forged release: %+v %v, want remaining 2 and 1 record", n, err)
 	}
 }
