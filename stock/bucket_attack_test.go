@@ -315,3 +315,32 @@ func TestForgedTicketBucketsChangeNothing(t *testing.T) {
 		t.Fatalf("the SKU not split after the forged release: %+v %v, want remaining 2 and 1 record", n, err)
 	}
 }
+
+// TestStuckTransferDoesNotStopRebalancing: a transfer into bucket 1 is cut
+// after its debit and bucket 1's shard restarts empty, so it cannot be
+// finished. A buyer of bucket 0, empty, is still served by a transfer from
+// another bucket: one stuck transfer does not stop the SKU's rebalancing.
+func TestStuckTransferDoesNotStopRebalancing(t *testing.T) {
+	r := newBucketRig(t)
+	a, k := r.bucketed(t, 8, 4, 0, 1) // buckets 0, 2 on hot0; 1, 3 on hot1
+	ctx := context.Background()
+	src := r.st.bucketClient(a.ID, k, 0)
+	n, err := transferDebitScript.Exec(ctx, src,
+		[]string{sale.KeysIn(a.ID, k.ID, 0).Stock, sale.TransfersKey(a.ID, k.ID, 0)}, []string{"cafe", "2", "1"}).AsInt64()
+	if err != nil || n != 2 {
+		t.Fatalf("debit: %d, %v", n, err)
+	}
+	// Bucket 1 is lost; bucket 3 (same shard) with it. Bucket 0 is empty.
+	lost := r.st.bucketClient(a.ID, k, 1)
+	if err := lost.Do(ctx, lost.B().Flushall().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	u := usersIn(k, 0, 1)[0]
+	res, err := r.st.Occupy(ctx, a, k, u, sale.NewRequestNos(1).NextIn(a.ID, k.ID, 0), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Code != CodeOK {
+		t.Fatalf("buyer of the empty bucket 0: %s, want OK after a transfer from bucket 2", res.Code)
+	}
+}

@@ -99,28 +99,42 @@ func (s *Stock) bucketsOf(activity, sku int64) []int {
 // before its source was read is still in flight by the totals (its f:
 // entry is gone), never a unit missed — which would be a false sold-out.
 func (s *Stock) bucketRemaining(ctx context.Context, activity int64, k *sale.SKU) (rem []int64, inFlight int64, err error) {
-	rem = make([]int64, k.BucketCount())
+	rem, inFlight, lost, err := s.bucketSums(ctx, activity, k)
+	if err == nil && lost >= 0 {
+		// Preheat writes every bucket's stock key: Redis lost it.
+		return nil, 0, fmt.Errorf("%w: bucket %d of sku %d", ErrStateLost, lost, k.ID)
+	}
+	return rem, inFlight, err
+}
+
+// bucketSums is bucketRemaining that reads past a bucket Redis lost: its
+// rem is -1 and lost names the first such bucket (-1: none).
+func (s *Stock) bucketSums(ctx context.Context, activity int64, k *sale.SKU) (rem []int64, inFlight int64, lost int, err error) {
+	rem, lost = make([]int64, k.BucketCount()), -1
 	for b := range rem {
 		c := s.bucketClient(activity, k, b)
 		v, err := bucketReadScript.Exec(ctx, c,
 			[]string{sale.KeysIn(activity, k.ID, b).Stock, sale.TransfersKey(activity, k.ID, b)}, nil).AsIntSlice()
 		if err != nil {
-			return nil, 0, fmt.Errorf("bucket %d of sku %d: %w", b, k.ID, err)
+			return nil, 0, -1, fmt.Errorf("bucket %d of sku %d: %w", b, k.ID, err)
 		}
 		if len(v) != 4 {
-			return nil, 0, fmt.Errorf("bucket %d of sku %d: %d values, want 4", b, k.ID, len(v))
+			return nil, 0, -1, fmt.Errorf("bucket %d of sku %d: %d values, want 4", b, k.ID, len(v))
 		}
 		if v[0] == 0 {
-			// Preheat writes every bucket's stock key: Redis lost it.
-			return nil, 0, fmt.Errorf("%w: bucket %d of sku %d", ErrStateLost, b, k.ID)
+			rem[b] = -1
+			if lost < 0 {
+				lost = b
+			}
+		} else {
+			rem[b] = v[1]
 		}
-		rem[b] = v[1]
 		inFlight += v[2] - v[3]
 		if afterBucketRead != nil {
 			afterBucketRead(b)
 		}
 	}
-	return rem, max(inFlight, 0), nil
+	return rem, max(inFlight, 0), lost, nil
 }
 
 // afterBucketRead, when set (by a test), runs after bucketRemaining read
@@ -193,17 +207,21 @@ func (s *Stock) credit(ctx context.Context, activity int64, k *sale.SKU, src, ds
 // FinishTransfers credits every transfer of k whose debit was recorded and
 // whose credit was not confirmed (a crash or a lost reply between the
 // steps), and answers how many it finished. Crediting twice is harmless:
-// the destination applies an id once.
+// the destination applies an id once. An entry it cannot finish (its
+// destination lost, unreadable) is left in flight and reported; the
+// others are finished.
 func (s *Stock) FinishTransfers(ctx context.Context, activity int64, k *sale.SKU) (int, error) {
 	if !k.Split() {
 		return 0, nil
 	}
 	done := 0
+	var errs []error // one entry or bucket that fails does not stop the others
 	for src := 0; src < k.Buckets; src++ {
 		c := s.bucketClient(activity, k, src)
 		m, err := c.Do(ctx, c.B().Hgetall().Key(sale.TransfersKey(activity, k.ID, src)).Build()).AsStrMap()
 		if err != nil && !rueidis.IsRedisNil(err) {
-			return done, fmt.Errorf("finish transfers of sku %d bucket %d: %w", k.ID, src, err)
+			errs = append(errs, fmt.Errorf("finish transfers of sku %d bucket %d: %w", k.ID, src, err))
+			continue
 		}
 		for f, v := range m {
 			id, ok := strings.CutPrefix(f, "f:")
@@ -214,15 +232,17 @@ func (s *Stock) FinishTransfers(ctx context.Context, activity int64, k *sale.SKU
 			dst, err1 := strconv.Atoi(d)
 			n, err2 := strconv.ParseInt(u, 10, 64)
 			if err1 != nil || err2 != nil || dst < 0 || dst >= k.Buckets || n < 1 {
-				return done, fmt.Errorf("finish transfers of sku %d bucket %d: unreadable entry %s=%q", k.ID, src, f, v)
+				errs = append(errs, fmt.Errorf("finish transfers of sku %d bucket %d: unreadable entry %s=%q", k.ID, src, f, v))
+				continue
 			}
 			if err := s.credit(ctx, activity, k, src, dst, id, n); err != nil {
-				return done, err
+				errs = append(errs, err)
+				continue
 			}
 			done++
 		}
 	}
-	return done, nil
+	return done, errors.Join(errs...)
 }
 
 // errNoStockElsewhere: no bucket of the SKU holds stock (nor a transfer).
@@ -232,13 +252,19 @@ var errNoStockElsewhere = errors.New("every bucket is empty")
 // half of what that one holds, at least need. It answers the units moved
 // and errNoStockElsewhere when every bucket (b included) is empty with
 // nothing in flight — the SKU is sold out.
+//
+// A transfer FinishTransfers cannot finish (its destination lost) and a
+// bucket Redis lost do not stop it: their units are not counted as empty
+// (never errNoStockElsewhere while a bucket is lost), and the fullest
+// bucket that can be read still gives.
 func (s *Stock) rebalance(ctx context.Context, activity int64, k *sale.SKU, b int, need int64) (int64, error) {
-	if _, err := s.FinishTransfers(ctx, activity, k); err != nil {
-		return 0, err
-	}
-	rem, inFlight, err := s.bucketRemaining(ctx, activity, k)
+	_, ferr := s.FinishTransfers(ctx, activity, k) // what it cannot finish stays in flight
+	rem, inFlight, lost, err := s.bucketSums(ctx, activity, k)
 	if err != nil {
-		return 0, err
+		return 0, errors.Join(err, ferr)
+	}
+	if lost >= 0 {
+		inFlight = max(inFlight, 1) // units unknown: not sold out
 	}
 	full, total := -1, int64(0)
 	for i, r := range rem {
