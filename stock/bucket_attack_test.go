@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -65,12 +66,7 @@ func TestTransferNeverCreditsALostBucket(t *testing.T) {
 	r := newBucketRig(t)
 	a, k := r.bucketed(t, 4, 2)
 	ctx := context.Background()
-	src := r.st.bucketClient(a.ID, k, 0)
-	n, err := transferDebitScript.Exec(ctx, src,
-		[]string{sale.KeysIn(a.ID, k.ID, 0).Stock, sale.TransfersKey(a.ID, k.ID, 0)}, []string{"deadbeef", "2", "1"}).AsInt64()
-	if err != nil || n != 2 {
-		t.Fatalf("debit: %d, %v", n, err)
-	}
+	src := r.debitOnly(t, k, 0, 1, "deadbeef", 2)
 	dst := r.st.bucketClient(a.ID, k, 1)
 	if err := dst.Do(ctx, dst.B().Flushall().Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -324,12 +320,7 @@ func TestStuckTransferDoesNotStopRebalancing(t *testing.T) {
 	r := newBucketRig(t)
 	a, k := r.bucketed(t, 8, 4, 0, 1) // buckets 0, 2 on hot0; 1, 3 on hot1
 	ctx := context.Background()
-	src := r.st.bucketClient(a.ID, k, 0)
-	n, err := transferDebitScript.Exec(ctx, src,
-		[]string{sale.KeysIn(a.ID, k.ID, 0).Stock, sale.TransfersKey(a.ID, k.ID, 0)}, []string{"cafe", "2", "1"}).AsInt64()
-	if err != nil || n != 2 {
-		t.Fatalf("debit: %d, %v", n, err)
-	}
+	r.debitOnly(t, k, 0, 1, "cafe", 2)
 	// Bucket 1 is lost; bucket 3 (same shard) with it. Bucket 0 is empty.
 	lost := r.st.bucketClient(a.ID, k, 1)
 	if err := lost.Do(ctx, lost.B().Flushall().Build()).Error(); err != nil {
@@ -343,4 +334,18 @@ func TestStuckTransferDoesNotStopRebalancing(t *testing.T) {
 	if res.Code != CodeOK {
 		t.Fatalf("buyer of the empty bucket 0: %s, want OK after a transfer from bucket 2", res.Code)
 	}
+}
+
+// debitOnly runs only the first step of a transfer of units from bucket src
+// to dst under id (the process dies after it) and answers src's client.
+func (r *bucketRig) debitOnly(t *testing.T, k *sale.SKU, src, dst int, id string, units int64) rueidis.Client {
+	t.Helper()
+	c := r.st.bucketClient(1, k, src)
+	n, err := transferDebitScript.Exec(context.Background(), c,
+		[]string{sale.KeysIn(1, k.ID, src).Stock, sale.TransfersKey(1, k.ID, src)},
+		[]string{id, strconv.FormatInt(units, 10), strconv.Itoa(dst)}).AsInt64()
+	if err != nil || n != units {
+		t.Fatalf("debit: %d, %v", n, err)
+	}
+	return c
 }
