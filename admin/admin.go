@@ -247,6 +247,8 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
 	switch {
 	case errors.Is(err, stock.ErrUnknownSKU), errors.Is(err, store.ErrNotFound), errors.Is(err, results.ErrNotFound):
 		writeErr(ctx, fasthttp.StatusNotFound, "NOT_FOUND", err.Error())
+	case errors.Is(err, stock.ErrBucketsChanged):
+		writeErr(ctx, fasthttp.StatusConflict, "CONFLICT", err.Error())
 	default:
 		writeErr(ctx, fasthttp.StatusServiceUnavailable, "BUSY", err.Error())
 	}

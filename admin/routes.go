@@ -45,6 +45,12 @@ func (s *Server) createActivity(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := opCtx(ctx)
 	defer cancel()
+	// A live SKU's bucket count is fixed: refused before the database
+	// keeps a count its Redis ledger does not have.
+	if err := s.d.Stock.CheckBuckets(c, &a); err != nil {
+		s.fail(ctx, err)
+		return
+	}
 	// The database first: it is where Preheat rebuilds stock from, and an
 	// activity must have its snapshot before any order can land.
 	if err := s.d.Store.PutActivity(c, a); err != nil {

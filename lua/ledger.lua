@@ -6,9 +6,13 @@
 -- KEYS[4] sold     integer: units occupied or ordered
 -- KEYS[5] claimed  set of claimed requestNos
 -- KEYS[6] pending  sorted set of unclaimed records ("userId:requestNo")
+-- KEYS[7] xfer     hash, only for a bucket of a SKU split into buckets: its
+--                  transfer record ("out" units ever debited, "in" ever
+--                  credited; transfer_debit.lua)
 -- Returns {meta exists (0/1), initial, remaining, sold, user records,
--- claimed, pending}; a missing counter reads 0.
-return {
+-- claimed, pending}, and {out, in} after them where KEYS[7] is given; a
+-- missing counter reads 0.
+local out = {
   redis.call('EXISTS', KEYS[1]),
   tonumber(redis.call('HGET', KEYS[1], 'initial') or '0'),
   tonumber(redis.call('GET', KEYS[2]) or '0'),
@@ -17,3 +21,9 @@ return {
   redis.call('SCARD', KEYS[5]),
   redis.call('ZCARD', KEYS[6]),
 }
+if KEYS[7] then
+  local t = redis.call('HMGET', KEYS[7], 'out', 'in')
+  out[8] = tonumber(t[1] or '0')
+  out[9] = tonumber(t[2] or '0')
+end
+return out

@@ -49,3 +49,9 @@ var TransferDebit string
 //
 //go:embed transfer_credit.lua
 var TransferCredit string
+
+// BucketRead reads one bucket's remaining units and transfer totals in one
+// atomic step. See bucket_read.lua.
+//
+//go:embed bucket_read.lua
+var BucketRead string

@@ -5,10 +5,19 @@
 -- KEYS[2] xfer    hash: the destination bucket's transfer record
 --                 "c:<id>"  units this transfer credited
 --                 "in"      units ever credited
+-- KEYS[3] meta    hash: the destination bucket's meta; without it Redis lost
+--                 the bucket (a restart without persistence): nothing is
+--                 credited and the transfer stays in flight on its source
+--                 until the bucket is rebuilt, so no unit lands on a bucket
+--                 whose books are gone
 -- ARGV[1] id      the transfer's id
 -- ARGV[2] units   the units the debit recorded (>= 1)
 --
--- Returns 1 when it credited, 0 when the id was credited before (a retry).
+-- Returns 1 when it credited, 0 when the id was credited before (a retry);
+-- an error reply "MISSING" when the bucket's meta is gone.
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  return redis.error_reply('MISSING transfer_credit: the bucket has no meta')
+end
 if redis.call('HEXISTS', KEYS[2], 'c:' .. ARGV[1]) == 1 then
   return 0
 end

@@ -29,6 +29,7 @@ import (
 var (
 	transferDebitScript  = rueidis.NewLuaScript(lua.TransferDebit)
 	transferCreditScript = rueidis.NewLuaScript(lua.TransferCredit)
+	bucketReadScript     = rueidis.NewLuaScript(lua.BucketRead)
 )
 
 // PlaceIn is the index of the shard that holds bucket b of k (Place for
@@ -90,32 +91,55 @@ func (s *Stock) bucketsOf(activity, sku int64) []int {
 }
 
 // bucketRemaining reads the remaining stock of every bucket of k, and the
-// units debited by transfers not yet credited (in flight).
+// units debited by transfers not yet credited (in flight). Each bucket's
+// remaining and transfer totals are read in one atomic step and in flight
+// is the buckets' units ever debited minus those ever credited, so the
+// sum counts every unit once whatever transfers run between two buckets'
+// reads: a transfer credited after its destination was read and settled
+// before its source was read is still in flight by the totals (its f:
+// entry is gone), never a unit missed — which would be a false sold-out.
 func (s *Stock) bucketRemaining(ctx context.Context, activity int64, k *sale.SKU) (rem []int64, inFlight int64, err error) {
-	rem = make([]int64, k.BucketCount())
+	rem, inFlight, lost, err := s.bucketSums(ctx, activity, k)
+	if err == nil && lost >= 0 {
+		// Preheat writes every bucket's stock key: Redis lost it.
+		return nil, 0, fmt.Errorf("%w: bucket %d of sku %d", ErrStateLost, lost, k.ID)
+	}
+	return rem, inFlight, err
+}
+
+// bucketSums is bucketRemaining that reads past a bucket Redis lost: its
+// rem is -1 and lost names the first such bucket (-1: none).
+func (s *Stock) bucketSums(ctx context.Context, activity int64, k *sale.SKU) (rem []int64, inFlight int64, lost int, err error) {
+	rem, lost = make([]int64, k.BucketCount()), -1
 	for b := range rem {
 		c := s.bucketClient(activity, k, b)
-		rs := c.DoMulti(ctx,
-			c.B().Get().Key(sale.KeysIn(activity, k.ID, b).Stock).Build(),
-			c.B().Hgetall().Key(sale.TransfersKey(activity, k.ID, b)).Build())
-		if rem[b], err = rs[0].AsInt64(); rueidis.IsRedisNil(err) {
-			// Preheat writes every bucket's stock key: Redis lost it.
-			return nil, 0, fmt.Errorf("%w: bucket %d of sku %d", ErrStateLost, b, k.ID)
-		} else if err != nil {
-			return nil, 0, fmt.Errorf("bucket %d of sku %d: %w", b, k.ID, err)
+		v, err := bucketReadScript.Exec(ctx, c,
+			[]string{sale.KeysIn(activity, k.ID, b).Stock, sale.TransfersKey(activity, k.ID, b)}, nil).AsIntSlice()
+		if err != nil {
+			return nil, 0, -1, fmt.Errorf("bucket %d of sku %d: %w", b, k.ID, err)
 		}
-		m, err := rs[1].AsStrMap()
-		if err != nil && !rueidis.IsRedisNil(err) {
-			return nil, 0, fmt.Errorf("bucket %d of sku %d: transfers: %w", b, k.ID, err)
+		if len(v) != 4 {
+			return nil, 0, -1, fmt.Errorf("bucket %d of sku %d: %d values, want 4", b, k.ID, len(v))
 		}
-		for f, v := range m {
-			if strings.HasPrefix(f, "f:") {
-				inFlight += flightUnits(v)
+		if v[0] == 0 {
+			rem[b] = -1
+			if lost < 0 {
+				lost = b
 			}
+		} else {
+			rem[b] = v[1]
+		}
+		inFlight += v[2] - v[3]
+		if afterBucketRead != nil {
+			afterBucketRead(b)
 		}
 	}
-	return rem, inFlight, nil
+	return rem, max(inFlight, 0), lost, nil
 }
+
+// afterBucketRead, when set (by a test), runs after bucketRemaining read
+// bucket b: where a transfer lands between two reads.
+var afterBucketRead func(b int)
 
 // flightUnits reads an in-flight entry "<dst>:<units>"; 0 when unreadable.
 func flightUnits(v string) int64 {
@@ -168,7 +192,8 @@ func (s *Stock) Transfer(ctx context.Context, activity int64, k *sale.SKU, src, 
 // removes the transfer from src's in-flight entries.
 func (s *Stock) credit(ctx context.Context, activity int64, k *sale.SKU, src, dst int, id string, n int64) error {
 	dc := s.bucketClient(activity, k, dst)
-	dkeys := []string{sale.KeysIn(activity, k.ID, dst).Stock, sale.TransfersKey(activity, k.ID, dst)}
+	dk := sale.KeysIn(activity, k.ID, dst)
+	dkeys := []string{dk.Stock, sale.TransfersKey(activity, k.ID, dst), dk.Meta}
 	if err := transferCreditScript.Exec(ctx, dc, dkeys, []string{id, strconv.FormatInt(n, 10)}).Error(); err != nil {
 		return fmt.Errorf("transfer sku %d: credit bucket %d (%d units in flight, id %s): %w", k.ID, dst, n, id, err)
 	}
@@ -182,17 +207,21 @@ func (s *Stock) credit(ctx context.Context, activity int64, k *sale.SKU, src, ds
 // FinishTransfers credits every transfer of k whose debit was recorded and
 // whose credit was not confirmed (a crash or a lost reply between the
 // steps), and answers how many it finished. Crediting twice is harmless:
-// the destination applies an id once.
+// the destination applies an id once. An entry it cannot finish (its
+// destination lost, unreadable) is left in flight and reported; the
+// others are finished.
 func (s *Stock) FinishTransfers(ctx context.Context, activity int64, k *sale.SKU) (int, error) {
 	if !k.Split() {
 		return 0, nil
 	}
 	done := 0
+	var errs []error // one entry or bucket that fails does not stop the others
 	for src := 0; src < k.Buckets; src++ {
 		c := s.bucketClient(activity, k, src)
 		m, err := c.Do(ctx, c.B().Hgetall().Key(sale.TransfersKey(activity, k.ID, src)).Build()).AsStrMap()
 		if err != nil && !rueidis.IsRedisNil(err) {
-			return done, fmt.Errorf("finish transfers of sku %d bucket %d: %w", k.ID, src, err)
+			errs = append(errs, fmt.Errorf("finish transfers of sku %d bucket %d: %w", k.ID, src, err))
+			continue
 		}
 		for f, v := range m {
 			id, ok := strings.CutPrefix(f, "f:")
@@ -203,15 +232,17 @@ func (s *Stock) FinishTransfers(ctx context.Context, activity int64, k *sale.SKU
 			dst, err1 := strconv.Atoi(d)
 			n, err2 := strconv.ParseInt(u, 10, 64)
 			if err1 != nil || err2 != nil || dst < 0 || dst >= k.Buckets || n < 1 {
-				return done, fmt.Errorf("finish transfers of sku %d bucket %d: unreadable entry %s=%q", k.ID, src, f, v)
+				errs = append(errs, fmt.Errorf("finish transfers of sku %d bucket %d: unreadable entry %s=%q", k.ID, src, f, v))
+				continue
 			}
 			if err := s.credit(ctx, activity, k, src, dst, id, n); err != nil {
-				return done, err
+				errs = append(errs, err)
+				continue
 			}
 			done++
 		}
 	}
-	return done, nil
+	return done, errors.Join(errs...)
 }
 
 // errNoStockElsewhere: no bucket of the SKU holds stock (nor a transfer).
@@ -221,13 +252,19 @@ var errNoStockElsewhere = errors.New("every bucket is empty")
 // half of what that one holds, at least need. It answers the units moved
 // and errNoStockElsewhere when every bucket (b included) is empty with
 // nothing in flight — the SKU is sold out.
+//
+// A transfer FinishTransfers cannot finish (its destination lost) and a
+// bucket Redis lost do not stop it: their units are not counted as empty
+// (never errNoStockElsewhere while a bucket is lost), and the fullest
+// bucket that can be read still gives.
 func (s *Stock) rebalance(ctx context.Context, activity int64, k *sale.SKU, b int, need int64) (int64, error) {
-	if _, err := s.FinishTransfers(ctx, activity, k); err != nil {
-		return 0, err
-	}
-	rem, inFlight, err := s.bucketRemaining(ctx, activity, k)
+	_, ferr := s.FinishTransfers(ctx, activity, k) // what it cannot finish stays in flight
+	rem, inFlight, lost, err := s.bucketSums(ctx, activity, k)
 	if err != nil {
-		return 0, err
+		return 0, errors.Join(err, ferr)
+	}
+	if lost >= 0 {
+		inFlight = max(inFlight, 1) // units unknown: not sold out
 	}
 	full, total := -1, int64(0)
 	for i, r := range rem {
@@ -245,6 +282,15 @@ func (s *Stock) rebalance(ctx context.Context, activity int64, k *sale.SKU, b in
 	return s.Transfer(ctx, activity, k, full, b, max(need, (rem[full]+1)/2))
 }
 
+// markedIn reports whether bucket b of k carries the on-call sold-out mark;
+// false when it cannot be read (the buyer is then answered as if unmarked:
+// REBALANCING while units remain, never a guessed sale).
+func (s *Stock) markedIn(ctx context.Context, activity int64, k *sale.SKU, b int) bool {
+	c := s.bucketClient(activity, k, b)
+	v, err := c.Do(ctx, c.B().Hget().Key(sale.KeysIn(activity, k.ID, b).Meta).Field("soldout").Build()).ToString()
+	return err == nil && v == "1"
+}
+
 // rebalanceRetryAfter is the Retry-After of a buyer whose bucket was
 // empty while others held stock: a transfer serves it shortly.
 const rebalanceRetryAfter = time.Second
@@ -253,7 +299,9 @@ const rebalanceRetryAfter = time.Second
 // SKU into the SKU's: a buyer the bucket could not serve (SOLD_OUT) is
 // served after a transfer from the fullest bucket (one retry, its window
 // attempt already counted), else answered REBALANCING (a 429 with a short
-// Retry-After) while any bucket holds stock, SOLD_OUT only when none does.
+// Retry-After) while any bucket holds stock, SOLD_OUT only when none does,
+// the buyer asks more than every bucket holds together, or on-call marked
+// the SKU sold out (no transfer then).
 // Remaining is scaled to an estimate of the SKU's (the bucket's × Buckets)
 // and is 0 only when every bucket is empty. It reports whether the SKU is
 // sold out.
@@ -269,6 +317,11 @@ func (s *Stock) splitResults(ctx context.Context, a *sale.Activity, sku *sale.SK
 		case res[i].Code == CodeOK && res[i].Remaining == 0:
 			empty = true
 		}
+	}
+	if len(short) > 0 && s.markedIn(ctx, a.ID, sku, b) {
+		// On-call marked the SKU sold out (every bucket carries the
+		// mark): SOLD_OUT as it stands, no transfer.
+		return true
 	}
 	if len(short) > 0 {
 		moved, err := s.rebalance(ctx, a.ID, sku, b, need)
@@ -314,6 +367,9 @@ func (s *Stock) splitResults(ctx context.Context, a *sale.Activity, sku *sale.SK
 	for i := range res {
 		r := &res[i]
 		switch {
+		case r.Code == CodeSoldOut && total > 0 && total < buyers[i].Quantity:
+			// More than the whole SKU holds: no transfer can serve it.
+			r.Remaining = total
 		case r.Code == CodeSoldOut && total != 0:
 			// Units remain elsewhere (or the buckets could not be read):
 			// never a sold-out for this buyer.

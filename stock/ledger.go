@@ -31,19 +31,76 @@ type Ledger struct {
 
 // Ledger reads the counters of (activity, sku) atomically. Like the other
 // methods of this file it routes by sku.Hot, not by the catalog, which may
-// be what Redis lost.
+// be what Redis lost. For a SKU split into buckets it is the sum of
+// BucketLedgers (each bucket read atomically, not the SKU as a whole):
+// Present only when every bucket is, InFlight the units debited and not
+// yet credited, so Initial = Remaining + InFlight + Sold when the books
+// add up.
 func (s *Stock) Ledger(ctx context.Context, activity int64, sku *sale.SKU) (Ledger, error) {
-	k := sale.KeysFor(activity, sku.ID)
-	v, err := ledgerScript.Exec(ctx, s.skuClient(activity, sku),
-		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Pending}, nil).AsIntSlice()
+	if sku.Split() {
+		per, err := s.BucketLedgers(ctx, activity, sku)
+		if err != nil {
+			return Ledger{}, err
+		}
+		sum := Ledger{Present: true}
+		for _, l := range per {
+			sum.Present = sum.Present && l.Present
+			c := &sum.Counts
+			c.Initial, c.Remaining, c.Sold = c.Initial+l.Initial, c.Remaining+l.Remaining, c.Sold+l.Sold
+			c.Holders, c.Claimed, c.Pending = c.Holders+l.Holders, c.Claimed+l.Claimed, c.Pending+l.Pending
+			c.In, c.Out = c.In+l.In, c.Out+l.Out
+		}
+		sum.InFlight = sum.Out - sum.In
+		return sum, nil
+	}
+	return s.ledgerIn(ctx, activity, sku, sale.NoBucket)
+}
+
+// BucketLedgers reads the counters of every bucket of a SKU split into
+// buckets, each in one atomic step with its transfer totals (In, Out): a
+// bucket's books add up when Initial + In − Out = Remaining + Sold.
+func (s *Stock) BucketLedgers(ctx context.Context, activity int64, sku *sale.SKU) ([]Ledger, error) {
+	out := make([]Ledger, 0, sku.BucketCount())
+	for _, b := range sku.BucketIndexes() {
+		l, err := s.ledgerIn(ctx, activity, sku, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// ledgerIn reads bucket b's counters (the SKU's own for sale.NoBucket).
+func (s *Stock) ledgerIn(ctx context.Context, activity int64, sku *sale.SKU, b int) (Ledger, error) {
+	k := sale.KeysIn(activity, sku.ID, b)
+	keys := []string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Pending}
+	want := 7
+	if b >= 0 {
+		keys, want = append(keys, sale.TransfersKey(activity, sku.ID, b)), 9
+	}
+	v, err := ledgerScript.Exec(ctx, s.recordsClient(activity, sku, b), keys, nil).AsIntSlice()
 	if err != nil {
-		return Ledger{}, fmt.Errorf("ledger activity %d sku %d: %w", activity, sku.ID, err)
+		return Ledger{}, fmt.Errorf("ledger activity %d sku %d bucket %d: %w", activity, sku.ID, b, err)
 	}
-	if len(v) != 7 {
-		return Ledger{}, fmt.Errorf("ledger activity %d sku %d: %d values, want 7", activity, sku.ID, len(v))
+	if len(v) != want {
+		return Ledger{}, fmt.Errorf("ledger activity %d sku %d bucket %d: %d values, want %d", activity, sku.ID, b, len(v), want)
 	}
-	return Ledger{Present: v[0] == 1, Counts: Counts{Initial: v[1], Remaining: v[2], Sold: v[3], Holders: v[4],
-		Claimed: v[5], Pending: v[6]}}, nil
+	l := Ledger{Present: v[0] == 1, Counts: Counts{Initial: v[1], Remaining: v[2], Sold: v[3], Holders: v[4],
+		Claimed: v[5], Pending: v[6]}}
+	if b >= 0 {
+		l.Out, l.In = v[7], v[8]
+	}
+	return l, nil
+}
+
+// recordsClient is the client of bucket b of sku routed by sku itself, not
+// the catalog (skuClient for sale.NoBucket).
+func (s *Stock) recordsClient(activity int64, sku *sale.SKU, b int) rueidis.Client {
+	if b < 0 {
+		return s.skuClient(activity, sku)
+	}
+	return s.bucketClient(activity, sku, b)
 }
 
 // Records are a SKU's user records, claimed requestNos, the units of its
@@ -226,15 +283,44 @@ func recordArgs(dst []string, sku *sale.SKU, hs []Hold) []string {
 // except where the user holds another record; counters are unchanged. It
 // returns how many were restored.
 func (s *Stock) RestoreRecords(ctx context.Context, activity int64, sku *sale.SKU, hs []Hold) (int64, error) {
-	k := sale.KeysFor(activity, sku.ID)
+	if !sku.Split() {
+		return s.restoreIn(ctx, activity, sku, sale.NoBucket, hs)
+	}
+	// A buyer's record lives in its bucket (sale.SKU.BucketOf).
+	var n int64
+	part := make([]Hold, 0, len(hs))
+	for b := 0; b < sku.Buckets; b++ {
+		part = part[:0]
+		for _, h := range hs {
+			if sku.BucketOf(h.UserID) == b {
+				part = append(part, h)
+			}
+		}
+		if len(part) == 0 {
+			continue
+		}
+		m, err := s.restoreIn(ctx, activity, sku, b, part)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// restoreIn is RestoreRecords on bucket b (the SKU's own keys for
+// sale.NoBucket).
+func (s *Stock) restoreIn(ctx context.Context, activity int64, sku *sale.SKU, b int, hs []Hold) (int64, error) {
+	k := sale.KeysIn(activity, sku.ID, b)
+	c := s.recordsClient(activity, sku, b)
 	var n int64
 	for len(hs) > 0 {
 		part := hs[:min(len(hs), 1000)]
 		hs = hs[len(part):]
-		v, err := restoreScript.Exec(ctx, s.skuClient(activity, sku), []string{k.Users, k.Claim, k.Qty, k.Pending},
+		v, err := restoreScript.Exec(ctx, c, []string{k.Users, k.Claim, k.Qty, k.Pending},
 			recordArgs(make([]string, 0, 3*len(part)), sku, part)).AsInt64()
 		if err != nil {
-			return n, fmt.Errorf("restore records activity %d sku %d: %w", activity, sku.ID, err)
+			return n, fmt.Errorf("restore records activity %d sku %d bucket %d: %w", activity, sku.ID, b, err)
 		}
 		n += v
 	}

@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -86,6 +87,9 @@ func (s *Stock) SetState(ctx context.Context, id int64, state string) error {
 // spread; one that lost only some of them is refused (fail closed: what
 // the lost buckets held is the reconciler's to rebuild, never a guess).
 func (s *Stock) preheatSKU(ctx context.Context, a *sale.Activity, sku *sale.SKU) error {
+	if err := s.sameBuckets(ctx, a, sku); err != nil {
+		return err
+	}
 	buckets := sku.BucketIndexes()
 	missing := 0
 	for _, b := range buckets {
@@ -124,11 +128,17 @@ func (s *Stock) preheatSKU(ctx context.Context, a *sale.Activity, sku *sale.SKU)
 				FieldValue("end_ms", strconv.FormatInt(a.End.UnixMilli(), 10)).
 				FieldValue("limit", strconv.FormatInt(sku.LimitPerUser, 10)).
 				FieldValue("price", strconv.FormatInt(int64(sku.Price), 10)).
-				FieldValue("initial", strconv.FormatInt(initial, 10)).
 				FieldValue("activity", strconv.FormatInt(a.ID, 10)).
 				FieldValue("rebuy", rebuyField(a)).Build(),
+			c.B().Hset().Key(k.Meta).FieldValue().FieldValue("initial", strconv.FormatInt(initial, 10)).Build(),
 			c.B().Set().Key(k.Stock).Value(strconv.FormatInt(stock, 10)).Nx().Build(),
 			c.B().Set().Key(k.Sold).Value(strconv.FormatInt(sold, 10)).Nx().Build(),
+		}
+		if b >= 0 && missing == 0 {
+			// A live bucket keeps its own initial: restocks and the
+			// share of the stock it was preheated with made it, and its
+			// books (initial + in − out = remaining + sold) rest on it.
+			cmds[1] = c.B().Hsetnx().Key(k.Meta).Field("initial").Value(strconv.FormatInt(initial, 10)).Build()
 		}
 		for _, r := range c.DoMulti(ctx, cmds...) {
 			if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
@@ -146,4 +156,45 @@ func rebuyField(a *sale.Activity) string {
 		return "1"
 	}
 	return "0"
+}
+
+// ErrBucketsChanged: a preheat asked a SKU whose ledger is in Redis for
+// another number of buckets. Its buyers' buckets (hash of the user mod the
+// count) and the stock each bucket holds would no longer match: a buyer
+// could hold a ticket in two buckets and the units of a dropped bucket
+// would never sell.
+var ErrBucketsChanged = errors.New("a preheated SKU's buckets cannot change")
+
+// CheckBuckets answers ErrBucketsChanged when a would change the bucket
+// count of a SKU whose ledger is in Redis (Preheat refuses it): the admin
+// API asks before it writes the database.
+func (s *Stock) CheckBuckets(ctx context.Context, a *sale.Activity) error {
+	for i := range a.SKUs {
+		if err := s.sameBuckets(ctx, a, &a.SKUs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sameBuckets refuses a preheat of sku with a bucket count other than the
+// one the catalog knows for it while any of that layout's stock keys
+// exists in Redis.
+func (s *Stock) sameBuckets(ctx context.Context, a *sale.Activity, sku *sale.SKU) error {
+	_, old, ok := s.cat.Lookup(a.ID, sku.ID)
+	if !ok || old.BucketCount() == sku.BucketCount() {
+		return nil
+	}
+	for _, b := range old.BucketIndexes() {
+		c := s.bucketClient(a.ID, old, b)
+		n, err := c.Do(ctx, c.B().Exists().Key(sale.KeysIn(a.ID, sku.ID, b).Stock).Build()).AsInt64()
+		if err != nil {
+			return fmt.Errorf("preheat activity %d sku %d: %w", a.ID, sku.ID, err)
+		}
+		if n > 0 {
+			return fmt.Errorf("preheat activity %d sku %d: %d buckets, was %d: %w",
+				a.ID, sku.ID, sku.BucketCount(), old.BucketCount(), ErrBucketsChanged)
+		}
+	}
+	return nil
 }
