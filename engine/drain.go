@@ -43,6 +43,7 @@ type Drainer struct {
 	cfg   QueueConfig
 	sign  *sale.Signer
 	group sarama.ConsumerGroup
+	kc    sarama.Client // the group's: the partitions' high water marks at a pre-queue's draw
 	def   rueidis.Client
 	log   *zap.Logger
 	m     *drainMetrics
@@ -82,11 +83,16 @@ func NewDrainer(e *Local, cfg QueueConfig, log *zap.Logger, reg prometheus.Regis
 	if err := e.cfg.Kafka.Security.Apply(sc); err != nil {
 		return nil, fmt.Errorf("engine.kafka: %w", err)
 	}
-	g, err := sarama.NewConsumerGroup(e.cfg.Kafka.Brokers, cfg.Group, sc)
+	kc, err := sarama.NewClient(e.cfg.Kafka.Brokers, sc)
 	if err != nil {
 		return nil, fmt.Errorf("drainer group %s: %w", cfg.Group, err)
 	}
-	d := &Drainer{e: e, cfg: cfg, sign: sign, group: g, def: e.stock.Shards().Default, log: log,
+	g, err := sarama.NewConsumerGroupFromClient(cfg.Group, kc)
+	if err != nil {
+		kc.Close()
+		return nil, fmt.Errorf("drainer group %s: %w", cfg.Group, err)
+	}
+	d := &Drainer{e: e, cfg: cfg, sign: sign, group: g, kc: kc, def: e.stock.Shards().Default, log: log,
 		m: newDrainMetrics(reg), soldOut: map[skuKey]bool{}, paced: map[skuKey]time.Time{}, stop: make(chan struct{})}
 	go func() {
 		for err := range g.Errors() {
@@ -144,7 +150,11 @@ func (d *Drainer) Close() error {
 	close(d.stop)
 	d.runMu.Unlock()
 	d.runs.Wait()
-	return d.group.Close()
+	err := d.group.Close()
+	if cerr := d.kc.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Setup implements sarama.ConsumerGroupHandler.

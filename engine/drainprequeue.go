@@ -83,7 +83,19 @@ func (d *Drainer) servePrequeue(ctx context.Context, sess sarama.ConsumerGroupSe
 	}
 	c := d.e.stock.Client(a.ID, k.ID)
 	pk := sale.PrequeueKey(a.ID, k.ID)
-	draw, done, ok := d.draw(ctx, c, pk, part, max(claim.HighWaterMarkOffset(), rest[len(rest)-1].Offset+1))
+	// The broker's high water mark, not the claim's: the claim's is of
+	// its last fetch, which stops while its buffer is full.
+	var high int64
+	for {
+		var err error
+		if high, err = d.kc.GetOffset(claim.Topic(), part, sarama.OffsetNewest); err == nil {
+			break
+		}
+		if !d.backoff(ctx, err) {
+			return nil, false
+		}
+	}
+	draw, done, ok := d.draw(ctx, c, pk, part, max(high, rest[len(rest)-1].Offset+1))
 	if !ok {
 		return nil, false
 	}
