@@ -47,6 +47,21 @@ func TestPrequeueEndToEnd(t *testing.T) {
 		SKUs: []sale.SKU{{ID: 4001, Stock: stock, Price: 100, LimitPerUser: 1, Mode: sale.ModeQueue},
 			{ID: 4002, Stock: 5, Price: 100, LimitPerUser: 1}}})
 
+	// The public view tells the page when the line opens and which SKU
+	// takes it.
+	var view struct {
+		Phase     string `json:"phase"`
+		LineOpens string `json:"lineOpens"`
+		SKUs      []struct {
+			ID     int64 `json:"id"`
+			Queued bool  `json:"queued"`
+		} `json:"skus"`
+	}
+	if r := send(t, "GET", c.base+"/api/v1/flash-sale/activities/1", 0, "", ""); r.status != 200 || json.Unmarshal([]byte(r.raw), &view) != nil ||
+		view.Phase != "UPCOMING" || view.LineOpens != start.Add(-time.Minute).UTC().Format("2006-01-02T15:04:05.000Z07:00") ||
+		len(view.SKUs) != 2 || !view.SKUs[0].Queued || view.SKUs[1].Queued {
+		t.Fatalf("the activity's view before the start: %d %s", r.status, r.raw)
+	}
 	if r := send(t, "POST", c.base+"/api/v1/flash-sale/order", 5, "", `{"skuId":4002,"quantity":1}`); r.status != 425 {
 		t.Fatalf("a direct SKU before the start: %d %s, want 425", r.status, r.raw)
 	}
