@@ -181,24 +181,23 @@ func (s *Server) WaitPosition(code string) (int64, time.Duration, bool) {
 // appendWaitingResult appends the body of a result still WAITING: its position from the
 // code "<partition>:<offset>" the edge wrote.
 func (s *Server) appendWaitingResult(b []byte, e *results.Entry) ([]byte, time.Duration) {
+	head := func(msg string) []byte {
+		b = appendJSONString(b, sale.ResultWaiting)
+		b = append(b, `,"requestNo":`...)
+		b = appendJSONString(b, e.RequestNo)
+		b = append(b, `,"message":`...)
+		return appendJSONString(b, msg)
+	}
 	if a, ok := s.views.cat.Activity(e.Activity); ok && a.Prequeue > 0 {
 		if until := time.Duration(a.Start.UnixNano() - s.clock.now()); until > 0 {
+			// Pre-queued: no place in line until the draw at the start.
 			poll := s.prequeuePoll(e.Activity, until)
-			b = appendJSONString(b, sale.ResultWaiting)
-			b = append(b, `,"requestNo":`...)
-			b = appendJSONString(b, e.RequestNo)
-			b = append(b, `,"message":`...)
-			b = appendJSONString(b, msgPrequeued)
-			return appendPrequeueFields(b, until, poll), poll
+			return appendPrequeueFields(head(msgPrequeued), until, poll), poll
 		}
 	}
 	pos, eta, known := s.WaitPosition(e.Code)
 	poll := s.waitPoll(e.Activity, eta)
-	b = appendJSONString(b, sale.ResultWaiting)
-	b = append(b, `,"requestNo":`...)
-	b = appendJSONString(b, e.RequestNo)
-	b = append(b, `,"message":`...)
-	b = appendJSONString(b, msgWaiting)
+	b = head(msgWaiting)
 	if known {
 		return appendWaitFields(b, pos, eta, poll), poll
 	}

@@ -2,13 +2,11 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"seckill/internal/testenv"
 	"seckill/sale"
 )
 
@@ -46,25 +44,7 @@ func TestPrequeueSurvivesItsDrainerStopping(t *testing.T) {
 			t.Fatalf("ticket %d decided before the start: %+v", i, e)
 		}
 	}
-	testenv.EventuallyOK(t, "the first decisions", 20*time.Second, func() error {
-		for _, e := range q.results(t, rns) {
-			if e.State != sale.ResultWaiting {
-				return nil
-			}
-		}
-		return errors.New("all still waiting")
-	})
-	time.Sleep(200 * time.Millisecond)
-	stop()
-	mid := 0
-	for _, e := range q.results(t, rns) {
-		if e.State == sale.ResultWaiting {
-			mid++
-		}
-	}
-	if mid == 0 || mid == len(rns) {
-		t.Fatalf("%d of %d waiting after the first drainer: the test did not stop it mid-way", mid, len(rns))
-	}
+	q.stopMidway(t, rns, stop)
 	pk := sale.PrequeueKey(1, 10)
 	draw := q.def.Str(t, "HGET", pk, "draw")
 	q.drain(t, "")
