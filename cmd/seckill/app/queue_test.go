@@ -210,9 +210,9 @@ func TestQueueModeEndToEnd(t *testing.T) {
 	}
 
 	// FIFO: arrival is the ticket number's order (taken by the edge as
-	// the attempt came), acceptance the engine's accept time (MQ_QUEUED).
+	// the attempt came), acceptance the engine's accept time (queued_ms).
 	var arrival, accepted []float64
-	rs, err := db.Query(`SELECT request_no, created_ms FROM seckill_request_event WHERE status = 'MQ_QUEUED' AND request_no LIKE '1-2001-%'`)
+	rs, err := db.Query(`SELECT request_no, queued_ms FROM seckill_request_log WHERE queued_ms > 0 AND request_no LIKE '1-2001-%'`)
 	if err != nil {
 		t.Fatal(err)
 	}
