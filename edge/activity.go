@@ -27,6 +27,9 @@ type activityJSON struct {
 	State        string `json:"state"` // ONLINE or OFFLINE, as set by on-call
 	Phase        string `json:"phase"` // UPCOMING, OPEN, ENDED or OFFLINE at serverTime
 	RequireToken bool   `json:"requireToken"`
+	// LineOpens is when the queue-mode SKUs take attempts into their
+	// pre-queue (start less the activity's prequeue); absent without one.
+	LineOpens string `json:"lineOpens,omitempty"`
 	// Paused: on-call paused the intake (purchases answered 503 PAUSED).
 	Paused bool      `json:"paused,omitempty"`
 	SKUs   []skuJSON `json:"skus"`
@@ -40,6 +43,9 @@ type skuJSON struct {
 	OriginalPrice sale.Cents `json:"originalPrice,omitempty"`
 	LimitPerUser  int64      `json:"limitPerUser"`
 	SoldOut       bool       `json:"soldOut"`
+	// Queued: the SKU is in queue mode (its purchases are answered 202
+	// WAITING, and taken from lineOpens on).
+	Queued bool `json:"queued,omitempty"`
 }
 
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
@@ -79,6 +85,9 @@ func (s *Server) activity(ctx *fasthttp.RequestCtx) {
 		Paused:       a.Paused,
 		SKUs:         make([]skuJSON, len(a.SKUs)),
 	}
+	if a.Prequeue > 0 {
+		out.LineOpens = a.LineOpens().UTC().Format(timeLayout)
+	}
 	if out.State == "" {
 		out.State = sale.StateOnline
 	}
@@ -94,7 +103,7 @@ func (s *Server) activity(ctx *fasthttp.RequestCtx) {
 	}
 	for i, k := range a.SKUs {
 		out.SKUs[i] = skuJSON{ID: k.ID, Title: k.Title, Price: k.Price, OriginalPrice: k.OriginalPrice,
-			LimitPerUser: k.LimitPerUser, SoldOut: s.flags.soldOut(k.ID, a.ID)}
+			LimitPerUser: k.LimitPerUser, SoldOut: s.flags.soldOut(k.ID, a.ID), Queued: k.Queued()}
 	}
 	b, err := json.Marshal(out)
 	if err != nil { // cannot happen: plain fields

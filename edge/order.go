@@ -51,7 +51,7 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	case v.act.Paused:
 		s.out.retry(ctx, ansPaused, s.cfg.Degrade.PausedRetryAfter)
 		return
-	case v.offline || now+slack < v.start:
+	case v.offline || now+slack < v.start && !s.prequeueOpen(&v, now+slack):
 		s.out.write(ctx, ansNotOpen)
 		v.tally.free(reasonNotOpen)
 		return

@@ -39,6 +39,7 @@ func WithQueue(q Queue) Option {
 const (
 	msgWaiting        = "waiting in line; poll the result with the requestNo"
 	msgAlreadyWaiting = "you already wait in this sku's line"
+	msgPrequeued      = "in the pre-queue: everyone in it is served in a random order drawn at the start; poll the result with the requestNo"
 	// maxWaitPoll bounds the poll interval a long wait asks for.
 	maxWaitPoll = 30 * time.Second
 	// queueProgressEvery is how often the drained offsets are read.
@@ -127,14 +128,23 @@ func (s *Server) enqueue(ctx *fasthttp.RequestCtx, v *view, req *engine.Request,
 	w, err := s.line.q.Append(s.bgCtx, req, now/int64(time.Millisecond))
 	switch {
 	case err == nil:
-		pos, eta := s.line.position(w.Partition, w.Offset)
-		poll := s.waitPoll(v.activity, eta)
 		var buf [256]byte
-		b := appendBody(buf[:0], sale.ResultWaiting, w.RequestNo, msgWaiting)
-		b = append(appendWaitFields(b[:len(b)-1], pos, eta, poll), '}')
+		var poll time.Duration
+		if until := time.Duration(v.start - now); until > 0 {
+			// Pre-queued: no place in line until the draw at the start.
+			poll = s.prequeuePoll(v.activity, until)
+			b := appendBody(buf[:0], sale.ResultWaiting, w.RequestNo, msgPrequeued)
+			b = append(appendPrequeueFields(b[:len(b)-1], until, poll), '}')
+			ctx.SetBody(b)
+		} else {
+			pos, eta := s.line.position(w.Partition, w.Offset)
+			poll = s.waitPoll(v.activity, eta)
+			b := appendBody(buf[:0], sale.ResultWaiting, w.RequestNo, msgWaiting)
+			b = append(appendWaitFields(b[:len(b)-1], pos, eta, poll), '}')
+			ctx.SetBody(b)
+		}
 		ctx.SetStatusCode(fasthttp.StatusAccepted)
 		ctx.SetContentTypeBytes(contentTypeJSON)
-		ctx.SetBody(b)
 		setRetryAfter(ctx, poll)
 		s.m.engineCalls[outcomeQueued].Inc()
 	case errors.Is(err, engine.ErrWaiting):
@@ -171,15 +181,47 @@ func (s *Server) WaitPosition(code string) (int64, time.Duration, bool) {
 // appendWaitingResult appends the body of a result still WAITING: its position from the
 // code "<partition>:<offset>" the edge wrote.
 func (s *Server) appendWaitingResult(b []byte, e *results.Entry) ([]byte, time.Duration) {
+	head := func(msg string) []byte {
+		b = appendJSONString(b, sale.ResultWaiting)
+		b = append(b, `,"requestNo":`...)
+		b = appendJSONString(b, e.RequestNo)
+		b = append(b, `,"message":`...)
+		return appendJSONString(b, msg)
+	}
+	if a, ok := s.views.cat.Activity(e.Activity); ok && a.Prequeue > 0 {
+		if until := time.Duration(a.Start.UnixNano() - s.clock.now()); until > 0 {
+			// Pre-queued: no place in line until the draw at the start.
+			poll := s.prequeuePoll(e.Activity, until)
+			return appendPrequeueFields(head(msgPrequeued), until, poll), poll
+		}
+	}
 	pos, eta, known := s.WaitPosition(e.Code)
 	poll := s.waitPoll(e.Activity, eta)
-	b = appendJSONString(b, sale.ResultWaiting)
-	b = append(b, `,"requestNo":`...)
-	b = appendJSONString(b, e.RequestNo)
-	b = append(b, `,"message":`...)
-	b = appendJSONString(b, msgWaiting)
+	b = head(msgWaiting)
 	if known {
 		return appendWaitFields(b, pos, eta, poll), poll
 	}
 	return appendPollField(b, poll), poll
+}
+
+// prequeueOpen reports whether the purchase of v's SKU at (edge time) at,
+// before the start, is taken into its line's pre-queue: a SKU in queue
+// mode whose activity's line has opened.
+func (s *Server) prequeueOpen(v *view, at int64) bool {
+	return s.line != nil && v.sku.Queued() && v.lineOpens < v.start && at >= v.lineOpens
+}
+
+// prequeuePoll is how long a pre-queued buyer should wait before polling:
+// until the start (nothing changes before it), within the activity's poll
+// interval and maxWaitPoll.
+func (s *Server) prequeuePoll(activity int64, until time.Duration) time.Duration {
+	return max(s.pollAfter(activity), min(until, maxWaitPoll))
+}
+
+// appendPrequeueFields appends ,"prequeued":true,"startsInMs":N and the
+// poll field: a pre-queued ticket has no position before the draw.
+func appendPrequeueFields(b []byte, until, poll time.Duration) []byte {
+	b = append(b, `,"prequeued":true,"startsInMs":`...)
+	b = strconv.AppendInt(b, until.Milliseconds(), 10)
+	return appendPollField(b, poll)
 }

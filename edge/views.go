@@ -22,6 +22,7 @@ type view struct {
 	until        int64 // server unix nanos: the next window boundary of any activity selling the SKU, or ViewTTL
 	activity     int64
 	start, end   int64 // server unix nanos
+	lineOpens    int64 // server unix nanos: start less the pre-queue (sale.Activity.LineOpens)
 	offline      bool
 	requireToken bool
 	// act and sku are the catalog entries resolved (read only): what the
@@ -38,6 +39,7 @@ func makeView(a *sale.Activity, k *sale.SKU) view {
 		activity:     a.ID,
 		start:        a.Start.UnixNano(),
 		end:          a.End.UnixNano(),
+		lineOpens:    a.LineOpens().UnixNano(),
 		offline:      a.State == sale.StateOffline,
 		requireToken: a.RequireToken,
 		act:          a,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -42,6 +43,7 @@ type Drainer struct {
 	cfg   QueueConfig
 	sign  *sale.Signer
 	group sarama.ConsumerGroup
+	kc    sarama.Client // the group's: the partitions' high water marks at a pre-queue's draw
 	def   rueidis.Client
 	log   *zap.Logger
 	m     *drainMetrics
@@ -81,11 +83,16 @@ func NewDrainer(e *Local, cfg QueueConfig, log *zap.Logger, reg prometheus.Regis
 	if err := e.cfg.Kafka.Security.Apply(sc); err != nil {
 		return nil, fmt.Errorf("engine.kafka: %w", err)
 	}
-	g, err := sarama.NewConsumerGroup(e.cfg.Kafka.Brokers, cfg.Group, sc)
+	kc, err := sarama.NewClient(e.cfg.Kafka.Brokers, sc)
 	if err != nil {
 		return nil, fmt.Errorf("drainer group %s: %w", cfg.Group, err)
 	}
-	d := &Drainer{e: e, cfg: cfg, sign: sign, group: g, def: e.stock.Shards().Default, log: log,
+	g, err := sarama.NewConsumerGroupFromClient(cfg.Group, kc)
+	if err != nil {
+		kc.Close()
+		return nil, fmt.Errorf("drainer group %s: %w", cfg.Group, err)
+	}
+	d := &Drainer{e: e, cfg: cfg, sign: sign, group: g, kc: kc, def: e.stock.Shards().Default, log: log,
 		m: newDrainMetrics(reg), soldOut: map[skuKey]bool{}, paced: map[skuKey]time.Time{}, stop: make(chan struct{})}
 	go func() {
 		for err := range g.Errors() {
@@ -143,7 +150,11 @@ func (d *Drainer) Close() error {
 	close(d.stop)
 	d.runMu.Unlock()
 	d.runs.Wait()
-	return d.group.Close()
+	err := d.group.Close()
+	if cerr := d.kc.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Setup implements sarama.ConsumerGroupHandler.
@@ -165,28 +176,56 @@ func (d *Drainer) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Co
 	reported := make(chan struct{})
 	go func() { defer close(reported); d.report(ctx, prog, claim) }()
 	defer func() { <-reported }()
+	// pending are attempts read ahead by a pre-queue's service, drained
+	// before the channel's.
+	var pending []*sarama.ConsumerMessage
+	pq := &prequeues{}
 	for {
 		win = win[:0]
-		select {
-		case m, ok := <-msgs:
-			if !ok {
-				return nil
-			}
-			win = append(win, m)
-		case <-ctx.Done():
-			return nil
-		}
-	fill:
-		for len(win) < cap(win) {
+		if len(pending) > 0 {
+			n := min(len(pending), cap(win))
+			win = append(win, pending[:n]...)
+			pending = pending[n:]
+		} else {
 			select {
 			case m, ok := <-msgs:
 				if !ok {
-					break fill
+					return nil
 				}
 				win = append(win, m)
-			default:
-				break fill
+			case <-ctx.Done():
+				return nil
 			}
+		fill:
+			for len(win) < cap(win) {
+				select {
+				case m, ok := <-msgs:
+					if !ok {
+						break fill
+					}
+					win = append(win, m)
+				default:
+					break fill
+				}
+			}
+		}
+		if i, k := d.prequeueAt(win, pq); i >= 0 {
+			// A pre-queue's first attempt: what lies before it is served
+			// now, then the pre-queue in its drawn order (drainprequeue.go).
+			if i > 0 {
+				if !d.window(ctx, claim.Partition(), win[:i]) {
+					return nil
+				}
+				sess.MarkOffset(claim.Topic(), claim.Partition(), win[i-1].Offset+1, "")
+				prog.done(win[i-1].Offset+1, i, time.Now())
+			}
+			rest := append(slices.Clone(win[i:]), pending...)
+			left, ok := d.servePrequeue(ctx, sess, claim, prog, k, rest, pq)
+			if !ok {
+				return nil
+			}
+			pending = left
+			continue
 		}
 		if !d.window(ctx, claim.Partition(), win) {
 			return nil // the session ended: the window is drained again
@@ -224,23 +263,9 @@ type attempt struct {
 func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.ConsumerMessage) bool {
 	ats := make([]attempt, 0, len(win))
 	for _, km := range win {
-		var at attempt
-		var err error
-		if at.m, err = sale.DecodeMessage(km.Value); err != nil {
-			d.poison(part, km.Offset, "undecodable", err)
-			continue
-		}
-		if err := d.sign.Verify(km.Value, &at.m); err != nil {
-			d.poison(part, km.Offset, "unverifiable", err)
-			continue
-		}
-		var ok bool
-		if at.a, at.k, ok = d.e.stock.Catalog().Lookup(at.m.ActivityID, at.m.SKUID); !ok {
-			d.poison(part, km.Offset, "unknown_sku", nil)
-			continue
-		}
-		if _, _, _, ok := sale.ParseRequestNo(at.m.RequestNo); !ok || at.m.UserID <= 0 {
-			d.poison(part, km.Offset, "malformed", nil)
+		at, why, err := d.decode(km)
+		if why != "" {
+			d.poison(part, km.Offset, why, err)
 			continue
 		}
 		ats = append(ats, at)
@@ -327,6 +352,25 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 		}
 	}
 	return true
+}
+
+// decode reads and verifies one attempt; why names what is wrong with
+// one that cannot be served ("" for none).
+func (d *Drainer) decode(km *sarama.ConsumerMessage) (at attempt, why string, err error) {
+	if at.m, err = sale.DecodeMessage(km.Value); err != nil {
+		return at, "undecodable", err
+	}
+	if err := d.sign.Verify(km.Value, &at.m); err != nil {
+		return at, "unverifiable", err
+	}
+	var ok bool
+	if at.a, at.k, ok = d.e.stock.Catalog().Lookup(at.m.ActivityID, at.m.SKUID); !ok {
+		return at, "unknown_sku", nil
+	}
+	if _, _, _, ok := sale.ParseRequestNo(at.m.RequestNo); !ok || at.m.UserID <= 0 {
+		return at, "malformed", nil
+	}
+	return at, "", nil
 }
 
 func failOf(at *attempt) results.Entry {

@@ -288,8 +288,15 @@ func TestLineSurvivesItsDrainerStopping(t *testing.T) {
 		}
 		rns[i] = w.RequestNo
 	}
-	stop := q.drain(t, "")
-	// Stopped once it has decided some (the line drains at 50/s).
+	q.stopMidway(t, rns, q.drain(t, ""))
+	q.drain(t, "")
+	q.soldExactly(t, q.settled(t, rns, 30*time.Second), 60)
+}
+
+// stopMidway calls stop once the line (draining at 50/s) has decided some
+// of rns, and checks that it left some waiting.
+func (q *queueRig) stopMidway(t *testing.T, rns []string, stop func()) {
+	t.Helper()
 	testenv.EventuallyOK(t, "the first decisions", 20*time.Second, func() error {
 		for _, e := range q.results(t, rns) {
 			if e.State != sale.ResultWaiting {
@@ -307,8 +314,6 @@ func TestLineSurvivesItsDrainerStopping(t *testing.T) {
 		}
 	}
 	if mid == 0 || mid == len(rns) {
-		t.Fatalf("%d of %d waiting after the first drainer: the test did not stop it mid-line", mid, len(rns))
+		t.Fatalf("%d of %d waiting after the first drainer: the test did not stop it mid-way", mid, len(rns))
 	}
-	q.drain(t, "")
-	q.soldExactly(t, q.settled(t, rns, 30*time.Second), 60)
 }

@@ -48,6 +48,12 @@ type Activity struct {
 	// catalog (not in the orders database) and announced by an activity
 	// event.
 	RiskOnError string `json:"riskOnError,omitempty" yaml:"risk_on_error"`
+	// Prequeue opens the waiting line of the activity's queue-mode SKUs
+	// this many minutes before Start (0: no pre-queue, the default; at
+	// most MaxPrequeueMinutes). Attempts taken before Start are served
+	// in a random order drawn at Start (DESIGN §13 "Pre-queue"), then
+	// the arrivals after it in line order.
+	Prequeue int64 `json:"prequeue,omitempty" yaml:"prequeue"`
 	// Degrade are on-call's degrade switches, live like RiskOnError (PUT
 	// /admin/v1/activities/{id}/degrade); their JSON fields sit beside the
 	// activity's own.
@@ -148,6 +154,9 @@ func (a *Activity) Validate() error {
 	}
 	if err := a.Degrade.Validate(); err != nil {
 		return fmt.Errorf("activity %d: %w", a.ID, err)
+	}
+	if a.Prequeue < 0 || a.Prequeue > MaxPrequeueMinutes {
+		return fmt.Errorf("activity %d: prequeue must be 0..%d minutes", a.ID, MaxPrequeueMinutes)
 	}
 	if len(a.SKUs) == 0 {
 		return fmt.Errorf("activity %d: at least one sku", a.ID)

@@ -358,7 +358,7 @@ func TestActivitiesComeBackFromTheDatabase(t *testing.T) {
 		ctx := context.Background()
 		s := r.open(t)
 		a := activity(2, sale.SKU{ID: 20, Stock: 5, Price: 990, LimitPerUser: 1, Hot: true}, sale.SKU{ID: 21, Stock: 7, LimitPerUser: 2})
-		a.RequireToken, a.ReservedUsers = true, []int64{5, 6}
+		a.RequireToken, a.ReservedUsers, a.Prequeue = true, []int64{5, 6}, 15
 		put(t, s, a)
 		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 3}))
 		if err := s.Restock(ctx, 2, 21, 3); err != nil {
@@ -372,7 +372,7 @@ func TestActivitiesComeBackFromTheDatabase(t *testing.T) {
 			t.Fatalf("activities %+v", got)
 		}
 		b := got[1]
-		if !b.RequireToken || fmt.Sprint(b.ReservedUsers) != "[5 6]" || b.State != sale.StateOnline ||
+		if !b.RequireToken || fmt.Sprint(b.ReservedUsers) != "[5 6]" || b.State != sale.StateOnline || b.Prequeue != 15 || got[0].Prequeue != 0 ||
 			b.Start.UnixMilli() != a.Start.UnixMilli() || b.End.UnixMilli() != a.End.UnixMilli() {
 			t.Errorf("activity 2 = %+v", b)
 		}
@@ -671,7 +671,7 @@ func TestOldActivityTableIsMigrated(t *testing.T) {
 			t.Fatalf("migrated row: rebuy_after_close %d, %v; want the default 1", rebuy, err)
 		}
 		acts, err := s.Activities(context.Background())
-		if err != nil || len(acts) != 1 || !acts[0].RequireToken || acts[0].RebuyAfterClose != nil || acts[0].RiskOnError != "" {
+		if err != nil || len(acts) != 1 || !acts[0].RequireToken || acts[0].RebuyAfterClose != nil || acts[0].RiskOnError != "" || acts[0].Prequeue != 0 {
 			t.Fatalf("activities after migration: %+v %v", acts, err)
 		}
 		// A row inserted without the column (what an older process that is

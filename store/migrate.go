@@ -81,6 +81,12 @@ func (s *sqlStore) migrateBuckets(ctx context.Context) error {
 	return s.addColumn(ctx, "flash_sale_item", "hot_shards", "TEXT NOT NULL DEFAULT ''", "VARCHAR(512) NOT NULL DEFAULT ''")
 }
 
+// migratePrequeue adds flash_sale_activity.prequeue_min (the activity's
+// pre-queue in minutes; 0: none) to a table made before it.
+func (s *sqlStore) migratePrequeue(ctx context.Context) error {
+	return s.addColumn(ctx, "flash_sale_activity", "prequeue_min", "INTEGER NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0")
+}
+
 // migrateRiskOnError adds flash_sale_activity.risk_on_error (the
 // activity's risk policy; empty: the edges' edge.risk.on_error) to a table
 // made before the policy was kept in the database.

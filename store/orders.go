@@ -307,7 +307,7 @@ func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 	byID := map[int64]*sale.Activity{}
 	var ids []int64
 	rows, err := s.r.QueryContext(ctx, `SELECT id, start_ms, end_ms, state, require_token, rebuy_after_close,
-		risk_on_error, reserved_only, poll_after_ms, paused FROM flash_sale_activity`)
+		risk_on_error, reserved_only, poll_after_ms, paused, prequeue_min FROM flash_sale_activity`)
 	if err != nil {
 		return nil, fmt.Errorf("activities: %w", err)
 	}
@@ -318,7 +318,7 @@ func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 			tok, rebuy  int
 			only, pause int
 		)
-		if err := rows.Scan(&a.ID, &start, &end, &a.State, &tok, &rebuy, &a.RiskOnError, &only, &a.PollAfterMs, &pause); err != nil {
+		if err := rows.Scan(&a.ID, &start, &end, &a.State, &tok, &rebuy, &a.RiskOnError, &only, &a.PollAfterMs, &pause, &a.Prequeue); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("activities: %w", err)
 		}

@@ -20,7 +20,8 @@ var mysqlSchema = []string{
 		risk_on_error VARCHAR(8)  NOT NULL DEFAULT '',
 		reserved_only TINYINT     NOT NULL DEFAULT 0,
 		poll_after_ms BIGINT      NOT NULL DEFAULT 0,
-		paused        TINYINT     NOT NULL DEFAULT 0
+		paused        TINYINT     NOT NULL DEFAULT 0,
+		prequeue_min  BIGINT      NOT NULL DEFAULT 0
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 	`CREATE TABLE IF NOT EXISTS flash_sale_item (
 		activity_id    BIGINT  NOT NULL,
@@ -166,7 +167,8 @@ var sqliteSchema = []string{
 		risk_on_error TEXT    NOT NULL DEFAULT '',
 		reserved_only INTEGER NOT NULL DEFAULT 0,
 		poll_after_ms INTEGER NOT NULL DEFAULT 0,
-		paused        INTEGER NOT NULL DEFAULT 0
+		paused        INTEGER NOT NULL DEFAULT 0,
+		prequeue_min  INTEGER NOT NULL DEFAULT 0
 	)`,
 	`CREATE TABLE IF NOT EXISTS flash_sale_item (
 		activity_id    INTEGER NOT NULL,

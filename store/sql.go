@@ -39,6 +39,9 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 	if err := s.migrateRebuy(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
+	if err := s.migratePrequeue(ctx); err != nil {
+		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
+	}
 	if err := s.migrateRiskOnError(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
@@ -87,10 +90,10 @@ func (s *sqlStore) PutActivity(ctx context.Context, a sale.Activity) error {
 		now := s.nowMs()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO flash_sale_activity
 			(id, start_ms, end_ms, state, require_token, rebuy_after_close, risk_on_error,
-			reserved_only, poll_after_ms, paused, updated_ms)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`+s.d.activityUpsert,
+			reserved_only, poll_after_ms, paused, prequeue_min, updated_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`+s.d.activityUpsert,
 			a.ID, a.Start.UnixMilli(), a.End.UnixMilli(), a.State, boolInt(a.RequireToken), boolInt(a.Rebuy()),
-			a.RiskOnError, boolInt(a.ReservedOnly), a.PollAfterMs, boolInt(a.Paused), now); err != nil {
+			a.RiskOnError, boolInt(a.ReservedOnly), a.PollAfterMs, boolInt(a.Paused), a.Prequeue, now); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM flash_sale_reserved_user WHERE activity_id = ?`, a.ID); err != nil {

@@ -48,8 +48,11 @@
 
   function renderSkus() {
     const box = $("skus");
-    const open = phase(Date.now() + offset) === "OPEN";
+    const now = Date.now() + offset;
+    // A queue-mode SKU takes its line's pre-queue from lineOpens on.
+    const lineOpen = view.lineOpens && now >= Date.parse(view.lineOpens) && phase(now) === "UPCOMING";
     for (const s of view.skus) {
+      const open = phase(now) === "OPEN" || (lineOpen && s.queued);
       let el = document.getElementById(`sku-${s.id}`);
       if (!el) {
         el = document.createElement("div");
@@ -120,6 +123,10 @@
 
   // inLine tells a WAITING ticket's place: "#12,345 in line, about 40 s".
   function inLine(ev) {
+    if (ev.prequeued) {
+      const sec = Math.max(1, Math.round(ev.startsInMs / 1000));
+      return `in the pre-queue: served in a random order drawn at the start, in ${sec < 120 ? `${sec} s` : `${Math.round(sec / 60)} min`}`;
+    }
     if (!(ev.position >= 0)) return "waiting in line";
     let s = `#${Number(ev.position).toLocaleString("en-US")} in line`;
     if (ev.etaMs >= 0) {
