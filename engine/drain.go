@@ -303,6 +303,10 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 			todo = append(todo, i)
 		}
 	}
+	// The window's occupies run together (one group commit), started in
+	// line order: each starts once the one before holds its place in the
+	// SKU's queue, so the ledger takes them in the line's order (the last
+	// units go to the first in line, not to whichever goroutine ran first).
 	var wg sync.WaitGroup
 	for _, i := range todo {
 		at := &ats[i]
@@ -310,11 +314,16 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 			wg.Wait()
 			return false
 		}
+		queued := make(chan struct{})
+		var once sync.Once
+		mark := func() { once.Do(func() { close(queued) }) }
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			at.err = d.occupy(ctx, at)
+			defer mark() // decided without reaching the queue
+			at.err = d.occupy(ctx, at, mark)
 		}()
+		<-queued
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -381,9 +390,9 @@ func failOf(at *attempt) results.Entry {
 // occupy runs one attempt through the engine, retrying a busy answer
 // until it is decided or ctx ends. nil: the ticket holds stock (now, or
 // from an earlier delivery).
-func (d *Drainer) occupy(ctx context.Context, at *attempt) error {
+func (d *Drainer) occupy(ctx context.Context, at *attempt, queued func()) error {
 	r := &Request{Activity: at.a, SKU: at.k, UserID: at.m.UserID, Quantity: at.m.Quantity,
-		TraceID: at.m.TraceID, RequestNo: at.m.RequestNo}
+		TraceID: at.m.TraceID, RequestNo: at.m.RequestNo, Queued: queued}
 	// The occupy itself outlives the session (it is bounded by the
 	// engine's own timeouts): cut short, its order message would be
 	// compensated and the attempt end FAIL BUSY though it held its place.

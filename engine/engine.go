@@ -47,6 +47,11 @@ type Request struct {
 	// The sidecar protocol does not carry it (the drainer runs beside its
 	// in-process engine).
 	RequestNo string
+	// Queued, when set, is called once the occupy holds its place in the
+	// SKU's group commit (stock.Extras.Queued): the drainer starts a line's
+	// next attempt only then, so the line's order is the order its
+	// attempts reach the ledger. In-process engine only.
+	Queued func()
 }
 
 // resolved reports whether r carries the edge's resolution.

@@ -136,7 +136,9 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	start := time.Now()
 	// One script call is all the Redis work of an accepted buyer: it counts
 	// the window, takes the stock and writes the QUEUING result.
-	res, err := e.occupy(ctx, a, sku, *e.extras.Load(), r.UserID, rn, r.Quantity)
+	x := *e.extras.Load()
+	x.Queued = r.Queued
+	res, err := e.occupy(ctx, a, sku, x, r.UserID, rn, r.Quantity)
 	lbl := &e.shardLbl[min(e.stock.PlaceIn(a.ID, sku, sku.BucketOf(r.UserID))+1, len(e.shardLbl)-1)]
 	lbl.lua.Observe(time.Since(start).Seconds())
 	if err != nil {

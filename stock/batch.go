@@ -53,6 +53,12 @@ type Extras struct {
 	// one window's attempts at its end and the next one's at its start.
 	WindowLimit  int
 	WindowPeriod time.Duration
+	// Queued, when set, is called once the occupy holds its place in its
+	// SKU's group-commit queue (under the queue's lock: it must not block),
+	// so a caller that starts occupies one after another can keep their
+	// order: the next one starts after the previous one is queued. Batcher
+	// only; a lone script call never calls it.
+	Queued func()
 }
 
 func (x *Extras) window() bool { return x.WindowLimit > 0 && x.WindowPeriod >= time.Millisecond }

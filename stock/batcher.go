@@ -124,6 +124,9 @@ func (b *Batcher) OccupyWithin(ctx context.Context, expired <-chan struct{}, a *
 
 	sq.mu.Lock()
 	sq.pending = append(sq.pending, c)
+	if x.Queued != nil {
+		x.Queued()
+	}
 	if sq.inFlight == 0 || len(sq.pending) >= b.max && sq.inFlight < maxInFlight {
 		// No call in flight, or a full batch waiting: this caller sends at
 		// once, then hands any occupies that queued meanwhile to a flusher
