@@ -334,8 +334,16 @@ func TestBucketsConcurrentNeverOversell(t *testing.T) {
 			}
 		}
 	})
-	wg.Go(func() { // one hot shard restarts mid-sale
-		time.Sleep(150 * time.Millisecond)
+	wg.Go(func() { // one hot shard restarts mid-sale: once 100 of 600 are sold
+		for {
+			mu.Lock()
+			n := len(oks)
+			mu.Unlock()
+			if n >= 100 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
 		r.hot[0].Stop()
 		if err := r.hot[0].Start(); err != nil {
 			t.Errorf("restart hot0: %v", err)
