@@ -209,21 +209,10 @@ func TestPrequeueEndToEnd(t *testing.T) {
 	}
 
 	// Acceptance: the engine's accept time of each ticket.
-	accepted := map[string]int64{}
+	var accepted map[string]int64
 	testenv.EventuallyOK(t, "the request log's accepts", 20*time.Second, func() error {
-		rs, err := db.Query(`SELECT request_no, queued_ms FROM seckill_request_log WHERE queued_ms > 0 AND request_no LIKE '1-4001-%'`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rs.Next() {
-			var rn string
-			var ms int64
-			if err := rs.Scan(&rn, &ms); err != nil {
-				t.Fatal(err)
-			}
-			accepted[rn] = ms
-		}
-		if err := rs.Close(); err != nil {
+		var err error
+		if accepted, err = acceptTimes(db, 1, 4001); err != nil {
 			t.Fatal(err)
 		}
 		if len(accepted) < stock {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -71,6 +72,27 @@ func (c *cluster) setMode(t testing.TB, sku int64, body string) {
 
 // spearman is Spearman's rank correlation of x and y (no ties in x; ties
 // in y get their mean rank).
+// acceptTimes is the engine's accept time (MQ_QUEUED: the request-log
+// row's queued_ms) of each accepted ticket of the SKU, by requestNo.
+func acceptTimes(db *sql.DB, activity, sku int64) (map[string]int64, error) {
+	rs, err := db.Query(`SELECT request_no, queued_ms FROM seckill_request_log
+		WHERE queued_ms > 0 AND activity_id = ? AND sku_id = ?`, activity, sku)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	out := map[string]int64{}
+	for rs.Next() {
+		var rn string
+		var ms int64
+		if err := rs.Scan(&rn, &ms); err != nil {
+			return nil, err
+		}
+		out[rn] = ms
+	}
+	return out, rs.Err()
+}
+
 func spearman(x, y []float64) float64 {
 	rank := func(v []float64) []float64 {
 		idx := make([]int, len(v))
@@ -213,16 +235,11 @@ func TestQueueModeEndToEnd(t *testing.T) {
 	// the attempt came), acceptance the engine's accept time (MQ_QUEUED,
 	// the request-log row's queued_ms).
 	var arrival, accepted []float64
-	rs, err := db.Query(`SELECT request_no, queued_ms FROM seckill_request_log WHERE queued_ms > 0 AND request_no LIKE '1-2001-%'`)
+	times, err := acceptTimes(db, 1, 2001)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rs.Next() {
-		var rn string
-		var ms int64
-		if err := rs.Scan(&rn, &ms); err != nil {
-			t.Fatal(err)
-		}
+	for rn, ms := range times {
 		_, _, id, _ := sale.ParseRequestNo(rn)
 		n, err := strconv.ParseInt(id, 10, 64)
 		if err != nil {
@@ -230,9 +247,6 @@ func TestQueueModeEndToEnd(t *testing.T) {
 		}
 		arrival = append(arrival, float64(n))
 		accepted = append(accepted, float64(ms))
-	}
-	if err := rs.Close(); err != nil {
-		t.Fatal(err)
 	}
 	if len(arrival) != 500 {
 		t.Fatalf("%d accepted tickets in the request log, want 500", len(arrival))
