@@ -32,6 +32,7 @@ type prequeueAnswer struct {
 // between arrival and acceptance), then the arrivals after the start in
 // line order behind it; exactly the stock becomes orders, one per buyer.
 func TestPrequeueEndToEnd(t *testing.T) {
+	testenv.Long(t) // it waits ~25 s for the sale's start
 	const window = 50
 	c := startClusterWith(t, mode{"sqlite", false}, func(cfg *config.Config) {
 		crowdBudgets(cfg)
