@@ -252,10 +252,11 @@ func (d *Drainer) report(ctx context.Context, prog *progress, claim sarama.Consu
 
 // attempt is one decoded attempt of a window.
 type attempt struct {
-	m   sale.Message
-	a   *sale.Activity
-	k   *sale.SKU
-	err error
+	m     sale.Message
+	a     *sale.Activity
+	k     *sale.SKU
+	place string // "<partition>:<offset>", as the WAITING result names it
+	err   error
 }
 
 // window decides every attempt of win; false when the session ended before
@@ -366,6 +367,7 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 // decode reads and verifies one attempt; why names what is wrong with
 // one that cannot be served ("" for none).
 func (d *Drainer) decode(km *sarama.ConsumerMessage) (at attempt, why string, err error) {
+	at.place = strconv.Itoa(int(km.Partition)) + ":" + strconv.FormatInt(km.Offset, 10)
 	if at.m, err = sale.DecodeMessage(km.Value); err != nil {
 		return at, "undecodable", err
 	}
@@ -392,7 +394,7 @@ func failOf(at *attempt) results.Entry {
 // from an earlier delivery).
 func (d *Drainer) occupy(ctx context.Context, at *attempt, queued func()) error {
 	r := &Request{Activity: at.a, SKU: at.k, UserID: at.m.UserID, Quantity: at.m.Quantity,
-		TraceID: at.m.TraceID, RequestNo: at.m.RequestNo, Queued: queued}
+		TraceID: at.m.TraceID, RequestNo: at.m.RequestNo, Queued: queued, Place: at.place}
 	// The occupy itself outlives the session (it is bounded by the
 	// engine's own timeouts): cut short, its order message would be
 	// compensated and the attempt end FAIL BUSY though it held its place.

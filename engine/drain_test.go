@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 
 	"seckill/internal/testenv"
@@ -318,4 +320,62 @@ func (q *queueRig) stopMidway(t *testing.T, rns []string, stop func()) {
 	if mid == 0 || mid == len(rns) {
 		t.Fatalf("%d of %d waiting after the first drainer: the test did not stop it mid-way", mid, len(rns))
 	}
+}
+
+// TestLineSurvivesTheBrokerGoingAway: mid-line the broker closes every
+// connection for 3 s (the drainer's fetches and commits, the engine's
+// order messages); the line then goes on by itself. Every attempt ends,
+// exactly once: the stock taken equals the tickets that hold it, one
+// order message each, the rest sold out — none left busy or waiting.
+func TestLineSurvivesTheBrokerGoingAway(t *testing.T) {
+	q := newQueueRig(t, 1)
+	act := activity(1, 10, 60, false)
+	act.SKUs[0].Mode, act.SKUs[0].Rate = sale.ModeQueue, 50
+	a, k := q.preheat(t, act)
+	ctx := context.Background()
+	rns := make([]string, 80)
+	for i := range rns {
+		w, err := q.line.Append(ctx, &Request{Activity: a, SKU: k, UserID: int64(100 + i), Quantity: 1}, time.Now().UnixMilli())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rns[i] = w.RequestNo
+	}
+	q.drain(t, "")
+	testenv.EventuallyOK(t, "the first decisions", 20*time.Second, func() error {
+		for _, e := range q.results(t, rns) {
+			if e.State != sale.ResultWaiting {
+				return nil
+			}
+		}
+		return errors.New("all still waiting")
+	})
+	var down atomic.Bool
+	down.Store(true)
+	var refused atomic.Int64
+	c := q.k.Cluster
+	c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !down.Load() {
+			c.DropControl()
+			return nil, nil, false
+		}
+		c.KeepControl()
+		refused.Add(1)
+		return nil, errors.New("broker gone"), true // closes the connection
+	})
+	time.Sleep(3 * time.Second)
+	down.Store(false)
+	if refused.Load() == 0 {
+		t.Fatal("no request reached the broker while it was gone: the test did not cut anything")
+	}
+	mid := 0
+	for _, e := range q.results(t, rns) {
+		if e.State == sale.ResultWaiting {
+			mid++
+		}
+	}
+	if mid == 0 {
+		t.Fatal("the line ended before the broker went away: the test cut nothing mid-line")
+	}
+	q.soldExactly(t, q.settled(t, rns, 60*time.Second), 60)
 }

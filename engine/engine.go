@@ -52,6 +52,10 @@ type Request struct {
 	// next attempt only then, so the line's order is the order its
 	// attempts reach the ledger. In-process engine only.
 	Queued func()
+	// Place is a drained attempt's "<partition>:<offset>" in its line:
+	// when its order message cannot be sent, the released ticket's result
+	// goes back to WAITING there (the drainer retries it), not FAIL BUSY.
+	Place string
 }
 
 // resolved reports whether r carries the edge's resolution.

@@ -217,7 +217,7 @@ func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *R
 	}
 	if err != nil {
 		e.m.produceErrs.Inc()
-		return e.compensate(&m, fmt.Errorf("produce: %w", err))
+		return e.compensate(&m, r.Place, fmt.Errorf("produce: %w", err))
 	}
 	return nil
 }
@@ -225,7 +225,12 @@ func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *R
 // compensate releases the ticket's occupancy after a failed step. If the
 // consumer already claimed it, the message did reach Kafka after all and the
 // ticket stands.
-func (e *Local) compensate(m *sale.Message, cause error) error {
+//
+// place is a drained attempt's place in its line ("" for a buyer's own
+// request): its result goes back to WAITING there, not FAIL BUSY, because
+// the drainer, not the buyer, retries it — a redelivery after the drainer's
+// session ended must find it undecided.
+func (e *Local) compensate(m *sale.Message, place string, cause error) error {
 	// A fresh context: the buyer's may be what expired.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*e.cfg.OccupyTimeout)
 	defer cancel()
@@ -243,7 +248,9 @@ func (e *Local) compensate(m *sale.Message, cause error) error {
 	if out == stock.Claimed {
 		return nil
 	}
-	e.record(m, StateFailed, "compensated: "+out.String())
+	if place == "" {
+		e.record(m, StateFailed, "compensated: "+out.String())
+	}
 	if e.fault != nil {
 		if err := e.fault("after_release"); err != nil {
 			return fmt.Errorf("%w: fault after release: %w", ErrBusy, err)
@@ -251,13 +258,20 @@ func (e *Local) compensate(m *sale.Message, cause error) error {
 	}
 	fail := results.Entry{RequestNo: m.RequestNo, Activity: m.ActivityID, SKU: m.SKUID, Owner: m.UserID,
 		State: sale.ResultFail, Code: sale.FailBusy}
+	if place != "" {
+		fail.State, fail.Code = sale.ResultWaiting, place
+	}
 	if err := e.res.Write(ctx, fail); err != nil {
 		// The occupy script wrote QUEUING: a result left QUEUING would
 		// tell a released ticket is on its way forever. The ticket holds
 		// nothing now and can never become an order (released or not
 		// held: its claim fails), so FAIL is its end; keep trying (the
 		// SKU's shard may be restarting or LOADING).
-		go e.writeFailLater(fail)
+		// A drained attempt's retry writes its own result: a late WAITING
+		// could overwrite it.
+		if place == "" {
+			go e.writeFailLater(fail)
+		}
 	}
 	e.log.Warn("ticket released after failure",
 		zap.String("requestNo", m.RequestNo), zap.String("traceId", m.TraceID),
