@@ -279,27 +279,33 @@ func TestLineTakesNoAttemptTheBrokerRefuses(t *testing.T) {
 // attempt ends, exactly once (the stock taken equals the tickets that
 // hold it, one order message each).
 func TestLineSurvivesItsDrainerStopping(t *testing.T) {
-	q := newQueueRig(t, 1)
-	act := activity(1, 10, 60, false)
-	act.SKUs[0].Mode, act.SKUs[0].Rate = sale.ModeQueue, 50
-	a, k := q.preheat(t, act)
-	ctx := context.Background()
-	rns := make([]string, 80)
-	for i := range rns {
-		w, err := q.line.Append(ctx, &Request{Activity: a, SKU: k, UserID: int64(100 + i), Quantity: 1}, time.Now().UnixMilli())
-		if err != nil {
-			t.Fatal(err)
-		}
-		rns[i] = w.RequestNo
-	}
+	q, rns := pacedLine(t)
 	q.stopMidway(t, rns, q.drain(t, ""))
 	q.drain(t, "")
 	q.soldExactly(t, q.settled(t, rns, 30*time.Second), 60)
 }
 
-// stopMidway calls stop once the line (draining at 50/s) has decided some
-// of rns, and checks that it left some waiting.
-func (q *queueRig) stopMidway(t *testing.T, rns []string, stop func()) {
+// pacedLine is a line of 80 buyers for SKU 10 of activity 1 (60 units in
+// queue mode, drained at 50/s), appended and not yet drained.
+func pacedLine(t *testing.T) (*queueRig, []string) {
+	t.Helper()
+	q := newQueueRig(t, 1)
+	act := activity(1, 10, 60, false)
+	act.SKUs[0].Mode, act.SKUs[0].Rate = sale.ModeQueue, 50
+	a, k := q.preheat(t, act)
+	rns := make([]string, 80)
+	for i := range rns {
+		w, err := q.line.Append(context.Background(), &Request{Activity: a, SKU: k, UserID: int64(100 + i), Quantity: 1}, time.Now().UnixMilli())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rns[i] = w.RequestNo
+	}
+	return q, rns
+}
+
+// firstDecisions waits until a drainer has decided some of rns.
+func (q *queueRig) firstDecisions(t *testing.T, rns []string) {
 	t.Helper()
 	testenv.EventuallyOK(t, "the first decisions", 20*time.Second, func() error {
 		for _, e := range q.results(t, rns) {
@@ -309,6 +315,13 @@ func (q *queueRig) stopMidway(t *testing.T, rns []string, stop func()) {
 		}
 		return errors.New("all still waiting")
 	})
+}
+
+// stopMidway calls stop once the line (draining at 50/s) has decided some
+// of rns, and checks that it left some waiting.
+func (q *queueRig) stopMidway(t *testing.T, rns []string, stop func()) {
+	t.Helper()
+	q.firstDecisions(t, rns)
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	mid := 0
@@ -328,28 +341,9 @@ func (q *queueRig) stopMidway(t *testing.T, rns []string, stop func()) {
 // exactly once: the stock taken equals the tickets that hold it, one
 // order message each, the rest sold out — none left busy or waiting.
 func TestLineSurvivesTheBrokerGoingAway(t *testing.T) {
-	q := newQueueRig(t, 1)
-	act := activity(1, 10, 60, false)
-	act.SKUs[0].Mode, act.SKUs[0].Rate = sale.ModeQueue, 50
-	a, k := q.preheat(t, act)
-	ctx := context.Background()
-	rns := make([]string, 80)
-	for i := range rns {
-		w, err := q.line.Append(ctx, &Request{Activity: a, SKU: k, UserID: int64(100 + i), Quantity: 1}, time.Now().UnixMilli())
-		if err != nil {
-			t.Fatal(err)
-		}
-		rns[i] = w.RequestNo
-	}
+	q, rns := pacedLine(t)
 	q.drain(t, "")
-	testenv.EventuallyOK(t, "the first decisions", 20*time.Second, func() error {
-		for _, e := range q.results(t, rns) {
-			if e.State != sale.ResultWaiting {
-				return nil
-			}
-		}
-		return errors.New("all still waiting")
-	})
+	q.firstDecisions(t, rns)
 	var down atomic.Bool
 	down.Store(true)
 	var refused atomic.Int64
