@@ -40,8 +40,13 @@ type Backlog struct {
 }
 
 const (
-	// backlogWindow is how many samples the drain rate is measured over.
-	backlogWindow = 10
+	// backlogWindow is how many samples the drain rate is measured over at
+	// least; the window also spans backlogWindowHighs × High, so that a
+	// group slowed to one commit every few seconds shows two commits in
+	// it (the rate is measured between commits) at any sampling interval.
+	backlogWindow      = 10
+	backlogWindowHighs = 3
+	backlogWindowMax   = 1000
 	// backlogAdmitShare is the share of the measured drain rate the edges
 	// together admit while the gate is shrunk: the backlog then drains
 	// at least at the other half.
@@ -90,8 +95,17 @@ type backlog struct {
 }
 
 func newBacklog(cfg Backlog, live *atomic.Int64, m *metrics, log *zap.Logger, warn *rareWarner) *backlog {
-	return &backlog{cfg: cfg, live: live, drain: lag.NewDrain(backlogWindow), log: log, warn: warn,
+	return &backlog{cfg: cfg, live: live, drain: lag.NewDrain(backlogSamples(cfg)), log: log, warn: warn,
 		seconds: m.backlogSeconds, rate: m.backlogRate, shed: m.backlogShedding}
+}
+
+// backlogSamples is the drain window in samples for cfg.
+func backlogSamples(cfg Backlog) int {
+	n := backlogWindow
+	if cfg.Every > 0 {
+		n = max(n, int(backlogWindowHighs*cfg.High/cfg.Every)+1)
+	}
+	return min(n, backlogWindowMax)
 }
 
 // allow admits one purchase; false with the Retry-After to send. Lock-free:

@@ -198,26 +198,27 @@ func TestBacklogSustainedOverHighOnly(t *testing.T) {
 	log := zaptest.NewLogger(t)
 	b := newBacklog(Backlog{High: 2 * time.Second, Low: time.Second, Every: time.Second}, &live, m, log, &rareWarner{log: log})
 	t0 := time.Unix(1000, 0)
-	committed := int64(0)
-	sample := func(s int, lag int64) {
-		committed += 100 // 100 a second, busy: the lag is at least that
-		b.observe(t0.Add(time.Duration(s)*time.Second), lag2offsets(committed, lag))
+	var committed, newest int64
+	sample := func(s int, commit, arrive int64) {
+		committed, newest = committed+commit, newest+arrive
+		b.observe(t0.Add(time.Duration(s)*time.Second), lag2offsets(committed, newest-committed))
 	}
-	sample(0, 1000)
+	sample(0, 100, 1100)
 	for s := 1; s <= 4; s++ {
-		sample(s, 1000) // 10 s of drain, over High
+		sample(s, 100, 100) // 1,000 waiting at 100 a second, over High
 	}
 	if b.shedding.Load() {
 		t.Fatal("shedding after four readings over lag_high")
 	}
-	sample(5, 100) // 1 s: back under
-	for s := 6; s <= 9; s++ {
-		sample(s, 1000)
+	sample(5, 1000, 100) // 100 waiting at ~280 a second: back under
+	sample(6, 100, 1000)
+	for s := 7; s <= 9; s++ {
+		sample(s, 100, 100)
 	}
 	if b.shedding.Load() {
 		t.Fatal("shedding after a reading under lag_high broke the run")
 	}
-	sample(10, 1000)
+	sample(10, 100, 100)
 	if !b.shedding.Load() {
 		t.Fatal("not shedding after five readings in a row over lag_high")
 	}
@@ -225,4 +226,72 @@ func TestBacklogSustainedOverHighOnly(t *testing.T) {
 
 func lag2offsets(committed, n int64) lag.Offsets {
 	return lag.Offsets{Newest: committed + n, Committed: committed}
+}
+
+// The consumers of a sale that kept up (one commit a second of all that
+// arrived: never seen busy) slow down to one batch every 4 s, each of what
+// waited when it began: sampled every 250 ms with lag_high 3 s, the gate
+// shrinks, though no stall between two commits lasts five samples past
+// lag_high. And a group never seen busy that stalled, then commits a part
+// of its lag, has not drained: the gate stays shrunk until the lag is
+// gone.
+func TestBacklogSlowStepsShrinkAndACommitIsNoDrain(t *testing.T) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live atomic.Int64
+	live.Store(1)
+	log := zaptest.NewLogger(t)
+	every := 250 * time.Millisecond
+	cfg := Backlog{High: 3 * time.Second, Low: time.Second, Every: every}
+	b := newBacklog(cfg, &live, m, log, &rareWarner{log: log})
+	t0 := time.Unix(1000, 0)
+	var newest, committed, batch int64
+	shrunkAt := -1
+	for i := 0; i <= 16*4; i++ { // 16 s at 4 samples a second
+		newest += 30 // 120 arrivals a second
+		switch {
+		case i <= 16 && i%4 == 0: // keeping up: commits all each second
+			committed, batch = newest, newest
+		case i == 17: // slow: a batch of what waits when it begins,
+			batch = newest // committed 4 s later
+		case i > 17 && (i-17)%16 == 0:
+			committed, batch = batch, newest
+		}
+		b.observe(t0.Add(time.Duration(i)*every), lag2offsets(committed, newest-committed))
+		if shrunkAt < 0 && b.shedding.Load() {
+			shrunkAt = i
+		}
+	}
+	if shrunkAt < 0 || shrunkAt > 12*4 {
+		t.Fatalf("gate shrunk at sample %d, want by 12 s (sample 48): a group that commits every 4 s what waited 4 s before", shrunkAt)
+	}
+
+	b = newBacklog(cfg, &live, m, log, &rareWarner{log: log})
+	newest, committed = 1000, 1000
+	at := t0
+	obs := func() {
+		at = at.Add(every)
+		b.observe(at, lag2offsets(committed, newest-committed))
+	}
+	obs()
+	newest = 2000
+	for range 5 * 4 {
+		obs()
+	}
+	if !b.shedding.Load() {
+		t.Fatal("a 5 s stall with 1,000 waiting did not shrink the gate")
+	}
+	committed += 200
+	obs()
+	obs()
+	if !b.shedding.Load() {
+		t.Fatal("one commit of 200 of 1,000 waiting, the rate unknown, opened the gate")
+	}
+	committed = newest
+	obs()
+	if b.shedding.Load() {
+		t.Fatal("the gate stayed shrunk with no lag")
+	}
 }

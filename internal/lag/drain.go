@@ -18,7 +18,14 @@ import "time"
 // The drain time is the lag at that rate, and at least as long as the lag
 // has been waiting with nothing committed — counted from the first sample
 // that found it so — which makes a stalled group visible whatever rate it
-// had. With fewer than two samples, or no lag, it is zero.
+// had; and at least as long as the oldest message waiting has waited: the
+// time since the first sample of the window whose newest offset is past
+// the committed one (the window's span if every sample's is). A group
+// slowed to one commit every few seconds, of what waited when its batch
+// began, commits often enough to be no stall and may never show a busy
+// span, but its oldest message shows how far behind it is — and a commit
+// of a part of a lag, with no rate measured yet, does not read as
+// drained. With fewer than two samples, or no lag, it is zero.
 type Drain struct {
 	window  int
 	samples []drainSample // oldest first, at most window
@@ -108,6 +115,12 @@ func (d *Drain) Observe(at time.Time, off Offsets) Estimate {
 	}
 	if !d.since.IsZero() {
 		e.Seconds = max(e.Seconds, at.Sub(d.since).Seconds())
+	}
+	for _, s := range d.samples {
+		if s.off.Newest > off.Committed {
+			e.Seconds = max(e.Seconds, at.Sub(s.at).Seconds())
+			break
+		}
 	}
 	return e
 }

@@ -32,9 +32,14 @@ func TestDrainEstimate(t *testing.T) {
 			Estimate{Lag: 2015, Committing: 6020.0 / 4, Rate: 3000, Seconds: 2015.0 / 3000}},
 		// Commits every 4th sample, of what arrived since: the samples
 		// between say nothing, and a group that keeps up is not busy —
-		// its drain time is the time since its last commit.
+		// its drain time is how long its oldest waiting message waited
+		// (the ones past 600 arrived by 5 s).
 		{"a group that commits in steps and keeps up is measured by its steps", 8, []obs{{0, 120, 0}, {1, 240, 120}, {2, 360, 120}, {3, 480, 120}, {4, 600, 120}, {5, 720, 600}, {6, 840, 600}, {7, 960, 600}},
-			Estimate{Lag: 360, Committing: 600.0 / 7, Seconds: 1}},
+			Estimate{Lag: 360, Committing: 600.0 / 7, Seconds: 2}},
+		// Never seen busy, it stalled 5 s with 1,000 waiting, then
+		// committed 200: the other 800 have waited 5 s, not none.
+		{"a commit of part of a lag with no rate measured is no drain", 8, []obs{{0, 1000, 1000}, {1, 2000, 1000}, {5, 2000, 1000}, {6, 2000, 1200}},
+			Estimate{Lag: 800, Committing: 200.0 / 6, Seconds: 5}},
 		{"the first messages of a sale have waited no time", 3, []obs{{0, 0, 0}, {1, 0, 0}, {2, 50, 0}},
 			Estimate{Lag: 50}},
 		{"a lag that waits with nothing committed needs at least as long as it waited", 4, []obs{{0, 10, 0}, {1, 30, 0}, {2, 50, 0}, {5, 60, 0}},
@@ -48,7 +53,7 @@ func TestDrainEstimate(t *testing.T) {
 		{"a stall is judged at the last busy rate the group had", 3, []obs{{0, 200, 0}, {1, 300, 100}, {2, 400, 200}, {3, 1000, 200}, {4, 2000, 200}},
 			Estimate{Lag: 1800, Rate: 100, Seconds: 18}},
 		{"a stall longer than the lag at the last rate counts as long as it lasts", 3, []obs{{0, 200, 0}, {1, 300, 100}, {2, 400, 200}, {3, 410, 200}, {30, 420, 200}},
-			Estimate{Lag: 220, Rate: 100, Seconds: 27}},
+			Estimate{Lag: 220, Rate: 100, Seconds: 28}}, // the ones past 200 waited since 2 s
 		{"a group reset starts afresh", 3, []obs{{0, 100, 100}, {1, 200, 200}, {2, 300, 10}},
 			Estimate{Lag: 290}},
 		{"a clock that did not move starts afresh", 3, []obs{{0, 100, 0}, {1, 200, 50}, {1, 300, 60}},
