@@ -26,6 +26,9 @@ import (
 // reads the partition up to the cutoff, serves the SKU's pre-queued
 // attempts below it in the order sale.Draw.Permute gives, and then the
 // attempts it read past (other SKUs', later arrivals) in line order.
+// The cutoff is at most engine.queue.prequeue_max attempts past the
+// first pre-queued one, which bounds what the drainer holds: pre-queued
+// attempts past it are served in line order after the drawn ones.
 // Nothing is marked consumed until the whole pre-queue is served, so a
 // drainer that dies mid-way leaves the partition to one that reads the
 // same attempts, draws the same order from the recorded seed and skips
@@ -95,7 +98,10 @@ func (d *Drainer) servePrequeue(ctx context.Context, sess sarama.ConsumerGroupSe
 			return nil, false
 		}
 	}
-	draw, done, ok := d.draw(ctx, c, pk, part, max(high, rest[len(rest)-1].Offset+1))
+	// The cutoff: what the partition holds now, within PrequeueMax of the
+	// first pre-queued attempt (what is read ahead is held in memory).
+	cutoff := min(max(high, rest[len(rest)-1].Offset+1), rest[0].Offset+int64(d.cfg.PrequeueMax))
+	draw, done, ok := d.draw(ctx, c, pk, part, cutoff)
 	if !ok {
 		return nil, false
 	}

@@ -99,3 +99,52 @@ func TestPrequeueSurvivesItsDrainerStopping(t *testing.T) {
 func fmtOffsets(o []int64) string {
 	return string(sale.AppendOrder(nil, o))
 }
+
+// TestPrequeueHeldWithinItsBound: engine.queue.prequeue_max 20 and 50
+// attempts pre-queued on one partition: the draw's cutoff is 20 past the
+// first, the first 20 are served in the drawn order and the 30 past the
+// cutoff in line order after them — each decided once, the stock sold
+// exactly.
+func TestPrequeueHeldWithinItsBound(t *testing.T) {
+	q := newQueueRig(t, 1)
+	q.cfg.Queue.PrequeueMax = 20
+	act := activity(1, 10, 40, false)
+	start := time.Now().Add(2 * time.Second)
+	act.Start, act.Prequeue = start, 1
+	act.SKUs[0].Mode = sale.ModeQueue
+	a, k := q.preheat(t, act)
+	ctx := context.Background()
+	rns := make([]string, 50)
+	offs := make([]int64, len(rns))
+	for i := range rns {
+		w, err := q.line.Append(ctx, &Request{Activity: a, SKU: k, UserID: int64(100 + i), Quantity: 1}, time.Now().UnixMilli())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rns[i], offs[i] = w.RequestNo, w.Offset
+	}
+	if time.Now().After(start) {
+		t.Fatal("the attempts took past the start; the test's start is too close")
+	}
+	q.drain(t, "")
+	es := q.settled(t, rns, 30*time.Second)
+	won := q.soldExactly(t, es, 40)
+	pk := sale.PrequeueKey(1, 10)
+	d, err := sale.ParseDraw(q.def.Str(t, "HGET", pk, "draw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Cutoff != offs[0]+20 {
+		t.Fatalf("cutoff %d, want %d (20 past the first attempt at %d)", d.Cutoff, offs[0]+20, offs[0])
+	}
+	if got, want := q.def.Str(t, "HGET", pk, "order"), fmtOffsets(d.Permute(offs[:20])); got != want {
+		t.Fatalf("recorded order %s, want the draw of the first 20: %s", got, want)
+	}
+	// 40 units: the 20 drawn and the next 20 in line order win, the last
+	// 10 in line order lose.
+	for _, i := range won {
+		if i >= 40 {
+			t.Fatalf("attempt %d of 50 won: the ones past the cutoff are served in line order", i)
+		}
+	}
+}

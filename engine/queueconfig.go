@@ -30,12 +30,19 @@ type QueueConfig struct {
 	// SessionTimeout bounds how long a dead drainer's partitions wait for
 	// another engine. Default 6s.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// PrequeueMax bounds how many attempts of one partition a drainer
+	// holds in memory to draw a pre-queue's order at the start (the
+	// pre-queued attempts and whatever else the partition took before
+	// the draw): attempts past the first PrequeueMax from the pre-queue's
+	// first are served in line order after the drawn ones. Default
+	// 500,000 (some 250 B each).
+	PrequeueMax int `yaml:"prequeue_max"`
 }
 
 // DefaultQueueConfig returns the defaults named on each field.
 func DefaultQueueConfig() QueueConfig {
 	return QueueConfig{Topic: sale.AttemptsTopic, Group: "seckill-drainer", Window: 64,
-		Progress: 100 * time.Millisecond, SessionTimeout: 6 * time.Second}
+		Progress: 100 * time.Millisecond, SessionTimeout: 6 * time.Second, PrequeueMax: 500_000}
 }
 
 // Validate names the first bad key.
@@ -49,6 +56,8 @@ func (c *QueueConfig) Validate() error {
 		return errors.New("engine.queue.group must not be empty")
 	case c.Window < 1 || c.Window > 4096:
 		return errors.New("engine.queue.window must be 1..4096")
+	case c.PrequeueMax < 1 || c.PrequeueMax > 50_000_000:
+		return errors.New("engine.queue.prequeue_max must be 1..50000000")
 	case c.Progress <= 0:
 		return errors.New("engine.queue.progress must be positive")
 	case c.SessionTimeout < 6*time.Second:
