@@ -99,6 +99,7 @@ func New(token string, d Deps, log *zap.Logger) *Server {
 	s.r.PUT("/admin/v1/skus/{sku}/mode", s.setMode)
 	s.r.GET("/admin/v1/skus/{sku}/mode", s.getMode)
 	s.r.GET("/admin/v1/modes", s.listModes)
+	s.r.GET("/admin/v1/skus/{sku}/prequeue", s.getPrequeue)
 	s.r.GET("/admin/v1/requests/{requestNo}", s.request)
 	s.r.GET("/admin/v1/users/{id}/requests", s.userRequests)
 	s.r.POST("/admin/v1/reconcile", s.reconcile)

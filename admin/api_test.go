@@ -46,6 +46,7 @@ var apiCalls = []apiCall{
 	{"PUT", "/admin/v1/skus/{sku}/mode", "/admin/v1/skus/10/mode", `{"mode":"queue","rate":500}`, typed[admin.ModeView]()},
 	{"GET", "/admin/v1/skus/{sku}/mode", "/admin/v1/skus/10/mode?activityId=1", "", typed[admin.ModeView]()},
 	{"GET", "/admin/v1/modes", "/admin/v1/modes", "", typed[[]admin.ModeView]()},
+	{"GET", "/admin/v1/skus/{sku}/prequeue", "/admin/v1/skus/10/prequeue?activityId=1&order=true", "", typed[admin.PrequeueView]()},
 	{"GET", "/admin/v1/requests/{requestNo}", "/admin/v1/requests/" + admintest.Ticket, "", typed[admin.Story]()},
 	{"GET", "/admin/v1/users/{id}/requests", "/admin/v1/users/42/requests?limit=5", "", typed[admin.UserRequests]()},
 	{"POST", "/admin/v1/reconcile", "/admin/v1/reconcile", "", typed[reconcile.Report]()},

@@ -125,4 +125,11 @@ func (r *Rig) seed(t testing.TB) {
 	if err := r.Results.Write(ctx, e); err != nil {
 		t.Fatal(err)
 	}
+	// A pre-queue's draw, as a drainer records it.
+	c := r.Stock.Client(Activity, SKU)
+	draw := sale.Draw{Seed: [32]byte{1, 2, 3}, Partition: 0, Cutoff: 3}
+	if err := c.Do(ctx, c.B().Hset().Key(sale.PrequeueKey(Activity, SKU)).FieldValue().
+		FieldValue("draw", draw.String()).FieldValue("order", "2,0,1").FieldValue("done", "3").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
 }

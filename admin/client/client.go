@@ -238,6 +238,22 @@ func (c *Client) SetMode(ctx context.Context, sku int64, ch admin.ModeChange) (a
 	return v, c.call(ctx, "PUT", "/admin/v1/skus/"+id(sku)+"/mode", ch, &v)
 }
 
+// Prequeue is GET /admin/v1/skus/{sku}/prequeue: the record of the SKU's
+// pre-queue draw, with the order served when order is true; activity 0 is
+// the activity selling it now.
+func (c *Client) Prequeue(ctx context.Context, sku, activity int64, order bool) (admin.PrequeueView, error) {
+	var v admin.PrequeueView
+	q := activityQuery(activity)
+	if order {
+		if q == "" {
+			q = "?order=true"
+		} else {
+			q += "&order=true"
+		}
+	}
+	return v, c.call(ctx, "GET", "/admin/v1/skus/"+id(sku)+"/prequeue"+q, nil, &v)
+}
+
 // Stock is GET /admin/v1/activities/{id}/stock: the books of each SKU.
 func (c *Client) Stock(ctx context.Context, activity int64) (admin.StockReport, error) {
 	var v admin.StockReport

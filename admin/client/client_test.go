@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -106,6 +107,12 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 	}
 	if ms, err := c.Modes(ctx); err != nil || len(ms) == 0 {
 		t.Fatalf("Modes: %+v, %v", ms, err)
+	}
+	if p, err := c.Prequeue(ctx, 10, 0, false); err != nil || !p.Drawn || p.Cutoff != 3 || p.Served != 3 || p.Order != nil || !p.Done {
+		t.Fatalf("Prequeue: %+v, %v", p, err)
+	}
+	if p, err := c.Prequeue(ctx, 10, admintest.Activity, true); err != nil || fmt.Sprint(p.Order) != "[2 0 1]" {
+		t.Fatalf("Prequeue with the order: %+v, %v", p, err)
 	}
 	if rs, err := c.Routes(ctx); err != nil || len(rs) != 3 || !rs[0].Open {
 		t.Fatalf("Routes: %+v, %v", rs, err)

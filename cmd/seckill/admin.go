@@ -50,6 +50,8 @@ commands:
                                       how the edges take a SKU's purchases: direct (occupy on the
                                       request) or queue (202 WAITING, drained in line order at N/s;
                                       rate=0: as fast as the shard allows); no SKU: every SKU
+  prequeue SKU [activity=A] [order]   the record of the SKU's pre-queue draw (seed, cutoff, how
+                                      many served, done); order: the offsets in the order served
   soldout SKU true|false [ACTIVITY]   set or clear the on-call sold-out mark
   restock SKU UNITS [ACTIVITY]        add units to a live SKU
   stock ACTIVITY                      initial / remaining / occupied / ordered / drift per SKU
@@ -248,6 +250,8 @@ func adminCall(ctx context.Context, c *client.Client, a []string, opt adminOptio
 		return shown(renderRoutes)(c.SetRoute(ctx, a[1], open))
 	case "mode":
 		return adminMode(ctx, c, a[1:])
+	case "prequeue":
+		return adminPrequeue(ctx, c, a[1:])
 	case "soldout":
 		sku, err := idArg("soldout", "sku", a[1])
 		if err != nil {

@@ -64,3 +64,51 @@ func renderModes(vs []admin.ModeView, out io.Writer) error {
 	}
 	return w.Flush()
 }
+
+// adminPrequeue is `seckill admin prequeue SKU [activity=A] [order]`: the
+// record of the SKU's pre-queue draw, with the order served when asked.
+func adminPrequeue(ctx context.Context, c *client.Client, args []string) (func(io.Writer) error, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("prequeue needs a SKU; see seckill admin help")
+	}
+	sku, err := idArg("prequeue", "sku", args[0])
+	if err != nil {
+		return nil, err
+	}
+	var activity int64
+	order := false
+	for _, a := range args[1:] {
+		k, v, kv := strings.Cut(a, "=")
+		switch {
+		case !kv && a == "order":
+			order = true
+		case kv && k == "activity":
+			if activity, err = idArg("prequeue", "activity", v); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("prequeue: %q is none of activity=A, order", a)
+		}
+	}
+	return shown(renderPrequeue)(c.Prequeue(ctx, sku, activity, order))
+}
+
+// renderPrequeue prints the draw's record in one line (and the order
+// served, asked for, in the next).
+func renderPrequeue(v admin.PrequeueView, out io.Writer) error {
+	w := table(out)
+	fmt.Fprintln(w, "ACTIVITY\tSKU\tPREQUEUE\tDRAWN\tSEED\tPARTITION\tCUTOFF\tSERVED\tDONE")
+	seed, part, cutoff := "-", "-", "-"
+	if v.Drawn {
+		seed, part, cutoff = v.Seed, strconv.Itoa(int(v.Partition)), strconv.FormatInt(v.Cutoff, 10)
+	}
+	fmt.Fprintf(w, "%d\t%d\t%dm\t%v\t%s\t%s\t%s\t%d\t%v\n", v.ActivityID, v.SKUID, v.Prequeue, v.Drawn, seed, part, cutoff, v.Served, v.Done)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if v.Order != nil {
+		_, err := fmt.Fprintf(out, "order: %s\n", sale.AppendOrder(nil, v.Order))
+		return err
+	}
+	return nil
+}

@@ -38,3 +38,26 @@ func TestAdminModePrintsAndSwitches(t *testing.T) {
 		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestAdminPrequeuePrintsTheDraw: `seckill admin prequeue` prints the
+// draw's record, and the order served when asked for.
+func TestAdminPrequeuePrintsTheDraw(t *testing.T) {
+	seed := strings.Repeat("ab", 32)
+	run, calls := stubAdmin(t, map[string]string{
+		"GET /admin/v1/skus/70/prequeue": `{"activityId":7,"skuId":70,"prequeue":30,"drawn":false,"partition":0,"cutoff":0,"served":0,"done":false}`,
+		"GET /admin/v1/skus/70/prequeue?activityId=7&order=true": `{"activityId":7,"skuId":70,"prequeue":30,"drawn":true,"seed":"` + seed +
+			`","partition":2,"cutoff":41,"served":3,"order":[40,7,12],"done":true}`,
+	})
+	printsLines(t, run, []string{"prequeue", "70"}, []string{"ACTIVITY SKU PREQUEUE DRAWN SEED PARTITION CUTOFF SERVED DONE", "7 70 30m false - - - 0 false"})
+	printsLines(t, run, []string{"prequeue", "70", "activity=7", "order"}, []string{"ACTIVITY SKU PREQUEUE DRAWN SEED PARTITION CUTOFF SERVED DONE",
+		"7 70 30m true " + seed + " 2 41 3 true", "order: 40,7,12"})
+	for _, bad := range [][]string{{"prequeue"}, {"prequeue", "x"}, {"prequeue", "70", "all"}, {"prequeue", "70", "activity=a"}} {
+		if _, err := run(bad...); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+	want := []string{"GET /admin/v1/skus/70/prequeue Bearer tok", "GET /admin/v1/skus/70/prequeue?activityId=7&order=true Bearer tok"}
+	if got := calls(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
