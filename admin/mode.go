@@ -30,9 +30,9 @@ func modeView(a *sale.Activity, k *sale.SKU) ModeView {
 // query parameter) picks the activity where more than one sells the SKU,
 // else the one selling it now. It follows the degrade switches' path: the
 // catalog entry every edge and drainer loads and an activity event that
-// makes them reload it now. Audit-logged like every admin call. The mode
-// is kept in the catalog, not in the orders database: an activity rebuilt
-// from the database starts direct.
+// makes them reload it now — and the SKU's row in the orders database, so
+// a SKU rebuilt from the database keeps its mode. Audit-logged like every
+// admin call.
 func (s *Server) setMode(ctx *fasthttp.RequestCtx) {
 	sku, ok := pathInt(ctx, "sku")
 	if !ok {
@@ -85,6 +85,10 @@ func (s *Server) setMode(ctx *fasthttp.RequestCtx) {
 	k := got.SKU(sku)
 	if k == nil {
 		writeErr(ctx, fasthttp.StatusNotFound, "NOT_FOUND", "the activity no longer sells the sku")
+		return
+	}
+	if err := s.d.Store.SetMode(c, got.ID, sku, k.Mode, k.Rate); err != nil {
+		s.fail(ctx, err)
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, modeView(&got, k))

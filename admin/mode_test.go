@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -12,13 +13,14 @@ import (
 )
 
 // TestModeSwitchIsKeptAndAnnounced: PUT /admin/v1/skus/{id}/mode switches
-// one SKU to queue and back in the catalog every edge loads, keeps the rate
-// when only the mode is named, announces an activity event each time, and
-// refuses bad bodies and unknown SKUs without changing anything.
+// one SKU to queue and back in the catalog every edge loads and in the
+// orders database (what a rebuild reads), keeps the rate when only the
+// mode is named, announces an activity event each time, and refuses bad
+// bodies and unknown SKUs without changing anything.
 func TestModeSwitchIsKeptAndAnnounced(t *testing.T) {
 	r := testenv.StartRedis(t)
 	st, _ := stocktest.Stock(t, r)
-	s, _ := newServer(t, st)
+	s, db := newServer(t, st)
 	now := time.Now()
 	body := fmt.Sprintf(`{"id":1,"start":%q,"end":%q,"skus":[{"id":10,"stock":5,"price":"1.00","limitPerUser":1},{"id":11,"stock":5,"price":"1.00","limitPerUser":1}]}`,
 		now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
@@ -33,6 +35,18 @@ func TestModeSwitchIsKeptAndAnnounced(t *testing.T) {
 			t.Fatalf("sku %d left the catalog", sku)
 		}
 		return k.Mode, k.Rate
+	}
+	inDatabase := func(sku int64) string {
+		t.Helper()
+		acts, err := db.Activities(context.Background())
+		if err != nil || len(acts) != 1 {
+			t.Fatalf("activities: %+v %v", acts, err)
+		}
+		k := acts[0].SKU(sku)
+		if k == nil {
+			t.Fatalf("sku %d left the database", sku)
+		}
+		return fmt.Sprintf("%s %d", k.Mode, k.Rate)
 	}
 	for _, step := range []struct {
 		body     string
@@ -55,6 +69,9 @@ func TestModeSwitchIsKeptAndAnnounced(t *testing.T) {
 		}
 		if m, rate := inCatalog(10); m != step.mode || rate != step.rate {
 			t.Fatalf("after %s the catalog holds %q %d", step.body, m, rate)
+		}
+		if got, want := inDatabase(10), fmt.Sprintf("%s %d", step.mode, step.rate); got != want {
+			t.Fatalf("after %s the database holds %q, want %q", step.body, got, want)
 		}
 		events.Want(t, sale.EventActivity+" 1 0 ")
 	}
@@ -81,6 +98,9 @@ func TestModeSwitchIsKeptAndAnnounced(t *testing.T) {
 	}
 	if m, rate := inCatalog(10); m != sale.ModeQueue || rate != 20 {
 		t.Fatalf("refused changes changed the mode: %q %d", m, rate)
+	}
+	if got := inDatabase(11); got != " 0" {
+		t.Fatalf("the other sku changed in the database: %q", got)
 	}
 	ctx := send(s, "GET", "/admin/v1/skus/10/mode", "")
 	var v ModeView

@@ -439,6 +439,41 @@ func TestWatchRebuildKeepsTheClosedBuyerBarred(t *testing.T) {
 	})
 }
 
+// TestWatchPutBackKeepsTheQueueMode: on-call put a SKU in queue mode (the
+// admin API writes the catalog and the database); the default Redis loses
+// everything; a process started after the loss puts the catalog entry
+// back from the database with the SKU still in queue mode at its rate.
+func TestWatchPutBackKeepsTheQueueMode(t *testing.T) {
+	runTest(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		if err := r.st.PutActivity(ctx, r.act); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.stock.Preheat(ctx, r.act); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.st.SetMode(ctx, r.act.ID, 505, sale.ModeQueue, 300); err != nil {
+			t.Fatal(err)
+		}
+		r.redis.Do(t, "FLUSHALL")
+		fresh, _ := stocktest.Stock(t, r.redis)
+		rc := New(DefaultConfig(), fresh, r.st, r.res, &through{at: time.Now()}, zaptest.NewLogger(t),
+			prometheus.NewRegistry(), WithClock(time.Now))
+		for range 2 {
+			if _, err := rc.Watch(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := fresh.Catalog().Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, k, ok := fresh.Catalog().Lookup(r.act.ID, 505)
+		if !ok || k.Mode != sale.ModeQueue || k.Rate != 300 {
+			t.Fatalf("sku 505 put back: %+v %v, want queue mode at 300/s", k, ok)
+		}
+	})
+}
+
 // TestWatchRebuildTakesTheSwitchFromTheDatabase: the database, not this
 // process's catalog snapshot, decides. The switch is turned on again
 // (activity put again, as another process's admin API would) while this

@@ -45,8 +45,7 @@ type Activity struct {
 	// what the edges do when the risk service (edge.risk.url) times out or
 	// fails. Empty: the edge's edge.risk.on_error. A live switch, like
 	// State: set by PUT /admin/v1/activities/{id}/risk, kept in the
-	// catalog (not in the orders database) and announced by an activity
-	// event.
+	// catalog and the orders database and announced by an activity event.
 	RiskOnError string `json:"riskOnError,omitempty" yaml:"risk_on_error"`
 	// Prequeue opens the waiting line of the activity's queue-mode SKUs
 	// this many minutes before Start (0: no pre-queue, the default; at

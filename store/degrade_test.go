@@ -75,3 +75,45 @@ func TestRouteSwitchesAreKept(t *testing.T) {
 		}
 	})
 }
+
+// TestModeComesBackFromTheDatabase: a SKU's mode and drain rate, set live
+// by SetMode (also to what it already is) or put with the activity,
+// round-trip through its item row, leaving the other SKU alone; an
+// unknown SKU is ErrNotFound and a mode out of range is refused.
+func TestModeComesBackFromTheDatabase(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		ctx := context.Background()
+		s := r.open(t)
+		a := activity(1, sale.SKU{ID: 10, Stock: 1}, sale.SKU{ID: 11, Stock: 1, Mode: sale.ModeQueue, Rate: 50})
+		put(t, s, a)
+		for range 2 {
+			if err := s.SetMode(ctx, 1, 10, sale.ModeQueue, 500); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.SetMode(ctx, 1, 12, sale.ModeQueue, 0); !errors.Is(err, ErrNotFound) {
+			t.Errorf("SetMode of a SKU the activity does not sell: %v, want ErrNotFound", err)
+		}
+		if err := s.SetMode(ctx, 1, 10, "fifo", 0); err == nil || errors.Is(err, ErrNotFound) {
+			t.Errorf("SetMode took mode fifo: %v", err)
+		}
+		s.Close()
+		acts, err := r.open(t).Activities(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(acts) != 1 || len(acts[0].SKUs) != 2 {
+			t.Fatalf("activities: %+v", acts)
+		}
+		got := map[int64]sale.SKU{}
+		for _, k := range acts[0].SKUs {
+			got[k.ID] = k
+		}
+		if k := got[10]; k.Mode != sale.ModeQueue || k.Rate != 500 {
+			t.Errorf("sku 10 after SetMode: mode %q rate %d, want queue 500", k.Mode, k.Rate)
+		}
+		if k := got[11]; k.Mode != sale.ModeQueue || k.Rate != 50 {
+			t.Errorf("sku 11 as put: mode %q rate %d, want queue 50", k.Mode, k.Rate)
+		}
+	})
+}

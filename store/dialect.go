@@ -55,7 +55,7 @@ var mysqlDialect = dialect{
 	itemUpsert: ` ON DUPLICATE KEY UPDATE price_cents = VALUES(price_cents), stock = VALUES(stock),
 		limit_per_user = VALUES(limit_per_user), hot = VALUES(hot),
 		hot_shard = VALUES(hot_shard), title = VALUES(title), original_price_cents = VALUES(original_price_cents),
-		buckets = VALUES(buckets), hot_shards = VALUES(hot_shards)`,
+		buckets = VALUES(buckets), hot_shards = VALUES(hot_shards), mode = VALUES(mode), drain_rate = VALUES(drain_rate)`,
 	rejectUpsert: ` ON DUPLICATE KEY UPDATE n = n + VALUES(n)`,
 	txOptions:    &sql.TxOptions{Isolation: sql.LevelReadCommitted},
 	readTx:       &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true},
@@ -78,6 +78,6 @@ var sqliteDialect = dialect{
 	itemUpsert: ` ON CONFLICT (activity_id, sku_id) DO UPDATE SET price_cents = excluded.price_cents,
 		stock = excluded.stock, limit_per_user = excluded.limit_per_user, hot = excluded.hot,
 		hot_shard = excluded.hot_shard, title = excluded.title, original_price_cents = excluded.original_price_cents,
-		buckets = excluded.buckets, hot_shards = excluded.hot_shards`,
+		buckets = excluded.buckets, hot_shards = excluded.hot_shards, mode = excluded.mode, drain_rate = excluded.drain_rate`,
 	rejectUpsert: ` ON CONFLICT (activity_id, sku_id, reason, minute_ms) DO UPDATE SET n = n + excluded.n`,
 }

@@ -81,6 +81,16 @@ func (s *sqlStore) migrateBuckets(ctx context.Context) error {
 	return s.addColumn(ctx, "flash_sale_item", "hot_shards", "TEXT NOT NULL DEFAULT ''", "VARCHAR(512) NOT NULL DEFAULT ''")
 }
 
+// migrateMode adds flash_sale_item.mode and drain_rate (the SKU's queue
+// mode and the drainer's pace; ” and 0: direct, as fast as the shard
+// allows) to a table made before them.
+func (s *sqlStore) migrateMode(ctx context.Context) error {
+	if err := s.addColumn(ctx, "flash_sale_item", "mode", "TEXT NOT NULL DEFAULT ''", "VARCHAR(8) NOT NULL DEFAULT ''"); err != nil {
+		return err
+	}
+	return s.addColumn(ctx, "flash_sale_item", "drain_rate", "INTEGER NOT NULL DEFAULT 0", "BIGINT NOT NULL DEFAULT 0")
+}
+
 // migratePrequeue adds flash_sale_activity.prequeue_min (the activity's
 // pre-queue in minutes; 0: none) to a table made before it.
 func (s *sqlStore) migratePrequeue(ctx context.Context) error {

@@ -338,7 +338,8 @@ func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 		return nil, fmt.Errorf("activities: %w", err)
 	}
 	rows, err = s.r.QueryContext(ctx, `SELECT i.activity_id, i.sku_id, i.price_cents, COALESCE(n.initial, i.stock),
-		i.limit_per_user, i.hot, i.hot_shard, i.title, i.original_price_cents, i.buckets, i.hot_shards FROM flash_sale_item i LEFT JOIN seckill_stock_snapshot n
+		i.limit_per_user, i.hot, i.hot_shard, i.title, i.original_price_cents, i.buckets, i.hot_shards, i.mode, i.drain_rate
+		FROM flash_sale_item i LEFT JOIN seckill_stock_snapshot n
 		ON n.activity_id = i.activity_id AND n.sku_id = i.sku_id ORDER BY i.activity_id, i.sku_id`)
 	if err != nil {
 		return nil, fmt.Errorf("activity items: %w", err)
@@ -353,7 +354,7 @@ func (s *sqlStore) Activities(ctx context.Context) ([]sale.Activity, error) {
 			orig  int64
 			pins  string
 		)
-		if err := rows.Scan(&act, &k.ID, &price, &k.Stock, &k.LimitPerUser, &hot, &shard, &k.Title, &orig, &k.Buckets, &pins); err != nil {
+		if err := rows.Scan(&act, &k.ID, &price, &k.Stock, &k.LimitPerUser, &hot, &shard, &k.Title, &orig, &k.Buckets, &pins, &k.Mode, &k.Rate); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("activity items: %w", err)
 		}

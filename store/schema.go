@@ -35,6 +35,8 @@ var mysqlSchema = []string{
 		hot_shards     VARCHAR(512) NOT NULL DEFAULT '',
 		title          VARCHAR(256) NOT NULL DEFAULT '',
 		original_price_cents BIGINT NOT NULL DEFAULT 0,
+		mode           VARCHAR(8) NOT NULL DEFAULT '',
+		drain_rate     BIGINT  NOT NULL DEFAULT 0,
 		PRIMARY KEY (activity_id, sku_id)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
 	`CREATE TABLE IF NOT EXISTS seckill_order (
@@ -182,6 +184,8 @@ var sqliteSchema = []string{
 		hot_shards     TEXT    NOT NULL DEFAULT '',
 		title          TEXT    NOT NULL DEFAULT '',
 		original_price_cents INTEGER NOT NULL DEFAULT 0,
+		mode           TEXT    NOT NULL DEFAULT '',
+		drain_rate     INTEGER NOT NULL DEFAULT 0,
 		PRIMARY KEY (activity_id, sku_id)
 	)`,
 	fmt.Sprintf(sqliteOrderTable, "seckill_order"),

@@ -42,6 +42,9 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 	if err := s.migratePrequeue(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
+	if err := s.migrateMode(ctx); err != nil {
+		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
+	}
 	if err := s.migrateRiskOnError(ctx); err != nil {
 		return fmt.Errorf("store %s migrate: %w", s.d.name, err)
 	}
@@ -78,6 +81,28 @@ func (s *sqlStore) SetDegrade(ctx context.Context, activity int64, d sale.Degrad
 		return fmt.Errorf("set degrade of activity %d: %w", activity, err)
 	} else if n == 0 {
 		return fmt.Errorf("set degrade of activity %d: %w", activity, ErrNotFound)
+	}
+	return nil
+}
+
+func (s *sqlStore) SetMode(ctx context.Context, activity, sku int64, mode string, rate int64) error {
+	k := sale.SKU{ID: sku, Mode: mode, Rate: rate}
+	if err := k.ValidateMode(); err != nil {
+		return fmt.Errorf("set mode of activity %d sku %d: %w", activity, sku, err)
+	}
+	if _, err := s.w.ExecContext(ctx, `UPDATE flash_sale_item SET mode = ?, drain_rate = ? WHERE activity_id = ? AND sku_id = ?`,
+		mode, rate, activity, sku); err != nil {
+		return fmt.Errorf("set mode of activity %d sku %d: %w", activity, sku, err)
+	}
+	// MySQL counts the rows changed, not the rows found: a switch to the
+	// mode the row has is 0 rows. Whether the SKU is there is asked.
+	var n int
+	if err := s.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM flash_sale_item WHERE activity_id = ? AND sku_id = ?`,
+		activity, sku).Scan(&n); err != nil {
+		return fmt.Errorf("set mode of activity %d sku %d: %w", activity, sku, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("set mode of activity %d sku %d: %w", activity, sku, ErrNotFound)
 	}
 	return nil
 }
@@ -122,10 +147,11 @@ func (s *sqlStore) PutActivity(ctx context.Context, a sale.Activity) error {
 		}
 		for _, k := range a.SKUs {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO flash_sale_item
-				(activity_id, sku_id, price_cents, stock, limit_per_user, hot, hot_shard, title, original_price_cents, buckets, hot_shards)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`+s.d.itemUpsert,
+				(activity_id, sku_id, price_cents, stock, limit_per_user, hot, hot_shard, title, original_price_cents, buckets, hot_shards,
+				mode, drain_rate)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`+s.d.itemUpsert,
 				a.ID, k.ID, int64(k.Price), k.Stock, k.LimitPerUser, boolInt(k.Hot), k.HotShard, k.Title,
-				int64(k.OriginalPrice), k.Buckets, sale.FormatShards(k.HotShards)); err != nil {
+				int64(k.OriginalPrice), k.Buckets, sale.FormatShards(k.HotShards), k.Mode, k.Rate); err != nil {
 				return err
 			}
 			// The snapshot counts orders made; a replace must not

@@ -26,6 +26,12 @@ type Store interface {
 	// of it: its reserved users are not rewritten); ErrNotFound: no such
 	// activity. Activities reads them back, so a Redis rebuild keeps them.
 	SetDegrade(ctx context.Context, activity int64, d sale.Degrade) error
+	// SetMode writes one SKU's mode and drain rate (sale.SKU.Mode, Rate;
+	// validated as ValidateMode does, without the SKU's buckets: the
+	// caller checks those) and nothing else of it; ErrNotFound: the
+	// activity does not sell the SKU. Activities reads them back, so a
+	// Redis rebuild keeps them.
+	SetMode(ctx context.Context, activity, sku int64, mode string, rate int64) error
 	// PutRouteSwitch records on-call's switch of a buyer route (package
 	// routeswitch); RouteSwitches reads every recorded one back (route
 	// name -> open), from which a Redis that lost them is restored.
