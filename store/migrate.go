@@ -82,7 +82,7 @@ func (s *sqlStore) migrateBuckets(ctx context.Context) error {
 }
 
 // migrateMode adds flash_sale_item.mode and drain_rate (the SKU's queue
-// mode and the drainer's pace; ” and 0: direct, as fast as the shard
+// mode and the drainer's pace; empty and 0: direct, as fast as the shard
 // allows) to a table made before them.
 func (s *sqlStore) migrateMode(ctx context.Context) error {
 	if err := s.addColumn(ctx, "flash_sale_item", "mode", "TEXT NOT NULL DEFAULT ''", "VARCHAR(8) NOT NULL DEFAULT ''"); err != nil {
