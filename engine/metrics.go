@@ -16,6 +16,7 @@ import (
 //	seckill_engine_produce_errors_total        sends that failed or timed out
 //	seckill_engine_releases_total{outcome}     compensations: released, not_held, claimed, error
 //	seckill_engine_occupy_batch_buyers         buyers per group-commit occupy script call
+//	seckill_engine_auto_queue_total{shard}     SKUs put in queue mode by themselves (engine.queue.auto_latency)
 type metrics struct {
 	occupy      *prometheus.CounterVec
 	lua         *prometheus.HistogramVec
@@ -24,7 +25,12 @@ type metrics struct {
 	produceErrs prometheus.Counter
 	releases    *prometheus.CounterVec
 	batch       prometheus.Histogram
+	autoQueue   *prometheus.CounterVec
 }
+
+// luaBuckets are seckill_engine_lua_seconds' bounds (what
+// engine.queue.auto_latency rounds down to).
+var luaBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5}
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
@@ -32,7 +38,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "seckill_engine_occupy_total", Help: "Occupy outcomes by code."}, []string{"code"}),
 		lua: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "seckill_engine_lua_seconds", Help: "Occupy script latency per shard.",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5}}, []string{"shard"}),
+			Buckets: luaBuckets}, []string{"shard"}),
 		luaErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_engine_lua_errors_total", Help: "Occupy script failures per shard."}, []string{"shard"}),
 		produce: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -45,6 +51,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "seckill_engine_occupy_batch_buyers", Help: "Buyers per group-commit occupy script call.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}}),
+		autoQueue: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_engine_auto_queue_total", Help: "SKUs put in queue mode by themselves, by the shard found degraded."}, []string{"shard"}),
 	}
 	for _, c := range stock.Labels() {
 		m.occupy.WithLabelValues(c)
@@ -53,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.releases.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(m.occupy, m.lua, m.luaErrors, m.produce, m.produceErrs, m.releases, m.batch)
+		reg.MustRegister(m.occupy, m.lua, m.luaErrors, m.produce, m.produceErrs, m.releases, m.batch, m.autoQueue)
 	}
 	return m
 }

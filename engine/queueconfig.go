@@ -37,12 +37,25 @@ type QueueConfig struct {
 	// first are served in line order after the drawn ones. Default
 	// 500,000 (some 250 B each).
 	PrequeueMax int `yaml:"prequeue_max"`
+	// AutoLatency turns on the switch to queue mode by itself: once at
+	// least half of a shard's occupies took longer than AutoLatency, or
+	// failed, for AutoFor, every direct SKU on that shard selling now (one
+	// ledger: not split into buckets) enters queue mode at AutoRate
+	// attempts a second (0: as fast as the shard allows). Rounded down to
+	// a bound of seckill_engine_lua_seconds' buckets (5ms, 10ms, 25ms,
+	// 50ms, 100ms, 250ms, 500ms). 0 (the default): off.
+	AutoLatency time.Duration `yaml:"auto_latency"`
+	// AutoFor is how long a shard must be that slow. Default 3s.
+	AutoFor time.Duration `yaml:"auto_for"`
+	// AutoRate is the drain rate a SKU switched by itself gets.
+	AutoRate int64 `yaml:"auto_rate"`
 }
 
 // DefaultQueueConfig returns the defaults named on each field.
 func DefaultQueueConfig() QueueConfig {
 	return QueueConfig{Topic: sale.AttemptsTopic, Group: "seckill-drainer", Window: 64,
-		Progress: 100 * time.Millisecond, SessionTimeout: 6 * time.Second, PrequeueMax: 500_000}
+		Progress: 100 * time.Millisecond, SessionTimeout: 6 * time.Second, PrequeueMax: 500_000,
+		AutoFor: 3 * time.Second}
 }
 
 // Validate names the first bad key.
@@ -58,6 +71,12 @@ func (c *QueueConfig) Validate() error {
 		return errors.New("engine.queue.window must be 1..4096")
 	case c.PrequeueMax < 1 || c.PrequeueMax > 50_000_000:
 		return errors.New("engine.queue.prequeue_max must be 1..50000000")
+	case c.AutoLatency != 0 && (c.AutoLatency < 5*time.Millisecond || c.AutoLatency > 500*time.Millisecond):
+		return errors.New("engine.queue.auto_latency must be 0 (off) or 5ms..500ms")
+	case c.AutoLatency != 0 && c.AutoFor < autoEvery:
+		return errors.New("engine.queue.auto_for must be at least 1s")
+	case c.AutoRate < 0 || c.AutoRate > sale.MaxQueueRate:
+		return errors.New("engine.queue.auto_rate must be 0..1000000")
 	case c.Progress <= 0:
 		return errors.New("engine.queue.progress must be positive")
 	case c.SessionTimeout < 6*time.Second:

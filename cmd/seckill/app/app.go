@@ -427,6 +427,9 @@ func (s *System) Start(l Listeners) {
 	}
 	if d := s.Drainer; d != nil {
 		run("drainer", func() error { return d.Run(ctx) })
+		if q := s.Cfg.Engine.Queue; q.AutoLatency > 0 {
+			run("auto queue", func() error { s.Local.AutoQueue(ctx, q, s.Log.Named("autoqueue")); return nil })
+		}
 	}
 	if s.Sidecar != nil && l.Sidecar != nil {
 		run("engine sidecar", func() error { return s.Sidecar.Serve(l.Sidecar) })
