@@ -8,6 +8,9 @@
 --                 "f:<id>"  a transfer debited here and not yet credited:
 --                           "<destination bucket>:<units>" (in flight)
 --                 "out"     units ever debited, "in" units ever credited
+--                 "to:<b>"  units ever debited toward bucket b: the mirror of
+--                           b's "from:<this bucket>", so a rebuild of a
+--                           bucket Redis lost finds its transfers here
 -- ARGV[1] id      the transfer's id
 -- ARGV[2] want    units asked for (>= 1)
 -- ARGV[3] dst     the destination bucket's number
@@ -28,6 +31,7 @@ redis.call('HSET', KEYS[2], 'd:' .. ARGV[1], n)
 if n > 0 then
   redis.call('DECRBY', KEYS[1], n)
   redis.call('HINCRBY', KEYS[2], 'out', n)
+  redis.call('HINCRBY', KEYS[2], 'to:' .. ARGV[3], n)
   redis.call('HSET', KEYS[2], 'f:' .. ARGV[1], ARGV[3] .. ':' .. n)
 end
 return n

@@ -194,7 +194,7 @@ func (s *Stock) credit(ctx context.Context, activity int64, k *sale.SKU, src, ds
 	dc := s.bucketClient(activity, k, dst)
 	dk := sale.KeysIn(activity, k.ID, dst)
 	dkeys := []string{dk.Stock, sale.TransfersKey(activity, k.ID, dst), dk.Meta}
-	if err := transferCreditScript.Exec(ctx, dc, dkeys, []string{id, strconv.FormatInt(n, 10)}).Error(); err != nil {
+	if err := transferCreditScript.Exec(ctx, dc, dkeys, []string{id, strconv.FormatInt(n, 10), strconv.Itoa(src)}).Error(); err != nil {
 		return fmt.Errorf("transfer sku %d: credit bucket %d (%d units in flight, id %s): %w", k.ID, dst, n, id, err)
 	}
 	sc := s.bucketClient(activity, k, src)

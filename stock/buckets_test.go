@@ -242,7 +242,7 @@ func TestTransferStepsApplyOncePerID(t *testing.T) {
 	}
 	// Crediting the same id again changes nothing.
 	c1 := r.st.bucketClient(a.ID, k, 1)
-	again, err := transferCreditScript.Exec(ctx, c1, []string{sale.KeysIn(a.ID, k.ID, 1).Stock, sale.TransfersKey(a.ID, k.ID, 1), sale.KeysIn(a.ID, k.ID, 1).Meta}, []string{"x1", "2"}).AsInt64()
+	again, err := transferCreditScript.Exec(ctx, c1, []string{sale.KeysIn(a.ID, k.ID, 1).Stock, sale.TransfersKey(a.ID, k.ID, 1), sale.KeysIn(a.ID, k.ID, 1).Meta}, []string{"x1", "2", "0"}).AsInt64()
 	if err != nil || again != 0 {
 		t.Fatalf("second credit of x1 answered %d (%v), want 0", again, err)
 	}
