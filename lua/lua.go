@@ -55,3 +55,9 @@ var TransferCredit string
 //
 //go:embed bucket_read.lua
 var BucketRead string
+
+// BucketState reads what a rebuild of a SKU's lost buckets needs of one
+// bucket in one atomic step. See bucket_state.lua.
+//
+//go:embed bucket_state.lua
+var BucketState string

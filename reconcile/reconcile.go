@@ -165,7 +165,7 @@ type Reconciler struct {
 	runMu   sync.Mutex
 	sweepMu sync.Mutex
 	watchMu sync.Mutex
-	missing map[[2]int64]bool // SKUs the last Watch found missing
+	missing map[[3]int64]bool // SKUs (activity, sku, bucket) the last Watch found missing
 	loading bool              // the last Watch met a loading Redis (watchMu)
 	pass    passState         // the periodic pass's watermark and memory (runMu)
 

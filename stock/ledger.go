@@ -365,23 +365,9 @@ func (s *Stock) Settle(ctx context.Context, activity int64, sku *sale.SKU, seenS
 // catalog is not touched.
 func (s *Stock) Rebuild(ctx context.Context, a *sale.Activity, sku *sale.SKU, initial, ordered int64, holds, closed []Hold) (bool, error) {
 	k := sale.KeysFor(a.ID, sku.ID)
-	meta := []string{
-		"status", a.State,
-		"start_ms", strconv.FormatInt(a.Start.UnixMilli(), 10),
-		"end_ms", strconv.FormatInt(a.End.UnixMilli(), 10),
-		"limit", strconv.FormatInt(max(sku.LimitPerUser, 1), 10),
-		"price", strconv.FormatInt(int64(sku.Price), 10),
-		"activity", strconv.FormatInt(a.ID, 10),
-		"rebuy", rebuyField(a),
-	}
-	args := make([]string, 0, 4+len(meta)+3*len(holds)+2*len(closed))
-	args = append(args, strconv.FormatInt(initial, 10), strconv.FormatInt(ordered, 10),
-		strconv.Itoa(len(meta)/2), strconv.Itoa(len(holds)))
-	args = append(args, meta...)
-	args = recordArgs(args, sku, holds)
-	args = holdArgs(args, closed)
 	code, err := rebuildScript.Exec(ctx, s.skuClient(a.ID, sku),
-		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty, k.Pending}, args).ToString()
+		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty, k.Pending},
+		rebuildArgs(a, sku, initial, ordered, nil, nil, holds, closed)).ToString()
 	if err != nil {
 		return false, fmt.Errorf("rebuild activity %d sku %d: %w", a.ID, sku.ID, err)
 	}
@@ -394,6 +380,29 @@ func (s *Stock) Rebuild(ctx context.Context, a *sale.Activity, sku *sale.SKU, in
 		s.publish(ctx, sale.Event{Kind: sale.EventSoldOut, Activity: a.ID, SKU: sku.ID})
 	}
 	return true, nil
+}
+
+// rebuildArgs is rebuild.lua's ARGV: the meta of a (with extra meta pairs
+// after it), the transfer-record pairs xfer (a bucket's), the live orders'
+// records and the closes.
+func rebuildArgs(a *sale.Activity, sku *sale.SKU, initial, ordered int64, extra, xfer []string, holds, closed []Hold) []string {
+	meta := []string{
+		"status", a.State,
+		"start_ms", strconv.FormatInt(a.Start.UnixMilli(), 10),
+		"end_ms", strconv.FormatInt(a.End.UnixMilli(), 10),
+		"limit", strconv.FormatInt(max(sku.LimitPerUser, 1), 10),
+		"price", strconv.FormatInt(int64(sku.Price), 10),
+		"activity", strconv.FormatInt(a.ID, 10),
+		"rebuy", rebuyField(a),
+	}
+	meta = append(meta, extra...)
+	args := make([]string, 0, 5+len(meta)+len(xfer)+3*len(holds)+2*len(closed))
+	args = append(args, strconv.FormatInt(initial, 10), strconv.FormatInt(ordered, 10),
+		strconv.Itoa(len(meta)/2), strconv.Itoa(len(holds)), strconv.Itoa(len(xfer)/2))
+	args = append(args, meta...)
+	args = append(args, xfer...)
+	args = recordArgs(args, sku, holds)
+	return holdArgs(args, closed)
 }
 
 // HoldersOf sets dst[i] to the requestNo holding users[i]'s record on
