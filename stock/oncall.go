@@ -64,7 +64,8 @@ func (s *Stock) SoldOutMarked(ctx context.Context, activity, sku int64) (bool, e
 // Restock adds n units to a live SKU in Redis (remaining and initial in one
 // script, so concurrent occupancies are neither lost nor double counted) and
 // tells the edges the SKU is available. The caller raises the database
-// snapshot by the same n first.
+// snapshot by the same n first. A bucket Redis lost is skipped (restock.lua
+// refuses it): its rebuild gives it its share of the raised initial.
 func (s *Stock) Restock(ctx context.Context, activity, sku, n int64) (remaining, initial int64, err error) {
 	if n <= 0 {
 		return 0, 0, fmt.Errorf("restock: units must be positive")
