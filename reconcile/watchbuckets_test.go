@@ -3,7 +3,10 @@ package reconcile
 import (
 	"context"
 	"database/sql"
+	"math/rand/v2"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +28,12 @@ import (
 // hot1.
 func runSharded(t *testing.T, fn func(t *testing.T, r *rig, hot [2]*testenv.Redis, k *sale.SKU)) {
 	t.Helper()
+	runShardedOf(t, 40, fn)
+}
+
+// runShardedOf is runSharded with a SKU of units.
+func runShardedOf(t *testing.T, units int64, fn func(t *testing.T, r *rig, hot [2]*testenv.Redis, k *sale.SKU)) {
+	t.Helper()
 	stocktest.EachStore(t, func(t *testing.T, cfg store.Config) {
 		dsn := cfg.DSN
 		if cfg.Driver == "sqlite" {
@@ -44,7 +53,7 @@ func runSharded(t *testing.T, fn func(t *testing.T, r *rig, hot [2]*testenv.Redi
 		t.Cleanup(func() { r.db.Close() })
 		now := time.Now()
 		r.act = sale.Activity{ID: 7, Start: now.Add(-time.Hour), End: now.Add(2 * time.Hour), State: sale.StateOnline,
-			SKUs: []sale.SKU{{ID: 701, Stock: 40, Price: 100, LimitPerUser: 1, Hot: true, Buckets: 4, HotShards: []int{0, 1, 1, 1}}}}
+			SKUs: []sale.SKU{{ID: 701, Stock: units, Price: 100, LimitPerUser: 1, Hot: true, Buckets: 4, HotShards: []int{0, 1, 1, 1}}}}
 		l.Sell(t, r.act)
 		fn(t, r, hot, &r.act.SKUs[0])
 	})
@@ -263,6 +272,128 @@ func TestWatchRebuildsALostBucketMidSale(t *testing.T) {
 		if sum := checkBooks(t, r, k); sum.Remaining != 0 || sum.InFlight != 0 {
 			t.Fatalf("after the sale: %+v", sum.Counts)
 		}
+	})
+}
+
+// TestWatchRebuildsWhileTheSurvivorsSell: 8 buyers buy 400 units in 4
+// buckets while random transfers move units between them; once 100 are
+// ordered bucket 0's shard restarts empty and the watcher (every 300 ms)
+// rebuilds it while the other buckets sell and rebalance on. Every ticket
+// is claimed and ordered as the consumer would. The sale ends with exactly
+// 400 units in orders (no unit created, none lost), one order per buyer,
+// buyers of the rebuilt bucket served again, and no drift.
+func TestWatchRebuildsWhileTheSurvivorsSell(t *testing.T) {
+	runShardedOf(t, 400, func(t *testing.T, r *rig, hot [2]*testenv.Redis, k *sale.SKU) {
+		ctx := context.Background()
+		rc, _ := r.reconciler(t, time.Now())
+		var (
+			mu                 sync.Mutex
+			ordered, refused   int
+			servedAfter        int
+			rebuilt, soldOut   atomic.Bool
+			next               atomic.Int64
+			buyers, background sync.WaitGroup
+		)
+		stop := make(chan struct{})
+		background.Go(func() { // random transfers, as rebalancing does
+			rng := rand.New(rand.NewPCG(3, 4))
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				if src, dst := rng.IntN(4), rng.IntN(4); src != dst {
+					_, _ = r.stock.Transfer(ctx, r.act.ID, k, src, dst, int64(1+rng.IntN(5))) // refused toward the lost bucket
+				}
+			}
+		})
+		background.Go(func() { // the fault, then the watcher's period
+			for {
+				mu.Lock()
+				n := ordered
+				mu.Unlock()
+				if n >= 100 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			hot[0].Do(t, "FLUSHALL")
+			for !rebuilt.Load() {
+				time.Sleep(300 * time.Millisecond)
+				n, err := rc.Watch(ctx)
+				if err != nil {
+					t.Errorf("watch: %v", err)
+					return
+				}
+				rebuilt.Store(n == 1)
+			}
+		})
+		for range 8 {
+			buyers.Go(func() {
+				for !soldOut.Load() {
+					u := next.Add(1)
+					if u > 20000 {
+						t.Error("the sale did not end within 20,000 buyers")
+						return
+					}
+					b := k.BucketOf(u)
+					m := sale.Message{RequestNo: r.ids.NextIn(r.act.ID, k.ID, b), ActivityID: r.act.ID, SKUID: k.ID,
+						UserID: u, Quantity: 1, UnitPrice: 100, AcceptedAt: time.Now().UnixMilli()}
+					after := rebuilt.Load()
+					res, err := r.stock.Occupy(ctx, &r.act, k, u, m.RequestNo, 1)
+					switch {
+					case err != nil:
+						time.Sleep(2 * time.Millisecond) // its bucket is lost: busy
+						continue
+					case res.Code == stock.CodeSoldOut:
+						soldOut.Store(true)
+						continue
+					case res.Code != stock.CodeOK:
+						continue // REBALANCING: a transfer serves the next one
+					}
+					held, err := r.stock.Claim(ctx, &m)
+					if err != nil || !held {
+						continue // the shard took the occupancy: FAIL RELEASED, no order
+					}
+					out, err := r.st.SaveBatch(ctx, []sale.Message{m})
+					if err != nil {
+						t.Errorf("save: %v", err)
+						return
+					}
+					mu.Lock()
+					if out[0].Kind == store.Created {
+						ordered++
+						if after && b == 0 {
+							servedAfter++
+						}
+					} else {
+						refused++ // the snapshot refused a unit: released, as the consumer does
+						_, _ = r.stock.Release(ctx, &m, true)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		buyers.Wait()
+		close(stop)
+		background.Wait()
+		if !rebuilt.Load() {
+			t.Fatal("the sale ended before the lost bucket was rebuilt")
+		}
+		if _, err := r.stock.FinishTransfers(ctx, r.act.ID, k); err != nil {
+			t.Fatal(err)
+		}
+		if n := liveUnits(t, r, k); n != 400 || n != int64(ordered) {
+			t.Fatalf("%d units in orders (%d ordered, %d refused by the snapshot), want exactly 400", n, ordered, refused)
+		}
+		if servedAfter == 0 {
+			t.Error("no buyer of the rebuilt bucket was served after the rebuild")
+		}
+		if sum := checkBooksOf(t, r, k, 400); sum.Remaining != 0 || sum.InFlight != 0 {
+			t.Errorf("after the sale: %+v", sum.Counts)
+		}
+		t.Logf("%d ordered, %d refused by the snapshot, %d of the rebuilt bucket after the rebuild", ordered, refused, servedAfter)
 	})
 }
 
