@@ -61,3 +61,9 @@ var BucketRead string
 //
 //go:embed bucket_state.lua
 var BucketState string
+
+// TransferTrim drops the per-id entries of a bucket's finished transfers
+// once they are old. See transfer_trim.lua.
+//
+//go:embed transfer_trim.lua
+var TransferTrim string

@@ -21,7 +21,8 @@ import (
 // its buckets' and each bucket's own (per), after finishing the transfers
 // left in flight (each credited once per id; a destination Redis lost is
 // refused and the transfer stays in flight, its units counted there: a
-// warning, not a drift).
+// warning, not a drift) and trimming the records of those finished long
+// ago (stock.TransferKeep).
 func (r *Reconciler) ledgers(ctx context.Context, a *sale.Activity, k *sale.SKU) (stock.Ledger, []stock.Ledger, error) {
 	if !k.Split() {
 		led, err := r.stock.Ledger(ctx, a.ID, k)
@@ -29,6 +30,10 @@ func (r *Reconciler) ledgers(ctx context.Context, a *sale.Activity, k *sale.SKU)
 	}
 	if _, err := r.stock.FinishTransfers(ctx, a.ID, k); err != nil {
 		r.log.Warn("transfers left in flight", zap.Int64("activityId", a.ID), zap.Int64("skuId", k.ID), zap.Error(err))
+	}
+	if _, err := r.stock.TrimTransfers(ctx, a.ID, k, stock.TransferKeep); err != nil {
+		// The record only grows until a later pass trims it.
+		r.log.Warn("transfer records not trimmed", zap.Int64("activityId", a.ID), zap.Int64("skuId", k.ID), zap.Error(err))
 	}
 	per, err := r.stock.BucketLedgers(ctx, a.ID, k)
 	if err != nil {
