@@ -72,8 +72,8 @@ func (s *Stock) RebuildBuckets(ctx context.Context, a *sale.Activity, sku *sale.
 	if !sku.Split() {
 		return nil, fmt.Errorf("rebuild buckets of sku %d: not split", sku.ID)
 	}
-	// Finished transfers between survivors are a smaller read; one toward
-	// a lost bucket is refused and stays in flight.
+	// Transfers left in flight between survivors are finished first (fewer
+	// entries to read); one toward a lost bucket is refused and stays.
 	_, _ = s.FinishTransfers(ctx, a.ID, sku)
 	first, err := s.bucketStates(ctx, a.ID, sku, nil)
 	if err != nil {
