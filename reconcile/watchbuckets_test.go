@@ -34,6 +34,13 @@ func runSharded(t *testing.T, fn func(t *testing.T, r *rig, hot [2]*testenv.Redi
 // runShardedOf is runSharded with a SKU of units.
 func runShardedOf(t *testing.T, units int64, fn func(t *testing.T, r *rig, hot [2]*testenv.Redis, k *sale.SKU)) {
 	t.Helper()
+	runShardedWith(t, units, nil, fn)
+}
+
+// runShardedWith is runShardedOf with the activity changed by adjust
+// (when not nil) before it is sold.
+func runShardedWith(t *testing.T, units int64, adjust func(*sale.Activity), fn func(t *testing.T, r *rig, hot [2]*testenv.Redis, k *sale.SKU)) {
+	t.Helper()
 	stocktest.EachStore(t, func(t *testing.T, cfg store.Config) {
 		dsn := cfg.DSN
 		if cfg.Driver == "sqlite" {
@@ -54,6 +61,9 @@ func runShardedOf(t *testing.T, units int64, fn func(t *testing.T, r *rig, hot [
 		now := time.Now()
 		r.act = sale.Activity{ID: 7, Start: now.Add(-time.Hour), End: now.Add(2 * time.Hour), State: sale.StateOnline,
 			SKUs: []sale.SKU{{ID: 701, Stock: units, Price: 100, LimitPerUser: 1, Hot: true, Buckets: 4, HotShards: []int{0, 1, 1, 1}}}}
+		if adjust != nil {
+			adjust(&r.act)
+		}
 		l.Sell(t, r.act)
 		fn(t, r, hot, &r.act.SKUs[0])
 	})
@@ -533,6 +543,43 @@ func TestRestockWhileABucketIsLost(t *testing.T) {
 		if n := liveUnits(t, r, k); n != 48 {
 			t.Fatalf("%d units in orders after the sale, want exactly 48", n)
 		}
+	})
+}
+
+// TestWatchRebuildKeepsALostBucketsCloses: on an activity that bars a
+// buyer after a close, an order of bucket 0 closed unpaid before its shard
+// was lost is its close record again after the rebuild (the buyer is
+// refused, naming the closed ticket), its unit on sale for the others.
+func TestWatchRebuildKeepsALostBucketsCloses(t *testing.T) {
+	no := false
+	runShardedWith(t, 40, func(a *sale.Activity) { a.RebuyAfterClose = &no }, func(t *testing.T, r *rig, hot [2]*testenv.Redis, k *sale.SKU) {
+		ctx := context.Background()
+		us := usersOf(k, 0, 1, 2)
+		m := r.orderIn(t, &r.act, k, us[0])
+		r.orderIn(t, &r.act, k, us[1])
+		if _, closed, err := r.st.CloseOrder(ctx, sale.OrderNo(m.RequestNo), time.Now().Add(time.Minute)); err != nil || !closed {
+			t.Fatalf("close: %v %v", closed, err)
+		}
+		if out, err := r.stock.ReleaseClosed(ctx, &m); err != nil || out != stock.Released {
+			t.Fatalf("release closed: %v %v", out, err)
+		}
+		hot[0].Do(t, "FLUSHALL")
+		rc, _ := r.reconciler(t, time.Now())
+		if n := watchTwice(t, rc); n != 1 {
+			t.Fatalf("second check rebuilt %d SKUs, want 1", n)
+		}
+		if v := hot[0].Str(t, "HGET", sale.KeysIn(r.act.ID, k.ID, 0).Closed, strconv.FormatInt(m.UserID, 10)); v != m.RequestNo {
+			t.Fatalf("bucket 0's close record of user %d: %q, want %s", m.UserID, v, m.RequestNo)
+		}
+		res, err := r.stock.Occupy(ctx, &r.act, k, m.UserID, r.ids.NextIn(r.act.ID, k.ID, 0), 1)
+		if err != nil || res.Code != stock.CodeDuplicate {
+			t.Fatalf("the closed buyer after the rebuild: %+v %v, want DUPLICATE", res, err)
+		}
+		per := bucketLedgers(t, r, k)
+		if per[0].Sold != 1 || per[0].Remaining != 9 {
+			t.Errorf("bucket 0 rebuilt as %+v, want 1 sold (the live order) and 9 on sale", per[0])
+		}
+		checkBooks(t, r, k)
 	})
 }
 
