@@ -109,6 +109,21 @@ func (r *Reconciler) settleBuckets(ctx context.Context, a *sale.Activity, k *sal
 	return moved, detail, nil
 }
 
+// missingDetail is the redis_missing detail: for a SKU split into buckets
+// it names the buckets Redis lost (per: their ledgers).
+func missingDetail(per []stock.Ledger) string {
+	if per == nil {
+		return "no meta key in Redis: the watcher rebuilds the SKU from the database"
+	}
+	var lost []int
+	for b, l := range per {
+		if !l.Present {
+			lost = append(lost, b)
+		}
+	}
+	return fmt.Sprintf("buckets %v have no meta key in Redis: the watcher rebuilds them from the database and the other buckets", lost)
+}
+
 func abs(n int64) int64 {
 	if n < 0 {
 		return -n

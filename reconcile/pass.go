@@ -253,7 +253,7 @@ func (r *Reconciler) counters(ctx context.Context, a *sale.Activity, k *sale.SKU
 			line.Mode = ModeExpired
 			return line, nil
 		}
-		add(KindRedisMissing, 1, "no meta key in Redis: the watcher rebuilds the SKU from the database")
+		add(KindRedisMissing, 1, "%s", missingDetail(per))
 		return line, nil
 	}
 	add(KindInitial, led.Initial-sn.Initial, "Redis initial %d, snapshot initial %d", led.Initial, sn.Initial)

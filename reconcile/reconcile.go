@@ -362,7 +362,7 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 			line.Mode = ModeExpired // the database answers for the sale
 			return line, nil
 		}
-		add(KindRedisMissing, 1, "no meta key in Redis: the watcher rebuilds the SKU from the database")
+		add(KindRedisMissing, 1, "%s", missingDetail(per))
 		return line, nil
 	}
 

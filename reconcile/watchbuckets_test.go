@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -244,6 +245,13 @@ func TestWatchRebuildsALostBucketMidSale(t *testing.T) {
 			before[3].Remaining-1, before[3].Sold+1, before[3].Holders+1, before[3].Pending+1
 
 		rc, reg := r.reconciler(t, time.Now())
+		rep, err := rc.Pass(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := lineOf(t, rep, 701).Drifts; len(d) != 1 || d[0].Kind != KindRedisMissing || !strings.Contains(d[0].Detail, "buckets [0]") {
+			t.Errorf("pass with bucket 0 lost: %+v, want redis_missing naming bucket 0", d)
+		}
 		if n := watchTwice(t, rc); n != 1 {
 			t.Fatalf("second check rebuilt %d SKUs, want 1", n)
 		}
