@@ -55,3 +55,15 @@ var TransferCredit string
 //
 //go:embed bucket_read.lua
 var BucketRead string
+
+// BucketState reads what a rebuild of a SKU's lost buckets needs of one
+// bucket in one atomic step. See bucket_state.lua.
+//
+//go:embed bucket_state.lua
+var BucketState string
+
+// TransferTrim drops the per-id entries of a bucket's finished transfers
+// once they are old. See transfer_trim.lua.
+//
+//go:embed transfer_trim.lua
+var TransferTrim string

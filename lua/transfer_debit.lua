@@ -4,10 +4,14 @@
 --
 -- KEYS[1] stock   integer: the source bucket's remaining units
 -- KEYS[2] xfer    hash: the source bucket's transfer record
---                 "d:<id>"  units this transfer debited
+--                 "d:<id>"  "<units>|<server ms>": what this transfer debited
+--                           and when (transfer_trim.lua drops it once old)
 --                 "f:<id>"  a transfer debited here and not yet credited:
 --                           "<destination bucket>:<units>" (in flight)
 --                 "out"     units ever debited, "in" units ever credited
+--                 "to:<b>"  units ever debited toward bucket b: the mirror of
+--                           b's "from:<this bucket>", so a rebuild of a
+--                           bucket Redis lost finds its transfers here
 -- ARGV[1] id      the transfer's id
 -- ARGV[2] want    units asked for (>= 1)
 -- ARGV[3] dst     the destination bucket's number
@@ -16,7 +20,7 @@
 -- answer and debits nothing again; 0 when the source had none.
 local done = redis.call('HGET', KEYS[2], 'd:' .. ARGV[1])
 if done then
-  return tonumber(done)
+  return tonumber(string.match(done, '^%d+'))
 end
 local want = tonumber(ARGV[2])
 if not want or want < 1 then
@@ -24,10 +28,12 @@ if not want or want < 1 then
 end
 local have = tonumber(redis.call('GET', KEYS[1]) or '0')
 local n = math.min(want, math.max(have, 0))
-redis.call('HSET', KEYS[2], 'd:' .. ARGV[1], n)
+local now = redis.call('TIME')
+redis.call('HSET', KEYS[2], 'd:' .. ARGV[1], n .. '|' .. (now[1] * 1000 + math.floor(now[2] / 1000)))
 if n > 0 then
   redis.call('DECRBY', KEYS[1], n)
   redis.call('HINCRBY', KEYS[2], 'out', n)
+  redis.call('HINCRBY', KEYS[2], 'to:' .. ARGV[3], n)
   redis.call('HSET', KEYS[2], 'f:' .. ARGV[1], ARGV[3] .. ':' .. n)
 end
 return n

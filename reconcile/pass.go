@@ -110,13 +110,6 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 			key := [2]int64{a.ID, k.ID}
 			s := skus[key]
 			switch {
-			case k.Split():
-				// Per-ticket comparison, repairs and retirement of a SKU
-				// split into buckets are not built: its counters and
-				// each bucket's books, every pass (its keys are kept).
-				if line, err = r.bucketedCounters(ctx, a, k, now); err != nil {
-					return fail(fmt.Errorf("activity %d sku %d: %w", a.ID, k.ID, err))
-				}
 			case r.retired(a, now):
 				in, err := inputs()
 				if err != nil {
@@ -238,7 +231,7 @@ func (r *Reconciler) counters(ctx context.Context, a *sale.Activity, k *sale.SKU
 			line.Drifts = append(line.Drifts, Drift{Kind: kind, Amount: amount, Detail: fmt.Sprintf(format, args...)})
 		}
 	}
-	led, err := r.stock.Ledger(ctx, a.ID, k)
+	led, per, err := r.ledgers(ctx, a, k)
 	if err != nil {
 		return line, err
 	}
@@ -260,30 +253,25 @@ func (r *Reconciler) counters(ctx context.Context, a *sale.Activity, k *sale.SKU
 			line.Mode = ModeExpired
 			return line, nil
 		}
-		add(KindRedisMissing, 1, "no meta key in Redis: the watcher rebuilds the SKU from the database")
+		add(KindRedisMissing, 1, "%s", missingDetail(per))
 		return line, nil
 	}
 	add(KindInitial, led.Initial-sn.Initial, "Redis initial %d, snapshot initial %d", led.Initial, sn.Initial)
 	add(KindRedisLedger, led.Remaining+led.InFlight+led.Sold-led.Initial, "remaining %d + in flight %d + sold %d vs initial %d",
 		led.Remaining, led.InFlight, led.Sold, led.Initial)
 	if k.LimitPerUser <= 1 {
-		add(KindRedisRecords, led.Sold-led.Holders, "sold %d, %d user records", led.Sold, led.Holders)
+		d, detail := recordsDrift(led, per)
+		add(KindRedisRecords, d, "%s", detail)
+	}
+	if per != nil {
+		d, detail := bucketsDrift(per)
+		add(KindBuckets, d, "%s", detail)
 	}
 	// Every ordered unit was occupied first and stays counted in Redis's
 	// sold until its order closes (the database first): units the
 	// snapshot sold above Redis's sold are orders Redis lost.
 	add(KindLedger, max(sn.Sold-led.Sold, 0), "the snapshot sold %d units, Redis counts %d", sn.Sold, led.Sold)
 	return line, nil
-}
-
-// bucketedCounters is counters for a SKU split into buckets, with each
-// bucket's own books checked (checkBuckets) where Redis holds them.
-func (r *Reconciler) bucketedCounters(ctx context.Context, a *sale.Activity, k *sale.SKU, now time.Time) (SKUReport, error) {
-	line, err := r.counters(ctx, a, k, now)
-	if err != nil || !line.Redis.Present {
-		return line, err
-	}
-	return line, r.checkBuckets(ctx, a, k, &line)
 }
 
 // auditNew checks the orders made since the watermark against their

@@ -165,7 +165,7 @@ type Reconciler struct {
 	runMu   sync.Mutex
 	sweepMu sync.Mutex
 	watchMu sync.Mutex
-	missing map[[2]int64]bool // SKUs the last Watch found missing
+	missing map[[3]int64]bool // SKUs (activity, sku, bucket) the last Watch found missing
 	loading bool              // the last Watch met a loading Redis (watchMu)
 	pass    passState         // the periodic pass's watermark and memory (runMu)
 
@@ -261,18 +261,6 @@ func (r *Reconciler) Run(ctx context.Context, repair bool) (Report, error) {
 	for i := range acts {
 		a := &acts[i]
 		for j := range a.SKUs {
-			if a.SKUs[j].Split() {
-				// The per-ticket comparison and repairs of a SKU split
-				// into buckets are not built: its counters (the buckets'
-				// sums) and each bucket's books are checked instead.
-				line, err := r.bucketedCounters(ctx, a, &a.SKUs[j], r.now())
-				if err != nil {
-					r.m.runs.WithLabelValues("error").Inc()
-					return rep, fmt.Errorf("reconcile activity %d sku %d: %w", a.ID, a.SKUs[j].ID, err)
-				}
-				r.report(&rep, a, line)
-				continue
-			}
 			line, err := r.checkSKU(ctx, a, &a.SKUs[j], through, pending, repair)
 			if err != nil {
 				r.m.runs.WithLabelValues("error").Inc()
@@ -325,7 +313,7 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 	}
 
 	readAt := r.now()
-	led, err := r.stock.Ledger(ctx, a.ID, k)
+	led, per, err := r.ledgers(ctx, a, k)
 	if err != nil {
 		return line, err
 	}
@@ -374,18 +362,24 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 			line.Mode = ModeExpired // the database answers for the sale
 			return line, nil
 		}
-		add(KindRedisMissing, 1, "no meta key in Redis: the watcher rebuilds the SKU from the database")
+		add(KindRedisMissing, 1, "%s", missingDetail(per))
 		return line, nil
 	}
 
 	// Redis on its own (one atomic read).
 	initDiff := led.Initial - sn.Initial
 	add(KindInitial, initDiff, "Redis initial %d, snapshot initial %d", led.Initial, sn.Initial)
-	redisLedger := led.Remaining + led.Sold - led.Initial
-	add(KindRedisLedger, redisLedger, "remaining %d + sold %d vs initial %d", led.Remaining, led.Sold, led.Initial)
+	redisLedger := led.Remaining + led.InFlight + led.Sold - led.Initial
+	add(KindRedisLedger, redisLedger, "remaining %d + in flight %d + sold %d vs initial %d", led.Remaining, led.InFlight,
+		led.Sold, led.Initial)
 	oneUnit := k.LimitPerUser <= 1
 	if oneUnit {
-		add(KindRedisRecords, led.Sold-led.Holders, "sold %d, %d user records", led.Sold, led.Holders)
+		d, detail := recordsDrift(led, per)
+		add(KindRedisRecords, d, "%s", detail)
+	}
+	if per != nil {
+		d, detail := bucketsDrift(per)
+		add(KindBuckets, d, "%s", detail)
 	}
 
 	// Records against orders.
@@ -437,8 +431,9 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 	add(KindClaimedWithoutOrder, stuck, "%d claimed records past the grace period have no live order", stuck)
 	add(KindOrphan, orphans, "%d unclaimed records past the grace period have no order", orphans)
 	occupied := led.Sold - withRec
-	add(KindLedger, cmpUnits+occupied+led.Remaining-sn.Initial,
-		"ordered %d + occupied %d + remaining %d vs initial %d", cmpUnits, occupied, led.Remaining, sn.Initial)
+	add(KindLedger, cmpUnits+occupied+led.Remaining+led.InFlight-sn.Initial,
+		"ordered %d + occupied %d + remaining %d + in flight %d vs initial %d", cmpUnits, occupied, led.Remaining,
+		led.InFlight, sn.Initial)
 	if err := r.reindex(ctx, a, k, &recs, &line); err != nil {
 		return line, err
 	}
@@ -472,7 +467,15 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 			repaired(kind, t.qty, "released %s of user %d: %s", t.rn, t.user, t.reason)
 		}
 	}
-	if oneUnit && redisLedger == 0 && initDiff == 0 && oversold == 0 && restored == int64(len(lost)) {
+	if oneUnit && redisLedger == 0 && initDiff == 0 && oversold == 0 && restored == int64(len(lost)) && k.Split() {
+		moved, detail, err := r.settleBuckets(ctx, a, k)
+		if err != nil {
+			return line, err
+		}
+		if detail != "" {
+			repaired(KindRedisRecords, moved, "buckets settled to their records%s", detail)
+		}
+	} else if oneUnit && redisLedger == 0 && initDiff == 0 && oversold == 0 && restored == int64(len(lost)) {
 		fresh, err := r.stock.Ledger(ctx, a.ID, k)
 		if err != nil {
 			return line, err

@@ -22,7 +22,7 @@ func (r *Reconciler) retired(a *sale.Activity, now time.Time) bool {
 // kinds (initial, db_snapshot, oversell) are answered from the database
 // and keep nothing.
 var heldKinds = map[string]bool{KindRedisLedger: true, KindRedisRecords: true, KindOrderWithoutClaim: true,
-	KindClaimedWithoutOrder: true, KindOrphan: true}
+	KindClaimedWithoutOrder: true, KindOrphan: true, KindBuckets: true}
 
 // retire ends the Redis life of SKU k of a, an activity past its
 // retention: the full comparison first (repairing when repair), then —
@@ -81,7 +81,7 @@ func (r *Reconciler) retire(ctx context.Context, a *sale.Activity, k *sale.SKU, 
 			return line, false, nil
 		}
 	}
-	n, err := r.stock.Expire(ctx, a.ID, k.ID)
+	n, err := r.stock.Expire(ctx, a.ID, k)
 	if err != nil {
 		return line, false, err
 	}

@@ -36,6 +36,12 @@ import (
 // refuses (FAIL SOLD_OUT, never an oversell) and the reconciler reports
 // and settles.
 //
+// A SKU split into buckets is watched bucket by bucket: the buckets whose
+// meta is missing are rebuilt from the database and from what the
+// surviving buckets hold and recorded of their transfers with them
+// (stock.Stock.RebuildBuckets), while the survivors keep selling; all of
+// them lost at once is the SKU's rebuild spread over its buckets.
+//
 // A SKU is rebuilt when two checks in a row find it missing (so at most
 // one watch interval late): an activity being created is written to the
 // database a moment before Redis. It also puts back catalog entries the
@@ -71,7 +77,7 @@ func (r *Reconciler) Watch(ctx context.Context) (n int, err error) {
 		return 0, fmt.Errorf("watch: %w", err)
 	}
 	c := r.stock.Shards().Default
-	missing := map[[2]int64]bool{}
+	missing := map[[3]int64]bool{}
 	defer func() { r.missing = missing }()
 	for i := range acts {
 		a := &acts[i]
@@ -86,8 +92,13 @@ func (r *Reconciler) Watch(ctx context.Context) (n int, err error) {
 		for j := range a.SKUs {
 			k := &a.SKUs[j]
 			if k.Split() {
-				// Preheat refuses a SKU whose buckets are partly lost; a
-				// rebuild of buckets from the database is not built yet.
+				ok, err := r.watchBuckets(ctx, a, k, missing)
+				if err != nil {
+					return n, fmt.Errorf("watch: %w", err)
+				}
+				if ok {
+					n++
+				}
 				continue
 			}
 			led, err := r.stock.Ledger(ctx, a.ID, k)
@@ -106,7 +117,7 @@ func (r *Reconciler) Watch(ctx context.Context) (n int, err error) {
 			// Missing at two checks in a row: a SKU whose activity is
 			// being created (database first, Redis a moment later) is not
 			// a loss.
-			key := [2]int64{a.ID, k.ID}
+			key := [3]int64{a.ID, k.ID, sale.NoBucket}
 			missing[key] = true
 			if !r.missing[key] {
 				continue
@@ -118,20 +129,7 @@ func (r *Reconciler) Watch(ctx context.Context) (n int, err error) {
 			if err != nil {
 				return n, fmt.Errorf("watch: %w", err)
 			}
-			var (
-				ordered       int64
-				holds, closed []stock.Hold
-			)
-			for _, o := range refs {
-				h := stock.Hold{UserID: o.UserID, RequestNo: o.RequestNo, Quantity: o.Quantity}
-				if o.Live() {
-					ordered += o.Quantity
-					holds = append(holds, h)
-				} else {
-					closed = append(closed, h)
-				}
-			}
-			sortByCreated(refs, closed)
+			ordered, holds, closed := holdsOf(refs)
 			ok, err := r.stock.Rebuild(ctx, a, k, sn.Initial, ordered, holds, closed)
 			if err != nil {
 				return n, fmt.Errorf("watch: %w", err)
@@ -152,7 +150,7 @@ func (r *Reconciler) Watch(ctx context.Context) (n int, err error) {
 			// Missing at two checks in a row too: preheat writes the
 			// catalog entry last, so one check during a creation (or at
 			// a process's start) finds it missing for no loss at all.
-			key := [2]int64{a.ID, 0} // SKU ids are positive: 0 stands for the catalog entry
+			key := [3]int64{a.ID, 0, sale.NoBucket} // SKU ids are positive: 0 stands for the catalog entry
 			missing[key] = true
 			if !r.missing[key] {
 				continue
@@ -165,6 +163,69 @@ func (r *Reconciler) Watch(ctx context.Context) (n int, err error) {
 		}
 	}
 	return n, nil
+}
+
+// holdsOf splits a SKU's orders into the live ones (and their units) and
+// the closed ones, oldest first.
+func holdsOf(refs []store.OrderRef) (ordered int64, holds, closed []stock.Hold) {
+	for _, o := range refs {
+		h := stock.Hold{UserID: o.UserID, RequestNo: o.RequestNo, Quantity: o.Quantity}
+		if o.Live() {
+			ordered += o.Quantity
+			holds = append(holds, h)
+		} else {
+			closed = append(closed, h)
+		}
+	}
+	sortByCreated(refs, closed)
+	return ordered, holds, closed
+}
+
+// watchBuckets is Watch for a SKU split into buckets: the buckets whose
+// meta is missing at two checks in a row are rebuilt from the database and
+// the surviving buckets (stock.Stock.RebuildBuckets: each lost bucket in
+// one atomic script, the others selling meanwhile). It reports whether it
+// rebuilt any.
+func (r *Reconciler) watchBuckets(ctx context.Context, a *sale.Activity, k *sale.SKU, missing map[[3]int64]bool) (bool, error) {
+	per, err := r.stock.BucketLedgers(ctx, a.ID, k)
+	if errors.Is(err, shard.ErrNoShard) {
+		return false, nil // as for a SKU that is not split (Watch)
+	}
+	if err != nil {
+		return false, err
+	}
+	lost, due := 0, true
+	for b, l := range per {
+		if l.Present {
+			continue
+		}
+		key := [3]int64{a.ID, k.ID, int64(b)}
+		missing[key] = true
+		lost++
+		due = due && r.missing[key] // every lost bucket waits for its second check
+	}
+	if lost == 0 || !due {
+		return false, nil
+	}
+	sn, refs, err := r.st.Ledger(ctx, a.ID, k.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	ordered, holds, closed := holdsOf(refs)
+	rebuilt, err := r.stock.RebuildBuckets(ctx, a, k, sn.Initial, holds, closed)
+	if errors.Is(err, stock.ErrBucketsMoving) {
+		return false, nil // the next watch reads them again
+	}
+	if len(rebuilt) > 0 {
+		r.m.rebuilds.Inc()
+		r.log.Warn("Redis lost buckets of the SKU; rebuilt from the database and the other buckets",
+			zap.Int64("activityId", a.ID), zap.Int64("skuId", k.ID), zap.Ints("buckets", rebuilt),
+			zap.Int64("initial", sn.Initial), zap.Int64("ordered", ordered), zap.Error(err))
+	}
+	return len(rebuilt) > 0, err
 }
 
 // sortByCreated orders closed (built from refs in refs' order) oldest order

@@ -105,8 +105,10 @@ func ResultsKeyIn(activity, sku int64, b int) string {
 }
 
 // TransfersKey is bucket b's record of the transfers it took part in
-// (TransferScript): field "d:<id>" the units a transfer debited from it,
-// "c:<id>" the units one credited to it.
+// (lua/transfer_debit.lua, transfer_credit.lua): field "d:<id>" the units a
+// transfer debited from it, "c:<id>" the units one credited to it (each
+// with the time, dropped once old), "f:<id>" one debited and not yet
+// credited, the totals "in", "out", "to:<b>" and "from:<b>".
 func TransfersKey(activity, sku int64, b int) string {
 	var buf [56]byte
 	return string(append(appendBucketPrefix(buf[:0], activity, sku, b), "xfer"...))

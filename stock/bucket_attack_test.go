@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -348,4 +350,57 @@ func (r *bucketRig) debitOnly(t *testing.T, k *sale.SKU, src, dst int, id string
 		t.Fatalf("debit: %d, %v", n, err)
 	}
 	return c
+}
+
+// TestFinishedTransfersAreTrimmed: a finished transfer's per-id entries
+// stay for the keep TrimTransfers is given, then go; a transfer still in
+// flight keeps its entries (and is finished afterwards, once), and the
+// totals the books and a rebuild read stay, so every bucket's books still
+// balance.
+func TestFinishedTransfersAreTrimmed(t *testing.T) {
+	r := newBucketRig(t)
+	a, k := r.bucketed(t, 40, 2)
+	ctx := context.Background()
+	for range 5 {
+		for _, x := range [][2]int{{0, 1}, {1, 0}} {
+			if n, err := r.st.Transfer(ctx, a.ID, k, x[0], x[1], 1); err != nil || n != 1 {
+				t.Fatalf("transfer %v: %d %v", x, n, err)
+			}
+		}
+	}
+	r.debitOnly(t, k, 0, 1, "open", 2)
+	if n, err := r.st.TrimTransfers(ctx, a.ID, k, time.Minute); err != nil || n != 0 {
+		t.Fatalf("trim of young entries: %d %v, want none", n, err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if n, err := r.st.TrimTransfers(ctx, a.ID, k, time.Millisecond); err != nil || n != 20 {
+		t.Fatalf("trim: %d %v, want 20 (a d: and a c: for each of 10 transfers)", n, err)
+	}
+	want := [][]string{{"d:open", "f:open", "from:1", "in", "out", "to:1"}, {"from:0", "in", "out", "to:0"}}
+	for b := range 2 {
+		c := r.st.bucketClient(a.ID, k, b)
+		fs, err := c.Do(ctx, c.B().Hkeys().Key(sale.TransfersKey(a.ID, k.ID, b)).Build()).AsStrSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(fs)
+		if !slices.Equal(fs, want[b]) {
+			t.Errorf("bucket %d record %v, want %v", b, fs, want[b])
+		}
+	}
+	if n, err := r.st.FinishTransfers(ctx, a.ID, k); err != nil || n != 1 {
+		t.Fatalf("finish the open transfer: %d %v", n, err)
+	}
+	per, err := r.st.BucketLedgers(ctx, a.ID, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b, l := range per {
+		if l.Initial+l.In-l.Out != l.Remaining+l.Sold {
+			t.Errorf("bucket %d: %+v: books off", b, l)
+		}
+	}
+	if s := SumLedgers(per); s.Remaining != 40 || s.InFlight != 0 {
+		t.Errorf("sum %+v, want 40 remaining, none in flight", s.Counts)
+	}
 }

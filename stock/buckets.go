@@ -30,6 +30,7 @@ var (
 	transferDebitScript  = rueidis.NewLuaScript(lua.TransferDebit)
 	transferCreditScript = rueidis.NewLuaScript(lua.TransferCredit)
 	bucketReadScript     = rueidis.NewLuaScript(lua.BucketRead)
+	transferTrimScript   = rueidis.NewLuaScript(lua.TransferTrim)
 )
 
 // PlaceIn is the index of the shard that holds bucket b of k (Place for
@@ -194,7 +195,7 @@ func (s *Stock) credit(ctx context.Context, activity int64, k *sale.SKU, src, ds
 	dc := s.bucketClient(activity, k, dst)
 	dk := sale.KeysIn(activity, k.ID, dst)
 	dkeys := []string{dk.Stock, sale.TransfersKey(activity, k.ID, dst), dk.Meta}
-	if err := transferCreditScript.Exec(ctx, dc, dkeys, []string{id, strconv.FormatInt(n, 10)}).Error(); err != nil {
+	if err := transferCreditScript.Exec(ctx, dc, dkeys, []string{id, strconv.FormatInt(n, 10), strconv.Itoa(src)}).Error(); err != nil {
 		return fmt.Errorf("transfer sku %d: credit bucket %d (%d units in flight, id %s): %w", k.ID, dst, n, id, err)
 	}
 	sc := s.bucketClient(activity, k, src)
@@ -243,6 +244,36 @@ func (s *Stock) FinishTransfers(ctx context.Context, activity int64, k *sale.SKU
 		}
 	}
 	return done, errors.Join(errs...)
+}
+
+// TransferKeep is how long a finished transfer's per-id entries ("d:<id>",
+// "c:<id>") are kept before TrimTransfers drops them: far longer than a
+// transfer's own retries and a FinishTransfers pass that read its
+// in-flight entry take (each bounded by the Redis timeouts, seconds), the
+// only readers of those entries.
+const TransferKeep = 10 * time.Minute
+
+// TrimTransfers drops, on every bucket of k, the per-id entries of
+// transfers finished more than keep ago (transfer_trim.lua), so a bucket's
+// transfer record holds the transfers of the last keep and those in
+// flight, not every transfer of the sale; its totals stay. It answers the
+// entries dropped. The reconciler runs it every pass.
+func (s *Stock) TrimTransfers(ctx context.Context, activity int64, k *sale.SKU, keep time.Duration) (int64, error) {
+	if !k.Split() {
+		return 0, nil
+	}
+	var n int64
+	var errs []error
+	for b := 0; b < k.Buckets; b++ {
+		m, err := transferTrimScript.Exec(ctx, s.bucketClient(activity, k, b),
+			[]string{sale.TransfersKey(activity, k.ID, b)}, []string{strconv.FormatInt(max(keep.Milliseconds(), 1), 10)}).AsInt64()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("trim transfers of sku %d bucket %d: %w", k.ID, b, err))
+			continue
+		}
+		n += m
+	}
+	return n, errors.Join(errs...)
 }
 
 // errNoStockElsewhere: no bucket of the SKU holds stock (nor a transfer).

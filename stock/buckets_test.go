@@ -242,7 +242,7 @@ func TestTransferStepsApplyOncePerID(t *testing.T) {
 	}
 	// Crediting the same id again changes nothing.
 	c1 := r.st.bucketClient(a.ID, k, 1)
-	again, err := transferCreditScript.Exec(ctx, c1, []string{sale.KeysIn(a.ID, k.ID, 1).Stock, sale.TransfersKey(a.ID, k.ID, 1), sale.KeysIn(a.ID, k.ID, 1).Meta}, []string{"x1", "2"}).AsInt64()
+	again, err := transferCreditScript.Exec(ctx, c1, []string{sale.KeysIn(a.ID, k.ID, 1).Stock, sale.TransfersKey(a.ID, k.ID, 1), sale.KeysIn(a.ID, k.ID, 1).Meta}, []string{"x1", "2", "0"}).AsInt64()
 	if err != nil || again != 0 {
 		t.Fatalf("second credit of x1 answered %d (%v), want 0", again, err)
 	}
@@ -487,5 +487,79 @@ func TestRestockSpreadsOverTheBuckets(t *testing.T) {
 		if got := r.bucketStock(t, k, b); got != want {
 			t.Fatalf("bucket %d holds %d, want %d", b, got, want)
 		}
+	}
+}
+
+// TestMidRestockBuyersAreServedFromTheRestockedBucket: a restock of a
+// bucketed SKU reaches its buckets one after another (one script each, not
+// one step). Between two of them — bucket 0 restocked, bucket 1 not yet —
+// a buyer of bucket 1 is served by a transfer from bucket 0, never told
+// sold out while bucket 0 holds units; once every unit is sold the SKU is
+// sold out again.
+func TestMidRestockBuyersAreServedFromTheRestockedBucket(t *testing.T) {
+	r := newBucketRig(t)
+	a, k := r.bucketed(t, 4, 2)
+	ctx := context.Background()
+	ids := sale.NewRequestNos(1)
+	buy := func(u int64) OccupyResult {
+		t.Helper()
+		res, err := r.st.Occupy(ctx, a, k, u, ids.NextIn(a.ID, k.ID, k.BucketOf(u)), 1)
+		if err != nil {
+			t.Fatalf("occupy user %d: %v", u, err)
+		}
+		return res
+	}
+	for b := range 2 {
+		for _, u := range usersIn(k, b, 2) {
+			if res := buy(u); res.Code != CodeOK {
+				t.Fatalf("user %d: %+v", u, res)
+			}
+		}
+	}
+	// Restock's first step only: bucket 0's share of 4 units.
+	k0 := sale.KeysIn(a.ID, k.ID, 0)
+	if err := restockScript.Exec(ctx, r.st.bucketClient(a.ID, k, 0), []string{k0.Meta, k0.Stock}, []string{"2"}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range usersIn(k, 1, 5)[2:] {
+		res := buy(u)
+		want := CodeOK
+		if i == 2 {
+			want = CodeSoldOut // both restocked units sold
+		}
+		if res.Code != want {
+			t.Fatalf("buyer %d of bucket 1 mid-restock: %+v, want %s", i, res, want)
+		}
+	}
+}
+
+// TestMidMarkBucketsAnswerByTheirOwnMark: the on-call sold-out mark too
+// reaches the buckets one after another. Between two — bucket 0 marked,
+// bucket 1 not yet — a buyer of bucket 0 is SOLD_OUT and one of bucket 1
+// is still served from its own stock: the mark is per bucket until
+// SetSoldOut has written every one (milliseconds), then the SKU is sold
+// out for all.
+func TestMidMarkBucketsAnswerByTheirOwnMark(t *testing.T) {
+	r := newBucketRig(t)
+	a, k := r.bucketed(t, 8, 2)
+	ctx := context.Background()
+	ids := sale.NewRequestNos(1)
+	c := r.st.bucketClient(a.ID, k, 0)
+	if err := c.Do(ctx, c.B().Hset().Key(sale.KeysIn(a.ID, k.ID, 0).Meta).FieldValue().FieldValue("soldout", "1").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for b, want := range []string{CodeSoldOut, CodeOK} {
+		u := usersIn(k, b, 1)[0]
+		res, err := r.st.Occupy(ctx, a, k, u, ids.NextIn(a.ID, k.ID, b), 1)
+		if err != nil || res.Code != want {
+			t.Fatalf("buyer of bucket %d with only bucket 0 marked: %+v %v, want %s", b, res, err, want)
+		}
+	}
+	if err := r.st.SetSoldOut(ctx, a.ID, k.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	u := usersIn(k, 1, 2)[1]
+	if res, err := r.st.Occupy(ctx, a, k, u, ids.NextIn(a.ID, k.ID, 1), 1); err != nil || res.Code != CodeSoldOut {
+		t.Fatalf("buyer of bucket 1 once every bucket is marked: %+v %v, want SOLD_OUT", res, err)
 	}
 }

@@ -42,18 +42,25 @@ func (s *Stock) Ledger(ctx context.Context, activity int64, sku *sale.SKU) (Ledg
 		if err != nil {
 			return Ledger{}, err
 		}
-		sum := Ledger{Present: true}
-		for _, l := range per {
-			sum.Present = sum.Present && l.Present
-			c := &sum.Counts
-			c.Initial, c.Remaining, c.Sold = c.Initial+l.Initial, c.Remaining+l.Remaining, c.Sold+l.Sold
-			c.Holders, c.Claimed, c.Pending = c.Holders+l.Holders, c.Claimed+l.Claimed, c.Pending+l.Pending
-			c.In, c.Out = c.In+l.In, c.Out+l.Out
-		}
-		sum.InFlight = sum.Out - sum.In
-		return sum, nil
+		return SumLedgers(per), nil
 	}
 	return s.ledgerIn(ctx, activity, sku, sale.NoBucket)
+}
+
+// SumLedgers is the ledger of a SKU split into buckets from its buckets'
+// (BucketLedgers): the sums, Present only when every bucket is, InFlight
+// the units debited and not yet credited.
+func SumLedgers(per []Ledger) Ledger {
+	sum := Ledger{Present: true}
+	for _, l := range per {
+		sum.Present = sum.Present && l.Present
+		c := &sum.Counts
+		c.Initial, c.Remaining, c.Sold = c.Initial+l.Initial, c.Remaining+l.Remaining, c.Sold+l.Sold
+		c.Holders, c.Claimed, c.Pending = c.Holders+l.Holders, c.Claimed+l.Claimed, c.Pending+l.Pending
+		c.In, c.Out = c.In+l.In, c.Out+l.Out
+	}
+	sum.InFlight = sum.Out - sum.In
+	return sum
 }
 
 // BucketLedgers reads the counters of every bucket of a SKU split into
@@ -130,25 +137,38 @@ func (r Records) UnitsOf(requestNo string, limit int64) (int64, bool) {
 
 // Records scans the user records, the claimed set, the units and the
 // pending index of (activity, sku) with HSCAN/SSCAN/ZSCAN, so a large SKU
-// does not block its shard. Its cost grows with every holder the SKU ever
-// had: only the reconciler's full comparison, on its own interval, reads
-// it. The scan is not atomic: a record added or removed while it runs may
-// be missed.
+// does not block its shard; of a SKU split into buckets, the union of its
+// buckets' (a buyer's record lives in one bucket and a ticket number names
+// its bucket, so nothing collides). Its cost grows with every holder the
+// SKU ever had: only the reconciler's full comparison, on its own interval,
+// reads it. The scan is not atomic: a record added or removed while it
+// runs may be missed.
 func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Records, error) {
-	k := sale.KeysFor(activity, sku.ID)
-	c := s.skuClient(activity, sku)
 	out := Records{Users: map[int64]string{}, Claimed: map[string]bool{}, Units: map[string]int64{},
 		Pending: map[string]PendingTicket{}}
+	for _, b := range sku.BucketIndexes() {
+		if err := s.recordsIn(ctx, activity, sku, b, &out); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// recordsIn adds bucket b's records to out (the SKU's own for
+// sale.NoBucket).
+func (s *Stock) recordsIn(ctx context.Context, activity int64, sku *sale.SKU, b int, out *Records) error {
+	k := sale.KeysIn(activity, sku.ID, b)
+	c := s.recordsClient(activity, sku, b)
 	var cursor uint64
 	for {
 		e, err := c.Do(ctx, c.B().Hscan().Key(k.Users).Cursor(cursor).Count(1000).Build()).AsScanEntry()
 		if err != nil {
-			return out, fmt.Errorf("records activity %d sku %d: %w", activity, sku.ID, err)
+			return fmt.Errorf("records activity %d sku %d: %w", activity, sku.ID, err)
 		}
 		for i := 0; i+1 < len(e.Elements); i += 2 {
 			u, err := strconv.ParseInt(e.Elements[i], 10, 64)
 			if err != nil {
-				return out, fmt.Errorf("records activity %d sku %d: user %q: %w", activity, sku.ID, e.Elements[i], err)
+				return fmt.Errorf("records activity %d sku %d: user %q: %w", activity, sku.ID, e.Elements[i], err)
 			}
 			out.Users[u] = e.Elements[i+1]
 		}
@@ -159,7 +179,7 @@ func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Rec
 	for {
 		e, err := c.Do(ctx, c.B().Sscan().Key(k.Claim).Cursor(cursor).Count(1000).Build()).AsScanEntry()
 		if err != nil {
-			return out, fmt.Errorf("claimed activity %d sku %d: %w", activity, sku.ID, err)
+			return fmt.Errorf("claimed activity %d sku %d: %w", activity, sku.ID, err)
 		}
 		for _, rn := range e.Elements {
 			out.Claimed[rn] = true
@@ -171,12 +191,12 @@ func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Rec
 	for {
 		e, err := c.Do(ctx, c.B().Hscan().Key(k.Qty).Cursor(cursor).Count(1000).Build()).AsScanEntry()
 		if err != nil {
-			return out, fmt.Errorf("units activity %d sku %d: %w", activity, sku.ID, err)
+			return fmt.Errorf("units activity %d sku %d: %w", activity, sku.ID, err)
 		}
 		for i := 0; i+1 < len(e.Elements); i += 2 {
 			q, err := strconv.ParseInt(e.Elements[i+1], 10, 64)
 			if err != nil {
-				return out, fmt.Errorf("units activity %d sku %d: %q: %w", activity, sku.ID, e.Elements[i+1], err)
+				return fmt.Errorf("units activity %d sku %d: %q: %w", activity, sku.ID, e.Elements[i+1], err)
 			}
 			out.Units[e.Elements[i]] = q
 		}
@@ -187,12 +207,12 @@ func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Rec
 	for {
 		e, err := c.Do(ctx, c.B().Zscan().Key(k.Pending).Cursor(cursor).Count(1000).Build()).AsScanEntry()
 		if err != nil {
-			return out, fmt.Errorf("pending activity %d sku %d: %w", activity, sku.ID, err)
+			return fmt.Errorf("pending activity %d sku %d: %w", activity, sku.ID, err)
 		}
 		for i := 0; i+1 < len(e.Elements); i += 2 {
 			ms, err := strconv.ParseFloat(e.Elements[i+1], 64)
 			if err != nil {
-				return out, fmt.Errorf("pending activity %d sku %d: score %q: %w", activity, sku.ID, e.Elements[i+1], err)
+				return fmt.Errorf("pending activity %d sku %d: score %q: %w", activity, sku.ID, e.Elements[i+1], err)
 			}
 			if t, err := parsePending(e.Elements[i], ms); err == nil {
 				out.Pending[e.Elements[i]] = t
@@ -203,7 +223,7 @@ func (s *Stock) Records(ctx context.Context, activity int64, sku *sale.SKU) (Rec
 			break
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // Holder returns the requestNo holding user's record on (activity, sku)
@@ -338,13 +358,25 @@ const (
 // Settle makes a one-unit-per-ticket SKU's sold counter equal its user
 // records (see settle.lua), if sold is still seenSold. It returns the
 // script's code and the units moved to the remaining stock (negative: taken
-// from it). Units moved back on sale publish "available".
+// from it). Units moved back on sale publish "available". It is SettleIn
+// of the SKU's own keys.
 func (s *Stock) Settle(ctx context.Context, activity int64, sku *sale.SKU, seenSold int64) (string, int64, error) {
-	k := sale.KeysFor(activity, sku.ID)
-	vals, err := settleScript.Exec(ctx, s.skuClient(activity, sku), []string{k.Meta, k.Stock, k.Users, k.Sold},
+	return s.SettleIn(ctx, activity, sku, sale.NoBucket, seenSold)
+}
+
+// SettleIn is Settle of bucket b of a SKU split into buckets: the bucket's
+// sold counter made equal its records, if its books balance (initial +
+// credited − debited = remaining + sold).
+func (s *Stock) SettleIn(ctx context.Context, activity int64, sku *sale.SKU, b int, seenSold int64) (string, int64, error) {
+	k := sale.KeysIn(activity, sku.ID, b)
+	keys := []string{k.Meta, k.Stock, k.Users, k.Sold}
+	if b >= 0 {
+		keys = append(keys, sale.TransfersKey(activity, sku.ID, b))
+	}
+	vals, err := settleScript.Exec(ctx, s.recordsClient(activity, sku, b), keys,
 		[]string{strconv.FormatInt(seenSold, 10)}).ToArray()
 	if err != nil || len(vals) != 2 {
-		return "", 0, fmt.Errorf("settle activity %d sku %d: %v", activity, sku.ID, err)
+		return "", 0, fmt.Errorf("settle activity %d sku %d bucket %d: %v", activity, sku.ID, b, err)
 	}
 	code, _ := vals[0].ToString()
 	moved, _ := vals[1].AsInt64()
@@ -365,23 +397,9 @@ func (s *Stock) Settle(ctx context.Context, activity int64, sku *sale.SKU, seenS
 // catalog is not touched.
 func (s *Stock) Rebuild(ctx context.Context, a *sale.Activity, sku *sale.SKU, initial, ordered int64, holds, closed []Hold) (bool, error) {
 	k := sale.KeysFor(a.ID, sku.ID)
-	meta := []string{
-		"status", a.State,
-		"start_ms", strconv.FormatInt(a.Start.UnixMilli(), 10),
-		"end_ms", strconv.FormatInt(a.End.UnixMilli(), 10),
-		"limit", strconv.FormatInt(max(sku.LimitPerUser, 1), 10),
-		"price", strconv.FormatInt(int64(sku.Price), 10),
-		"activity", strconv.FormatInt(a.ID, 10),
-		"rebuy", rebuyField(a),
-	}
-	args := make([]string, 0, 4+len(meta)+3*len(holds)+2*len(closed))
-	args = append(args, strconv.FormatInt(initial, 10), strconv.FormatInt(ordered, 10),
-		strconv.Itoa(len(meta)/2), strconv.Itoa(len(holds)))
-	args = append(args, meta...)
-	args = recordArgs(args, sku, holds)
-	args = holdArgs(args, closed)
 	code, err := rebuildScript.Exec(ctx, s.skuClient(a.ID, sku),
-		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty, k.Pending}, args).ToString()
+		[]string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty, k.Pending},
+		rebuildArgs(a, sku, initial, ordered, nil, nil, holds, closed)).ToString()
 	if err != nil {
 		return false, fmt.Errorf("rebuild activity %d sku %d: %w", a.ID, sku.ID, err)
 	}
@@ -394,6 +412,29 @@ func (s *Stock) Rebuild(ctx context.Context, a *sale.Activity, sku *sale.SKU, in
 		s.publish(ctx, sale.Event{Kind: sale.EventSoldOut, Activity: a.ID, SKU: sku.ID})
 	}
 	return true, nil
+}
+
+// rebuildArgs is rebuild.lua's ARGV: the meta of a (with extra meta pairs
+// after it), the transfer-record pairs xfer (a bucket's), the live orders'
+// records and the closes.
+func rebuildArgs(a *sale.Activity, sku *sale.SKU, initial, ordered int64, extra, xfer []string, holds, closed []Hold) []string {
+	meta := []string{
+		"status", a.State,
+		"start_ms", strconv.FormatInt(a.Start.UnixMilli(), 10),
+		"end_ms", strconv.FormatInt(a.End.UnixMilli(), 10),
+		"limit", strconv.FormatInt(max(sku.LimitPerUser, 1), 10),
+		"price", strconv.FormatInt(int64(sku.Price), 10),
+		"activity", strconv.FormatInt(a.ID, 10),
+		"rebuy", rebuyField(a),
+	}
+	meta = append(meta, extra...)
+	args := make([]string, 0, 5+len(meta)+len(xfer)+3*len(holds)+2*len(closed))
+	args = append(args, strconv.FormatInt(initial, 10), strconv.FormatInt(ordered, 10),
+		strconv.Itoa(len(meta)/2), strconv.Itoa(len(holds)), strconv.Itoa(len(xfer)/2))
+	args = append(args, meta...)
+	args = append(args, xfer...)
+	args = recordArgs(args, sku, holds)
+	return holdArgs(args, closed)
 }
 
 // HoldersOf sets dst[i] to the requestNo holding users[i]'s record on

@@ -2,8 +2,10 @@ package stock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -62,7 +64,8 @@ func (s *Stock) SoldOutMarked(ctx context.Context, activity, sku int64) (bool, e
 // Restock adds n units to a live SKU in Redis (remaining and initial in one
 // script, so concurrent occupancies are neither lost nor double counted) and
 // tells the edges the SKU is available. The caller raises the database
-// snapshot by the same n first.
+// snapshot by the same n first. A bucket Redis lost is skipped (restock.lua
+// refuses it): its rebuild gives it its share of the raised initial.
 func (s *Stock) Restock(ctx context.Context, activity, sku, n int64) (remaining, initial int64, err error) {
 	if n <= 0 {
 		return 0, 0, fmt.Errorf("restock: units must be positive")
@@ -81,6 +84,11 @@ func (s *Stock) Restock(ctx context.Context, activity, sku, n int64) (remaining,
 		}
 		k := sale.KeysIn(activity, sku, b)
 		v, err := restockScript.Exec(ctx, s.bucketClient(activity, ks, b), []string{k.Meta, k.Stock}, []string{strconv.FormatInt(units, 10)}).AsIntSlice()
+		if b >= 0 && isMissing(err) {
+			// Redis lost this bucket: the database's initial, raised
+			// first, gives it its share when the watcher rebuilds it.
+			continue
+		}
 		if err != nil || len(v) != 2 {
 			return 0, 0, fmt.Errorf("restock activity %d sku %d (%d of %d units added): %v", activity, sku, added, n, err)
 		}
@@ -89,4 +97,11 @@ func (s *Stock) Restock(ctx context.Context, activity, sku, n int64) (remaining,
 	}
 	s.publish(ctx, sale.Event{Kind: sale.EventAvailable, Activity: activity, SKU: sku})
 	return remaining, initial, nil
+}
+
+// isMissing reports whether err is a script's MISSING error reply: the
+// SKU's or bucket's meta is gone (Redis lost it).
+func isMissing(err error) bool {
+	var re *rueidis.RedisError
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "MISSING")
 }

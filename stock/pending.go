@@ -103,7 +103,33 @@ func (s *Stock) PendingIn(ctx context.Context, activity int64, sku *sale.SKU, b 
 // its time), an entry whose record is gone, names another ticket or is
 // claimed is removed. It returns how many entries it added and removed.
 func (s *Stock) Reindex(ctx context.Context, activity int64, sku *sale.SKU, ts []PendingTicket) (added, removed int64, err error) {
-	k := sale.KeysFor(activity, sku.ID)
+	if !sku.Split() {
+		return s.reindexIn(ctx, activity, sku, sale.NoBucket, ts)
+	}
+	// Each ticket's entry is in the index of the bucket its number names.
+	var part []PendingTicket
+	for b := 0; b < sku.Buckets; b++ {
+		part = part[:0]
+		for _, t := range ts {
+			if sale.TicketBucket(t.RequestNo) == b {
+				part = append(part, t)
+			}
+		}
+		if len(part) == 0 {
+			continue
+		}
+		a, r, err := s.reindexIn(ctx, activity, sku, b, part)
+		added, removed = added+a, removed+r
+		if err != nil {
+			return added, removed, err
+		}
+	}
+	return added, removed, nil
+}
+
+// reindexIn is Reindex on bucket b (the SKU's own keys for sale.NoBucket).
+func (s *Stock) reindexIn(ctx context.Context, activity int64, sku *sale.SKU, b int, ts []PendingTicket) (added, removed int64, err error) {
+	k := sale.KeysIn(activity, sku.ID, b)
 	for len(ts) > 0 {
 		part := ts[:min(len(ts), 1000)]
 		ts = ts[len(part):]
@@ -111,9 +137,9 @@ func (s *Stock) Reindex(ctx context.Context, activity int64, sku *sale.SKU, ts [
 		for _, t := range part {
 			args = append(args, strconv.FormatInt(t.UserID, 10), t.RequestNo, strconv.FormatInt(t.At.UnixMilli(), 10))
 		}
-		v, err := reindexScript.Exec(ctx, s.skuClient(activity, sku), []string{k.Users, k.Claim, k.Pending}, args).AsIntSlice()
+		v, err := reindexScript.Exec(ctx, s.recordsClient(activity, sku, b), []string{k.Users, k.Claim, k.Pending}, args).AsIntSlice()
 		if err != nil || len(v) != 2 {
-			return added, removed, fmt.Errorf("reindex activity %d sku %d: %v (%d values)", activity, sku.ID, err, len(v))
+			return added, removed, fmt.Errorf("reindex activity %d sku %d bucket %d: %v (%d values)", activity, sku.ID, b, err, len(v))
 		}
 		added += v[0]
 		removed += v[1]

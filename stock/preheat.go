@@ -85,7 +85,7 @@ func (s *Stock) SetState(ctx context.Context, id int64, state string) error {
 // spread over them as evenly as possible (sale.SKU.BucketShare). A split
 // SKU whose buckets are all missing is refilled with initial − ordered,
 // spread; one that lost only some of them is refused (fail closed: what
-// the lost buckets held is the reconciler's to rebuild, never a guess).
+// the lost buckets held is the watcher's to rebuild, RebuildBuckets).
 func (s *Stock) preheatSKU(ctx context.Context, a *sale.Activity, sku *sale.SKU) error {
 	if err := s.sameBuckets(ctx, a, sku); err != nil {
 		return err

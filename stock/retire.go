@@ -17,20 +17,21 @@ func Keys(activity, sku int64) []string {
 	return []string{k.Meta, k.Stock, k.Sold, k.Users, k.Claim, k.Closed, k.Qty, k.Pending, k.Results}
 }
 
-// Expire removes the keys of SKU (activity, sku) (Keys) from every Redis
+// Expire removes the keys of SKU (activity, sku) (Keys, and each bucket's
+// with its transfer record for a SKU split into buckets) from every Redis
 // deployment — the SKU's own shard and any other it may have lived on
 // before a move — with one UNLINK each (the memory is given back off the
 // main thread). It is for a SKU whose sale ended and whose every ticket
 // the database holds (the reconciler decides). Idempotent; it returns how
 // many keys went.
-func (s *Stock) Expire(ctx context.Context, activity, sku int64) (int64, error) {
-	sets := [][]string{Keys(activity, sku)}
-	for _, b := range s.bucketsOf(activity, sku) {
+func (s *Stock) Expire(ctx context.Context, activity int64, sku *sale.SKU) (int64, error) {
+	sets := [][]string{Keys(activity, sku.ID)}
+	for _, b := range sku.BucketIndexes() {
 		if b >= 0 {
 			// Each bucket is a slot of its own: one UNLINK per bucket.
-			k := sale.KeysIn(activity, sku, b)
+			k := sale.KeysIn(activity, sku.ID, b)
 			sets = append(sets, []string{k.Meta, k.Stock, k.Sold, k.Users, k.Claim, k.Closed, k.Qty, k.Pending, k.Results,
-				sale.TransfersKey(activity, sku, b)})
+				sale.TransfersKey(activity, sku.ID, b)})
 		}
 	}
 	var n int64
@@ -39,7 +40,7 @@ func (s *Stock) Expire(ctx context.Context, activity, sku int64) (int64, error) 
 		for _, keys := range sets {
 			m, err := c.Do(ctx, c.B().Unlink().Key(keys...).Build()).AsInt64()
 			if err != nil {
-				return n, fmt.Errorf("expire activity %d sku %d on %s: %w", activity, sku, s.shards.Name(idx), err)
+				return n, fmt.Errorf("expire activity %d sku %d on %s: %w", activity, sku.ID, s.shards.Name(idx), err)
 			}
 			n += m
 		}

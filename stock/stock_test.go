@@ -579,3 +579,19 @@ func testMultiUnitTicketsRecordTheirUnits(t *testing.T, r *rig) {
 		t.Fatal("a one-unit SKU recorded units")
 	}
 }
+
+// TestRestockOfALostSKUWritesNothing: a restock of a SKU whose keys Redis
+// lost answers an error and writes nothing: a bare stock key and an
+// initial-only meta would read as present to the watcher, which would
+// then never rebuild the SKU's records and orders.
+func TestRestockOfALostSKUWritesNothing(t *testing.T) {
+	r := newRig(t)
+	a, k := r.preheat(t, activity(1, 77, 10, true))
+	r.hot.Do(t, "FLUSHALL")
+	if _, _, err := r.stock.Restock(context.Background(), a.ID, k.ID, 5); err == nil {
+		t.Fatal("a restock of a lost SKU answered no error")
+	}
+	if n := r.hot.Int(t, "DBSIZE"); n != 0 {
+		t.Fatalf("the restock wrote %d keys into the empty shard", n)
+	}
+}
