@@ -113,3 +113,36 @@ func TestModeSwitchIsKeptAndAnnounced(t *testing.T) {
 		t.Fatalf("GET modes: %s (%v)", ctx.Response.Body(), err)
 	}
 }
+
+// TestRestockOfASKURedisLostIsDoneOnce: a restock of a SKU whose keys Redis
+// lost raises the database and answers 200 "rebuilding" (not an error an
+// operator would retry, raising the database twice); Redis is left to the
+// watcher's rebuild, which sells the raised stock.
+func TestRestockOfASKURedisLostIsDoneOnce(t *testing.T) {
+	r := testenv.StartRedis(t)
+	st, _ := stocktest.Stock(t, r)
+	s, db := newServer(t, st)
+	now := time.Now()
+	body := fmt.Sprintf(`{"id":1,"start":%q,"end":%q,"skus":[{"id":10,"stock":5,"price":"1.00","limitPerUser":1}]}`,
+		now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+	if ctx := send(s, "POST", "/admin/v1/activities", body); ctx.Response.StatusCode() != 200 {
+		t.Fatalf("create: %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	keys, err := r.Client(t).Do(context.Background(), r.Client(t).B().Keys().Pattern("sk:{a1:s10}*").Build()).AsStrSlice()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("the SKU's keys: %v %v", keys, err)
+	}
+	r.Do(t, append([]string{"DEL"}, keys...)...)
+	ctx := send(s, "POST", "/admin/v1/skus/10/restock", `{"units":3}`)
+	var v RestockAnswer
+	if err := json.Unmarshal(ctx.Response.Body(), &v); ctx.Response.StatusCode() != 200 || err != nil || !v.Rebuilding || v.Added != 3 {
+		t.Fatalf("restock of a lost sku: %d %s, want 200 rebuilding", ctx.Response.StatusCode(), ctx.Response.Body())
+	}
+	sn, err := db.Snapshot(context.Background(), 1, 10)
+	if err != nil || sn.Initial != 8 {
+		t.Fatalf("database snapshot after the restock: %+v %v, want initial 8", sn, err)
+	}
+	if n, err := r.Client(t).Do(context.Background(), r.Client(t).B().Exists().Key(keys...).Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("the restock wrote %d of the lost keys (%v): the watcher would not rebuild them", n, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"seckill/sale"
+	"seckill/stock"
 	"seckill/stock/results"
 	"seckill/store"
 )
@@ -158,6 +159,10 @@ type RestockAnswer struct {
 	Added      int64 `json:"added"`     // the units this call added
 	Remaining  int64 `json:"remaining"` // Redis stock after it
 	Initial    int64 `json:"initial"`   // Redis meta after it (raised by the units)
+	// Rebuilding: Redis had lost the SKU; the database is raised and the
+	// watcher's rebuild from it sells the units (Remaining and Initial are
+	// 0). The restock is done: do not retry it.
+	Rebuilding bool `json:"rebuilding,omitempty"`
 }
 
 func (s *Server) restock(ctx *fasthttp.RequestCtx) {
@@ -188,11 +193,13 @@ func (s *Server) restock(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	rem, initial, err := s.d.Stock.Restock(c, a.ID, sku, body.Units)
-	if err != nil {
+	lost := errors.Is(err, stock.ErrLost)
+	if err != nil && !lost {
 		s.fail(ctx, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, RestockAnswer{ActivityID: a.ID, SKUID: sku, Added: body.Units, Remaining: rem, Initial: initial})
+	writeJSON(ctx, fasthttp.StatusOK, RestockAnswer{ActivityID: a.ID, SKUID: sku, Added: body.Units, Remaining: rem, Initial: initial,
+		Rebuilding: lost})
 }
 
 // SKUStock is one SKU's line of the stock report.

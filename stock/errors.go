@@ -32,6 +32,9 @@ var (
 	ErrRebalancing = fmt.Errorf("%w: this item's stock is being rebalanced", ErrRateLimited)
 	// ErrUnknownSKU: no activity sells the SKU (or not the one named).
 	ErrUnknownSKU = errors.New("unknown sku")
+	// ErrLost: Redis lost the SKU's keys (every bucket's, for a split
+	// SKU); the watcher rebuilds them from the database.
+	ErrLost = errors.New("redis lost the sku; the watcher rebuilds it from the database")
 	// ErrBusy: a dependency (Redis, Kafka) failed or timed out. Any stock
 	// taken was released (or will be by the orphan sweeper); never a guess
 	// of success. The engine answers the same sentinel (engine.ErrBusy).

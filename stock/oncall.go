@@ -65,7 +65,10 @@ func (s *Stock) SoldOutMarked(ctx context.Context, activity, sku int64) (bool, e
 // script, so concurrent occupancies are neither lost nor double counted) and
 // tells the edges the SKU is available. The caller raises the database
 // snapshot by the same n first. A bucket Redis lost is skipped (restock.lua
-// refuses it): its rebuild gives it its share of the raised initial.
+// refuses it): its rebuild gives it its share of the raised initial. When
+// Redis lost the whole SKU nothing is written and the error is ErrLost:
+// the rebuild from the database, raised first, sells the units — the
+// restock is done, and must not be retried.
 func (s *Stock) Restock(ctx context.Context, activity, sku, n int64) (remaining, initial int64, err error) {
 	if n <= 0 {
 		return 0, 0, fmt.Errorf("restock: units must be positive")
@@ -76,7 +79,7 @@ func (s *Stock) Restock(ctx context.Context, activity, sku, n int64) (remaining,
 	_, ks, _ := s.cat.Lookup(activity, sku)
 	// A SKU split into buckets gets the units spread over them; remaining
 	// and initial are the sums.
-	var added int64
+	var added, lost int64
 	for _, b := range ks.BucketIndexes() {
 		units := ks.BucketShare(n, b)
 		if units == 0 {
@@ -84,9 +87,11 @@ func (s *Stock) Restock(ctx context.Context, activity, sku, n int64) (remaining,
 		}
 		k := sale.KeysIn(activity, sku, b)
 		v, err := restockScript.Exec(ctx, s.bucketClient(activity, ks, b), []string{k.Meta, k.Stock}, []string{strconv.FormatInt(units, 10)}).AsIntSlice()
-		if b >= 0 && isMissing(err) {
-			// Redis lost this bucket: the database's initial, raised
-			// first, gives it its share when the watcher rebuilds it.
+		if isMissing(err) {
+			// Redis lost this bucket (or the SKU): the database's
+			// initial, raised first, gives it its share when the
+			// watcher rebuilds it.
+			lost += units
 			continue
 		}
 		if err != nil || len(v) != 2 {
@@ -94,6 +99,9 @@ func (s *Stock) Restock(ctx context.Context, activity, sku, n int64) (remaining,
 		}
 		added += units
 		remaining, initial = remaining+v[0], initial+v[1]
+	}
+	if added == 0 && lost > 0 {
+		return 0, 0, fmt.Errorf("restock activity %d sku %d: %w", activity, sku, ErrLost)
 	}
 	s.publish(ctx, sale.Event{Kind: sale.EventAvailable, Activity: activity, SKU: sku})
 	return remaining, initial, nil

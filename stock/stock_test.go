@@ -581,15 +581,15 @@ func testMultiUnitTicketsRecordTheirUnits(t *testing.T, r *rig) {
 }
 
 // TestRestockOfALostSKUWritesNothing: a restock of a SKU whose keys Redis
-// lost answers an error and writes nothing: a bare stock key and an
+// lost answers ErrLost and writes nothing: a bare stock key and an
 // initial-only meta would read as present to the watcher, which would
 // then never rebuild the SKU's records and orders.
 func TestRestockOfALostSKUWritesNothing(t *testing.T) {
 	r := newRig(t)
 	a, k := r.preheat(t, activity(1, 77, 10, true))
 	r.hot.Do(t, "FLUSHALL")
-	if _, _, err := r.stock.Restock(context.Background(), a.ID, k.ID, 5); err == nil {
-		t.Fatal("a restock of a lost SKU answered no error")
+	if _, _, err := r.stock.Restock(context.Background(), a.ID, k.ID, 5); !errors.Is(err, ErrLost) {
+		t.Fatalf("a restock of a lost SKU answered %v, want ErrLost", err)
 	}
 	if n := r.hot.Int(t, "DBSIZE"); n != 0 {
 		t.Fatalf("the restock wrote %d keys into the empty shard", n)
