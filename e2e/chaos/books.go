@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,10 +84,13 @@ func (b *books) occupied() map[int64]int64 {
 }
 
 // queuing lists the result keys still QUEUING.
-func (b *books) queuing() []string {
+func (b *books) queuing() []string { return b.inState(stateQueuing) }
+
+// inState lists the result keys in state.
+func (b *books) inState(state string) []string {
 	var out []string
 	for rn, r := range b.Results {
-		if r[fieldState] == stateQueuing {
+		if r[fieldState] == state {
 			out = append(out, rn)
 		}
 	}
@@ -324,16 +328,17 @@ type idleState struct {
 	pending []string // accepted tickets whose fate nobody knows yet
 	held    int64    // units held without an order (counted where there is a sweeper)
 	queuing int      // result keys still QUEUING
+	waiting int      // result keys still WAITING (queue mode)
 	open    int      // request-log rows in a state that does not end a story
 }
 
 func (i idleState) idle() bool {
-	return i.lagErr == nil && i.lag == 0 && i.booksOK == nil && len(i.pending) == 0 && i.held == 0 && i.queuing == 0 && i.open == 0
+	return i.lagErr == nil && i.lag == 0 && i.booksOK == nil && len(i.pending) == 0 && i.held == 0 && i.queuing == 0 && i.waiting == 0 && i.open == 0
 }
 
 func (i idleState) String() string {
-	return fmt.Sprintf("lag %d (%v), books %v, %d accepted tickets without a final answer %v, %d units held without an order, %d results QUEUING, %d request-log rows not final",
-		i.lag, i.lagErr, i.booksOK, len(i.pending), head(i.pending, 5), i.held, i.queuing, i.open)
+	return fmt.Sprintf("lag %d (%v), books %v, %d accepted tickets without a final answer %v, %d units held without an order, %d results QUEUING, %d WAITING, %d request-log rows not final",
+		i.lag, i.lagErr, i.booksOK, len(i.pending), head(i.pending, 5), i.held, i.queuing, i.waiting, i.open)
 }
 
 func (s *System) idleState(run *Run, skus map[int64]int64) idleState {
@@ -351,6 +356,7 @@ func (s *System) idleState(run *Run, skus map[int64]int64) idleState {
 		}
 	}
 	st.queuing = len(b.queuing())
+	st.waiting = len(b.inState(stateWaiting))
 	open, _ := b.openLog(run)
 	st.open = len(open)
 	return st
@@ -396,26 +402,28 @@ func (s *System) quiesce(run *Run, skus map[int64]int64, d time.Duration) {
 	}
 }
 
-// pendingTickets lists accepted tickets whose fate is not known yet: their
-// result is not final (or gone) and the database has neither an order nor a
-// failure for them.
+// pendingTickets lists accepted tickets and places in line whose fate is
+// not known yet: their result is not final (or gone) and the database has
+// neither an order nor a failure for them.
 func pendingTickets(run *Run, b *books) []string {
 	live, _ := b.liveOrders()
 	var out []string
-	for rn := range run.Tickets {
-		if st := b.Results[rn][fieldState]; st == stateSuccess || st == stateFail {
-			continue
+	for _, tks := range []map[string]ticket{run.Tickets, run.Waiting, run.Named} {
+		for rn := range tks {
+			if st := b.Results[rn][fieldState]; st == stateSuccess || st == stateFail {
+				continue
+			}
+			if _, ok := live[rn]; ok {
+				continue
+			}
+			if l, ok := b.Log[rn]; ok && l.Status == "FAILED" {
+				continue
+			}
+			out = append(out, rn)
 		}
-		if _, ok := live[rn]; ok {
-			continue
-		}
-		if l, ok := b.Log[rn]; ok && l.Status == "FAILED" {
-			continue
-		}
-		out = append(out, rn)
 	}
 	sort.Strings(out)
-	return out
+	return slices.Compact(out) // a 202's ticket may be named by a 409 too
 }
 
 // quiesceGroup waits until group has committed the newest offset of every

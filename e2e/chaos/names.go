@@ -42,6 +42,7 @@ const (
 	fieldOrderNo = "orderNo"
 	fieldCode    = "code"
 
+	stateWaiting = "WAITING" // queue mode: in line, not yet drained (DESIGN §13)
 	stateQueuing = "QUEUING"
 	stateSuccess = "SUCCESS"
 	stateFail    = "FAIL"
