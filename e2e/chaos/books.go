@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -52,6 +53,16 @@ type books struct {
 	SKUs    map[int64]*skuBooks
 	Results map[string]map[string]string // every result hash of the SKUs, each read on its shard, by requestNo
 	Log     map[string]logRow            // the activity's request log, by requestNo
+	// Attempts are the records of the attempts topic by requestNo (queue
+	// mode; nil where the system has none): every attempt a line took.
+	Attempts map[string]lineAttempt
+}
+
+// lineAttempt is one attempt in the attempts topic: whose, and how many
+// records carry it (a producer's retry may write one twice).
+type lineAttempt struct {
+	User, SKU int64
+	Records   int
 }
 
 // liveOrders maps requestNo and orderNo to every order that holds stock.
@@ -223,7 +234,74 @@ func (s *System) readBooks(skus map[int64]int64) (*books, error) {
 	if b.Log, err = s.readLog(ctx); err != nil {
 		return nil, err
 	}
+	if s.opts.Queue {
+		if b.Attempts, err = s.readAttempts(ctx); err != nil {
+			return nil, fmt.Errorf("attempts topic: %w", err)
+		}
+	}
 	return b, nil
+}
+
+// readAttempts reads every record of the attempts topic, each partition
+// from its oldest offset to its newest.
+func (s *System) readAttempts(ctx context.Context) (map[string]lineAttempt, error) {
+	cfg := sarama.NewConfig()
+	cfg.Net.DialTimeout = 2 * time.Second
+	client, err := sarama.NewClient([]string{s.brokerAddr}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	cons, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		return nil, err
+	}
+	defer cons.Close()
+	parts, err := client.Partitions(attemptsTopic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]lineAttempt{}
+	for _, p := range parts {
+		newest, err := client.GetOffset(attemptsTopic, p, sarama.OffsetNewest)
+		if err != nil {
+			return nil, err
+		}
+		oldest, err := client.GetOffset(attemptsTopic, p, sarama.OffsetOldest)
+		if err != nil {
+			return nil, err
+		}
+		if newest <= oldest {
+			continue
+		}
+		pc, err := cons.ConsumePartition(attemptsTopic, p, oldest)
+		if err != nil {
+			return nil, err
+		}
+		for off := oldest; off < newest; {
+			select {
+			case m := <-pc.Messages():
+				off = m.Offset + 1
+				var v struct {
+					RequestNo string `json:"requestNo"`
+					UserID    int64  `json:"userId"`
+					SKUID     int64  `json:"skuId"`
+				}
+				if err := json.Unmarshal(m.Value, &v); err != nil {
+					pc.Close()
+					return nil, fmt.Errorf("partition %d offset %d: %w", p, m.Offset, err)
+				}
+				a := out[v.RequestNo]
+				a.User, a.SKU, a.Records = v.UserID, v.SKUID, a.Records+1
+				out[v.RequestNo] = a
+			case <-ctx.Done():
+				pc.Close()
+				return nil, fmt.Errorf("partition %d read to %d of %d: %w", p, off, newest, ctx.Err())
+			}
+		}
+		pc.Close()
+	}
+	return out, nil
 }
 
 func (s *System) readOrders(ctx context.Context, b *books) error {

@@ -70,6 +70,7 @@ const (
 	vWaitFinal   = "every ticket answered 202 WAITING or named by a 409 WAITING reached SUCCESS, or FAIL with the ledger's reason"
 	vWaitOnce    = "no waiting ticket served twice: none ended FAIL holding its own order or occupancy, SUCCESS names its own order"
 	vWaitNamed   = "a 409 WAITING named a ticket of that buyer and SKU, and the buyer got at most one order"
+	vLineEnded   = "every attempt in the attempts topic ended SUCCESS or FAIL (no attempt lost)"
 	vNoOpenLog   = "no request-log row still on its way once idle"
 	vAdminStock  = "admin stock report agrees with the books (second opinion)"
 	vRecon       = "reconciler answers 200 with zero drift (second opinion)"
@@ -351,13 +352,25 @@ func judgeWaiting(rep *report, run *Run, b *books, liveByRN, liveByNo map[string
 		rns = append(rns, rn)
 	}
 	sort.Strings(rns)
-	var stuck, twice, named []string
+	var stuck, twice, named, ghosts []string
 	outcomes := map[string]int{}
 	for _, rn := range rns {
 		tk := all[rn]
 		res := b.Results[rn]
 		o, live := liveByRN[rn]
 		state, code := res[fieldState], res[fieldCode]
+		_, answered := run.Waiting[rn]
+		_, inLine := b.Attempts[rn]
+		if b.Attempts != nil && !inLine {
+			switch {
+			case answered:
+				stuck = append(stuck, fmt.Sprintf("%s(user %d sku %d): answered 202 WAITING, but in no line", rn, tk.User, tk.SKU))
+				continue
+			case res == nil && !live && ghostAllowed(run, tk):
+				ghosts = append(ghosts, fmt.Sprintf("%s(user %d sku %d, told at %s)", rn, tk.User, tk.SKU, tk.Answered.Format("15:04:05.000")))
+				continue
+			}
+		}
 		if res == nil && loss.covers(tk.SKU) && !tk.Answered.After(loss.Until) {
 			// Its result went with a declared loss of its shard: the
 			// database tells the fate.
@@ -381,7 +394,10 @@ func judgeWaiting(rep *report, run *Run, b *books, liveByRN, liveByNo map[string
 			case live || holds:
 				twice = append(twice, fmt.Sprintf("%s(user %d sku %d): FAIL %s, yet its order is live (%v) or it holds its occupancy (%v)",
 					rn, tk.User, tk.SKU, code, live, holds))
-			case code == "" || code == "BUSY":
+			case code == "" || code == "BUSY" && answered:
+				// BUSY ends only a ticket no buyer was told WAITING
+				// for: its Append died and the line took the orphan's
+				// record back.
 				stuck = append(stuck, fmt.Sprintf("%s(user %d sku %d): FAIL %q, not a verdict of the ledger", rn, tk.User, tk.SKU, code))
 			}
 		default:
@@ -408,10 +424,45 @@ func judgeWaiting(rep *report, run *Run, b *books, liveByRN, liveByNo map[string
 		}
 	}
 	sort.Strings(named)
+	if len(ghosts) > 0 {
+		rep.note("%d tickets named by a 409 WAITING while the fault lasted are in no line and have no result: an edge died between "+
+			"their buyer's waiting record and the attempt (the buyer's next attempt replaces the record) %v", len(ghosts), head(ghosts, 5))
+	}
+	if b.Attempts != nil {
+		var lost []string
+		dups := 0
+		for rn, a := range b.Attempts {
+			if a.Records > 1 {
+				dups++
+			}
+			if st := b.Results[rn][fieldState]; st != stateSuccess && st != stateFail {
+				lost = append(lost, fmt.Sprintf("%s(user %d sku %d): result %q", rn, a.User, a.SKU, st))
+			}
+		}
+		sort.Strings(lost)
+		if dups > 0 {
+			rep.note("%d attempts are in the attempts topic more than once (a producer's retry); each was served once", dups)
+		}
+		rep.add(vLineEnded, len(lost) == 0, "%d attempts in the topic, %d not ended %v", len(b.Attempts), len(lost), head(lost, 5))
+	}
 	rep.add(vWaitFinal, len(stuck) == 0, "%d waiting tickets (%d answered 202, %d named by a 409): %v; %d not ended %v",
 		len(all), len(run.Waiting), len(run.Named), outcomes, len(stuck), head(stuck, 5))
 	rep.add(vWaitOnce, len(twice) == 0, "%d served twice %v", len(twice), head(twice, 5))
 	rep.add(vWaitNamed, len(named) == 0, "%d of %d 409 WAITING answers wrong %v", len(named), len(run.Named), head(named, 5))
+}
+
+// ghostGrace is how long after a fault struck a 409 WAITING may name a
+// ticket that is in no line: an edge killed between a buyer's waiting
+// record and the attempt leaves the record, which the buyer's next
+// attempt replaces once no Append can be on its way any more (twice
+// engine.kafka.send_timeout, 3 s).
+const ghostGrace = 10 * time.Second
+
+// ghostAllowed says whether tk, named by a 409 WAITING and in no line, was
+// told while a fault could have left its record behind.
+func ghostAllowed(run *Run, tk ticket) bool {
+	f := run.Fault
+	return f != nil && !tk.Answered.Before(f.Injected) && tk.Answered.Before(f.Injected.Add(ghostGrace))
 }
 
 // parseRequestNo reads "<activity>-<sku>-<id>" (README "Numbers"; a

@@ -92,7 +92,14 @@ func (h *handState) withLine() *handState {
 	h.books.Results["1-102-6"] = map[string]string{fieldState: stateSuccess, fieldOwner: "6", fieldOrderNo: "o6"}
 	h.books.Results["1-102-7"] = map[string]string{fieldState: stateFail, fieldOwner: "7", fieldCode: failSoldOut}
 	h.books.Log["1-102-6"] = logRow{RequestNo: "1-102-6", SKU: skuHot, User: 6, Status: "SUCCESS", Remark: "result written", OrderNo: "o6"}
+	h.books.Attempts = map[string]lineAttempt{"1-102-6": {User: 6, SKU: skuHot, Records: 1}, "1-102-7": {User: 7, SKU: skuHot, Records: 2}}
 	return h
+}
+
+// ghost adds a 409 WAITING, answered at when, naming a ticket of user 9
+// that is in no line and has no result.
+func (h *handState) ghost(when time.Time) {
+	h.run.add(attempt{User: 9, SKU: skuHot, Sent: when.Add(-time.Millisecond), Took: time.Millisecond, Status: 409, Code: "WAITING", RequestNo: "1-102-9"})
 }
 
 // stockAnswer is what GET /admin/v1/activities/1/stock answers for b.
@@ -238,6 +245,22 @@ func TestCheckerFailsBrokenLines(t *testing.T) {
 		{"a 409 WAITING named a ticket of another SKU", func(h *handState) {
 			h.run.add(attempt{User: 7, SKU: skuNormal, Sent: at(0.7), Took: time.Millisecond, Status: 409, Code: "WAITING", RequestNo: "1-102-7"})
 		}, vWaitNamed},
+		{"an attempt in the line is still WAITING, though nobody was answered for it", func(h *handState) {
+			h.books.Attempts["1-102-9"] = lineAttempt{User: 9, SKU: skuHot, Records: 1}
+			h.books.Results["1-102-9"] = map[string]string{fieldState: stateWaiting, fieldOwner: "9", fieldCode: "2:15"}
+		}, vLineEnded},
+		{"an attempt in the line has no result", func(h *handState) {
+			h.books.Attempts["1-102-9"] = lineAttempt{User: 9, SKU: skuHot, Records: 1}
+		}, vLineEnded},
+		{"a ticket answered 202 WAITING is in no line", func(h *handState) {
+			delete(h.books.Attempts, "1-102-7")
+		}, vWaitFinal},
+		{"a 409 WAITING long after the fault names a ticket in no line", func(h *handState) {
+			h.ghost(h.run.Fault.Injected.Add(ghostGrace + time.Second))
+		}, vWaitFinal},
+		{"a 409 WAITING before any fault names a ticket in no line", func(h *handState) {
+			h.ghost(at(0.9))
+		}, vWaitFinal},
 		{"a buyer told 409 WAITING holds two orders", func(h *handState) {
 			sb := h.books.SKUs[skuHot]
 			sb.Orders = append(sb.Orders, order{RequestNo: "1-102-66", OrderNo: "o66", Status: "PENDING_PAYMENT", User: 6, SKU: skuHot, Quantity: 1})
@@ -249,6 +272,25 @@ func TestCheckerFailsBrokenLines(t *testing.T) {
 			c.break_(h)
 			mustFail(t, h.judge(), c.want)
 		})
+	}
+}
+
+// TestCheckerAcceptsAGhostWhileTheFaultLasts: an edge killed between a
+// buyer's waiting record and the attempt leaves a record that names a
+// ticket in no line; a 409 WAITING naming it soon after the fault is
+// noted, not failed.
+func TestCheckerAcceptsAGhostWhileTheFaultLasts(t *testing.T) {
+	h := goodState().withLine()
+	h.run.Fault.During = healthyQueue.with("503 BUSY")
+	h.ghost(h.run.Fault.Injected.Add(time.Second))
+	rep := h.judge()
+	for _, v := range rep.Verdicts {
+		if !v.OK {
+			t.Errorf("%s: %s", v.Name, v.Detail)
+		}
+	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "in no line") {
+		t.Errorf("the ghost is not noted: %v", rep.Notes)
 	}
 }
 

@@ -107,6 +107,9 @@ func (r *Run) add(as ...attempt) {
 		case a.Status == 202 && a.Code == stateWaiting:
 			r.Waiting[a.RequestNo] = tk
 		case a.Status == 409 && a.Code == stateWaiting && a.RequestNo != "":
+			if prev, ok := r.Named[a.RequestNo]; ok && prev.Answered.After(tk.Answered) {
+				tk.Answered = prev.Answered // the latest 409 naming it
+			}
 			r.Named[a.RequestNo] = tk
 		}
 	}
