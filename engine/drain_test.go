@@ -14,8 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 
+	"seckill/catalog"
 	"seckill/internal/testenv"
 	"seckill/sale"
+	"seckill/stock"
 	"seckill/stock/results"
 )
 
@@ -426,4 +428,35 @@ func TestLineReplacesAWaitingRecordWhoseAppendDied(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLineOfAnActivityNewerThanTheDrainersCatalog: an edge that loaded a
+// new activity before the drainer's engine did (the engine sidecar
+// refreshes its catalog on a period) takes attempts the drainer cannot
+// look up yet. They are not poison: the drainer reads the catalog again
+// and serves them — none is left WAITING.
+func TestLineOfAnActivityNewerThanTheDrainersCatalog(t *testing.T) {
+	q := newQueueRig(t, 1)
+	act := activity(1, 10, 3, false)
+	act.SKUs[0].Mode = sale.ModeQueue
+	// Preheated through another process' catalog: the engine's copy does
+	// not know the activity.
+	edgeCat := catalog.New(q.shards.Default)
+	if err := stock.New(q.shards, edgeCat).Preheat(context.Background(), act); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := q.cat.Lookup(1, 10); ok {
+		t.Fatal("the engine's catalog knows the activity already: the test shows nothing")
+	}
+	a, k, _ := edgeCat.Lookup(1, 10)
+	rns := make([]string, 5)
+	for i := range rns {
+		w, err := q.line.Append(context.Background(), &Request{Activity: a, SKU: k, UserID: int64(100 + i), Quantity: 1}, time.Now().UnixMilli())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rns[i] = w.RequestNo
+	}
+	q.drain(t, "")
+	q.soldExactly(t, q.settled(t, rns, 20*time.Second), 3)
 }
