@@ -381,7 +381,11 @@ func judgeWaiting(rep *report, run *Run, b *books, liveByRN, liveByNo map[string
 				}
 			}
 		}
-		outcomes[strings.TrimSpace(state+" "+code)]++
+		if state == stateFail {
+			outcomes[state+" "+code]++
+		} else {
+			outcomes[state]++
+		}
 		switch state {
 		case stateSuccess:
 			if on := res[fieldOrderNo]; !live || on != o.OrderNo || liveByNo[on].User != tk.User || liveByNo[on].SKU != tk.SKU {
