@@ -229,12 +229,17 @@ func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *R
 // place is a drained attempt's place in its line ("" for a buyer's own
 // request): its result goes back to WAITING there, not FAIL BUSY, because
 // the drainer, not the buyer, retries it — a redelivery after the drainer's
-// session ended must find it undecided.
+// session ended must find it undecided. Its request log gets no step: the
+// story goes on with the retry, and a COMPENSATING row would stay open
+// for good when the retry is refused (the drainer writes a refusal's FAIL
+// to the result only).
 func (e *Local) compensate(m *sale.Message, place string, cause error) error {
 	// A fresh context: the buyer's may be what expired.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*e.cfg.OccupyTimeout)
 	defer cancel()
-	e.record(m, StateCompensating, cause.Error())
+	if place == "" {
+		e.record(m, StateCompensating, cause.Error())
+	}
 	out, err := e.stock.Release(ctx, m, false)
 	if err != nil {
 		e.m.releases.WithLabelValues("error").Inc()
