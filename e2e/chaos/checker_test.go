@@ -79,7 +79,8 @@ func goodState() *handState {
 // answered 202 WAITING (r6), then 409 WAITING naming r6, and got the last
 // unit; user 7 waited behind (r7) and ended FAIL SOLD_OUT.
 func (h *handState) withLine() *handState {
-	h.run.Fault.Healthy = healthyQueue
+	// SKU 101 sells direct: a mixed sale's answers.
+	h.run.Fault.Healthy = healthy.with("202 WAITING", "409 WAITING")
 	h.run.add(
 		attempt{User: 6, SKU: skuHot, Sent: at(0.4), Took: 5 * time.Millisecond, Status: 202, Code: "WAITING", RequestNo: "1-102-6"},
 		attempt{User: 7, SKU: skuHot, Sent: at(0.5), Took: 5 * time.Millisecond, Status: 202, Code: "WAITING", RequestNo: "1-102-7"},
@@ -261,6 +262,9 @@ func TestCheckerFailsBrokenLines(t *testing.T) {
 		{"a 409 WAITING before any fault names a ticket in no line", func(h *handState) {
 			h.ghost(at(0.9))
 		}, vWaitFinal},
+		{"a purchase served direct in a sale of SKUs in queue mode", func(h *handState) {
+			h.run.Fault.Healthy = healthyQueue
+		}, vBefore},
 		{"a buyer told 409 WAITING holds two orders", func(h *handState) {
 			sb := h.books.SKUs[skuHot]
 			sb.Orders = append(sb.Orders, order{RequestNo: "1-102-66", OrderNo: "o66", Status: "PENDING_PAYMENT", User: 6, SKU: skuHot, Quantity: 1})
@@ -281,7 +285,7 @@ func TestCheckerFailsBrokenLines(t *testing.T) {
 // noted, not failed.
 func TestCheckerAcceptsAGhostWhileTheFaultLasts(t *testing.T) {
 	h := goodState().withLine()
-	h.run.Fault.During = healthyQueue.with("503 BUSY")
+	h.run.Fault.During = h.run.Fault.Healthy.with("503 BUSY")
 	h.ghost(h.run.Fault.Injected.Add(time.Second))
 	rep := h.judge()
 	for _, v := range rep.Verdicts {

@@ -275,11 +275,11 @@ func (s statuses) String() string {
 var healthy = answers("200 QUEUING", "409 DUPLICATE", "410 SOLD_OUT", "429 RATE_LIMITED")
 
 // healthyQueue is a healthy sale of SKUs in queue mode: a place in line,
-// a waiting buyer's second attempt naming the ticket it waits with, and
-// every answer of a healthy direct sale (a buyer who holds a ticket is
-// told DUPLICATE before the line; attempts taken before an edge saw the
-// switch are served direct).
-var healthyQueue = healthy.with("202 WAITING", "409 WAITING")
+// a waiting buyer's second attempt naming the ticket it waits with, a
+// buyer who holds a ticket told DUPLICATE before the line, sold out and
+// the rate limits — never 200 QUEUING: no attempt is served direct once
+// the edge sells the SKU in queue mode.
+var healthyQueue = answers("202 WAITING", "409 WAITING", "409 DUPLICATE", "410 SOLD_OUT", "429 RATE_LIMITED")
 
 // faultPlan is one fault: inject at At after the crowd starts, heal at
 // HealAt (Heal nil: the fault is over when Inject returns). Both run on
