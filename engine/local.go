@@ -138,6 +138,14 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	// the window, takes the stock and writes the QUEUING result.
 	x := *e.extras.Load()
 	x.Queued = r.Queued
+	if r.Place != "" {
+		// A drained attempt is one request of its buyer, which the line
+		// may occupy again (retried after a busy answer, redelivered after
+		// a drainer died): counted each time it would spend the buyer's
+		// window and end the place in line RATE_LIMITED. One place per
+		// buyer and SKU at a time (409 WAITING) bounds the buyer instead.
+		x.WindowLimit = 0
+	}
 	res, err := e.occupy(ctx, a, sku, x, r.UserID, rn, r.Quantity)
 	lbl := &e.shardLbl[min(e.stock.PlaceIn(a.ID, sku, sku.BucketOf(r.UserID))+1, len(e.shardLbl)-1)]
 	lbl.lua.Observe(time.Since(start).Seconds())
