@@ -326,7 +326,8 @@ func judgeTickets(rep *report, run *Run, b *books, liveByRN, liveByNo map[string
 // ledger gave (SOLD_OUT, DUPLICATE, …; RELEASED by the orphan sweeper
 // after a drainer died between occupy and order message) — never BUSY
 // (the line retries a busy shard or broker, it never gives up on a
-// durable attempt) and never a FAIL that holds its own order or
+// durable attempt) nor RATE_LIMITED (a drained attempt is not counted in
+// the buyer's window) and never a FAIL that holds its own order or
 // occupancy: that is an attempt served twice, a later delivery's verdict
 // over the first one's. The line's order is not judged here (faults
 // reorder it: a retried attempt loses its place). A buyer told 409
@@ -398,10 +399,11 @@ func judgeWaiting(rep *report, run *Run, b *books, liveByRN, liveByNo map[string
 			case live || holds:
 				twice = append(twice, fmt.Sprintf("%s(user %d sku %d): FAIL %s, yet its order is live (%v) or it holds its occupancy (%v)",
 					rn, tk.User, tk.SKU, code, live, holds))
-			case code == "" || code == "BUSY" && answered:
+			case code == "" || (code == "BUSY" || code == "RATE_LIMITED") && answered:
 				// BUSY ends only a ticket no buyer was told WAITING
 				// for: its Append died and the line took the orphan's
-				// record back.
+				// record back. RATE_LIMITED would be the line's own
+				// retries spending the buyer's window.
 				stuck = append(stuck, fmt.Sprintf("%s(user %d sku %d): FAIL %q, not a verdict of the ledger", rn, tk.User, tk.SKU, code))
 			}
 		default:

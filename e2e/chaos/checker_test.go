@@ -230,6 +230,9 @@ func TestCheckerFailsBrokenLines(t *testing.T) {
 		{"the line gave up on a durable attempt: FAIL BUSY", func(h *handState) {
 			h.books.Results["1-102-7"][fieldCode] = "BUSY"
 		}, vWaitFinal},
+		{"the line's retries spent the buyer's window: FAIL RATE_LIMITED", func(h *handState) {
+			h.books.Results["1-102-7"][fieldCode] = "RATE_LIMITED"
+		}, vWaitFinal},
 		{"a waiting ticket served twice: FAIL DUPLICATE over its own live order", func(h *handState) {
 			h.books.Results["1-102-6"] = map[string]string{fieldState: stateFail, fieldOwner: "6", fieldCode: "DUPLICATE"}
 		}, vWaitOnce},
