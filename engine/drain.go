@@ -263,8 +263,20 @@ type attempt struct {
 // all were decided.
 func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.ConsumerMessage) bool {
 	ats := make([]attempt, 0, len(win))
+	reloaded := false
 	for _, km := range win {
 		at, why, err := d.decode(km)
+		if why == whyUnknownSKU && !reloaded {
+			// The attempt may name an activity newer than this engine's
+			// copy of the catalog (an edge that loaded it first took the
+			// attempt): read the catalog again before calling it poison,
+			// once a window.
+			if !d.reloadCatalog(ctx) {
+				return false
+			}
+			reloaded = true
+			at, why, err = d.decode(km)
+		}
 		if why != "" {
 			d.poison(part, km.Offset, why, err)
 			continue
@@ -376,12 +388,32 @@ func (d *Drainer) decode(km *sarama.ConsumerMessage) (at attempt, why string, er
 	}
 	var ok bool
 	if at.a, at.k, ok = d.e.stock.Catalog().Lookup(at.m.ActivityID, at.m.SKUID); !ok {
-		return at, "unknown_sku", nil
+		return at, whyUnknownSKU, nil
 	}
 	if _, _, _, ok := sale.ParseRequestNo(at.m.RequestNo); !ok || at.m.UserID <= 0 {
 		return at, "malformed", nil
 	}
 	return at, "", nil
+}
+
+// whyUnknownSKU names an attempt of a SKU the catalog does not sell.
+const whyUnknownSKU = "unknown_sku"
+
+// reloadCatalog reads the catalog from Redis, retrying until it answers;
+// false when ctx ended first (the line waits rather than skip attempts it
+// could not look up).
+func (d *Drainer) reloadCatalog(ctx context.Context) bool {
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 2*d.e.cfg.OccupyTimeout)
+		err := d.e.stock.Catalog().Load(lctx)
+		cancel()
+		if err == nil {
+			return true
+		}
+		if !d.backoff(ctx, err) {
+			return false
+		}
+	}
 }
 
 func failOf(at *attempt) results.Entry {

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,8 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 
+	"seckill/catalog"
 	"seckill/internal/testenv"
 	"seckill/sale"
+	"seckill/stock"
 	"seckill/stock/results"
 )
 
@@ -372,4 +376,87 @@ func TestLineSurvivesTheBrokerGoingAway(t *testing.T) {
 		t.Fatal("the line ended before the broker went away: the test cut nothing mid-line")
 	}
 	q.soldExactly(t, q.settled(t, rns, 60*time.Second), 60)
+}
+
+// TestLineReplacesAWaitingRecordWhoseAppendDied: an edge killed between a
+// buyer's waiting record and the attempt leaves a record naming a ticket
+// that has no result and is in no line. While an Append could still be
+// on its way (twice the send timeout) the buyer is told 409 WAITING; after
+// it the record is an orphan: its ticket ends FAIL BUSY (so the attempt,
+// should it reach the topic after all, is not served) and the buyer gets
+// a place of their own.
+func TestLineReplacesAWaitingRecordWhoseAppendDied(t *testing.T) {
+	q := newQueueRig(t, 1)
+	act := activity(1, 10, 5, false)
+	act.SKUs[0].Mode = sale.ModeQueue
+	a, k := q.preheat(t, act)
+	ctx := context.Background()
+	rdb := q.def.Client(t)
+	// Ticket numbers as RequestNos makes them: ms since 2024-01-01 << 22.
+	numbered := func(at time.Time, seq int64) string {
+		rn := fmt.Sprintf("1-10-%d", (at.UnixMilli()-1704067200000)<<22|seq)
+		if got, ok := sale.RequestNoTime(rn); !ok || got.UnixMilli() != at.UnixMilli() {
+			t.Fatalf("ticket number %s reads as made at %v, want %v", rn, got, at)
+		}
+		return rn
+	}
+	for _, c := range []struct {
+		name   string
+		age    time.Duration
+		orphan bool
+		user   int64
+	}{
+		{"an Append that may still be on its way is respected", q.cfg.Kafka.SendTimeout, false, 7},
+		{"a record older than any Append is an orphan", 2*q.cfg.Kafka.SendTimeout + time.Second, true, 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			held := numbered(time.Now().Add(-c.age), c.user)
+			if err := rdb.Do(ctx, rdb.B().Hset().Key(sale.WaitingKey(1, 10)).FieldValue().FieldValue(strconv.FormatInt(c.user, 10), held).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			w, err := q.line.Append(ctx, &Request{Activity: a, SKU: k, UserID: c.user, Quantity: 1}, time.Now().UnixMilli())
+			res, rerr := q.res.Read(ctx, held)
+			switch {
+			case !c.orphan && (!errors.Is(err, ErrWaiting) || w.RequestNo != held):
+				t.Fatalf("append: %+v %v, want ErrWaiting naming %s", w, err, held)
+			case !c.orphan && !errors.Is(rerr, results.ErrNotFound):
+				t.Fatalf("the ticket on its way got a result: %+v %v", res, rerr)
+			case c.orphan && (err != nil || w.RequestNo == held || w.RequestNo == ""):
+				t.Fatalf("append over an orphan: %+v %v, want a place of its own", w, err)
+			case c.orphan && (rerr != nil || res.State != sale.ResultFail || res.Code != sale.FailBusy):
+				t.Fatalf("the orphan's result: %+v %v, want FAIL BUSY", res, rerr)
+			}
+		})
+	}
+}
+
+// TestLineOfAnActivityNewerThanTheDrainersCatalog: an edge that loaded a
+// new activity before the drainer's engine did (the engine sidecar
+// refreshes its catalog on a period) takes attempts the drainer cannot
+// look up yet. They are not poison: the drainer reads the catalog again
+// and serves them — none is left WAITING.
+func TestLineOfAnActivityNewerThanTheDrainersCatalog(t *testing.T) {
+	q := newQueueRig(t, 1)
+	act := activity(1, 10, 3, false)
+	act.SKUs[0].Mode = sale.ModeQueue
+	// Preheated through another process' catalog: the engine's copy does
+	// not know the activity.
+	edgeCat := catalog.New(q.shards.Default)
+	if err := stock.New(q.shards, edgeCat).Preheat(context.Background(), act); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := q.cat.Lookup(1, 10); ok {
+		t.Fatal("the engine's catalog knows the activity already: the test shows nothing")
+	}
+	a, k, _ := edgeCat.Lookup(1, 10)
+	rns := make([]string, 5)
+	for i := range rns {
+		w, err := q.line.Append(context.Background(), &Request{Activity: a, SKU: k, UserID: int64(100 + i), Quantity: 1}, time.Now().UnixMilli())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rns[i] = w.RequestNo
+	}
+	q.drain(t, "")
+	q.soldExactly(t, q.settled(t, rns, 20*time.Second), 3)
 }

@@ -54,7 +54,9 @@ type Request struct {
 	Queued func()
 	// Place is a drained attempt's "<partition>:<offset>" in its line:
 	// when its order message cannot be sent, the released ticket's result
-	// goes back to WAITING there (the drainer retries it), not FAIL BUSY.
+	// goes back to WAITING there (the drainer retries it), not FAIL BUSY,
+	// and the user × SKU window is not counted (the line, not the buyer,
+	// occupies it again).
 	Place string
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
 	"go.uber.org/zap"
@@ -95,6 +96,16 @@ func (l *Line) Append(ctx context.Context, r *Request, now int64) (Waiting, erro
 				return Waiting{}, fmt.Errorf("%w: waiting ticket: %w", ErrBusy, err)
 			}
 			stale = e.State == sale.ResultSuccess || e.State == sale.ResultFail
+			if errors.Is(err, results.ErrNotFound) && l.orphaned(held) {
+				// Its Append died between the record and the result (an
+				// edge killed): nobody was told WAITING for it, and no
+				// drainer may serve it later — a buyer otherwise waits
+				// with a ticket that never ends.
+				if err := l.failOrphan(ctx, c, r.UserID, a.ID, k.ID, held); err != nil {
+					return Waiting{}, fmt.Errorf("%w: waiting ticket: %w", ErrBusy, err)
+				}
+				stale = true
+			}
 		}
 		if !stale {
 			return Waiting{RequestNo: held}, ErrWaiting
@@ -131,6 +142,31 @@ func (l *Line) Append(ctx context.Context, r *Request, now int64) (Waiting, erro
 		l.log.Warn("WAITING result not written", zap.String("requestNo", rn), zap.Error(err))
 	}
 	return Waiting{RequestNo: rn, Partition: part, Offset: off}, nil
+}
+
+// orphaned says whether a waiting record's ticket rn, which has no
+// result, is older than any Append still running can be: an Append writes
+// the WAITING result (or removes its record) within the broker's ack
+// timeout, so twice that is past every live one.
+func (l *Line) orphaned(rn string) bool {
+	at, ok := sale.RequestNoTime(rn)
+	return ok && time.Since(at) > 2*l.prod.timeout.D()
+}
+
+// failOrphan ends an orphaned waiting ticket FAIL BUSY where it has no
+// result yet (HSETNX): should its attempt have reached the topic after
+// all, the drainer finds it decided and skips it.
+func (l *Line) failOrphan(ctx context.Context, c rueidis.Client, user, activity, sku int64, rn string) error {
+	v := sale.AppendResultValue(nil, sale.ResultFail, user, "", sale.FailBusy)
+	rk := sale.ResultsKey(activity, sku)
+	for _, r := range c.DoMulti(ctx, c.B().Hsetnx().Key(rk).Field(rn).Value(string(v)).Build(),
+		c.B().Expire().Key(rk).Seconds(int64(l.res.TTL().Seconds())).Build()) {
+		if err := r.Error(); err != nil {
+			return err
+		}
+	}
+	l.log.Warn("waiting ticket without an attempt ended FAIL BUSY", zap.String("requestNo", rn), zap.Int64("userId", user))
+	return nil
 }
 
 // unwait undoes a waiting record whose attempt is not durable, and writes

@@ -138,6 +138,14 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	// the window, takes the stock and writes the QUEUING result.
 	x := *e.extras.Load()
 	x.Queued = r.Queued
+	if r.Place != "" {
+		// A drained attempt is one request of its buyer, which the line
+		// may occupy again (retried after a busy answer, redelivered after
+		// a drainer died): counted each time it would spend the buyer's
+		// window and end the place in line RATE_LIMITED. One place per
+		// buyer and SKU at a time (409 WAITING) bounds the buyer instead.
+		x.WindowLimit = 0
+	}
 	res, err := e.occupy(ctx, a, sku, x, r.UserID, rn, r.Quantity)
 	lbl := &e.shardLbl[min(e.stock.PlaceIn(a.ID, sku, sku.BucketOf(r.UserID))+1, len(e.shardLbl)-1)]
 	lbl.lua.Observe(time.Since(start).Seconds())
@@ -229,12 +237,17 @@ func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *R
 // place is a drained attempt's place in its line ("" for a buyer's own
 // request): its result goes back to WAITING there, not FAIL BUSY, because
 // the drainer, not the buyer, retries it — a redelivery after the drainer's
-// session ended must find it undecided.
+// session ended must find it undecided. Its request log gets no step: the
+// story goes on with the retry, and a COMPENSATING row would stay open
+// for good when the retry is refused (the drainer writes a refusal's FAIL
+// to the result only).
 func (e *Local) compensate(m *sale.Message, place string, cause error) error {
 	// A fresh context: the buyer's may be what expired.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*e.cfg.OccupyTimeout)
 	defer cancel()
-	e.record(m, StateCompensating, cause.Error())
+	if place == "" {
+		e.record(m, StateCompensating, cause.Error())
+	}
 	out, err := e.stock.Release(ctx, m, false)
 	if err != nil {
 		e.m.releases.WithLabelValues("error").Inc()

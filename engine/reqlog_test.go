@@ -49,3 +49,32 @@ func TestCompensationIsRecordedInTheRequestLog(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainedAttemptReleasedLeavesTheRequestLogAlone: a drained attempt
+// (a Request with its Place in line) whose order message fails is
+// released and WAITING again at its place; its story goes on with the
+// drainer's retry, so the request log gets no step for it — a COMPENSATING
+// row would stay open for good were the retry refused (FAIL SOLD_OUT
+// writes only the result).
+func TestDrainedAttemptReleasedLeavesTheRequestLogAlone(t *testing.T) {
+	r := newRig(t)
+	k := testenv.StartKafka(t, 1)
+	log := &steps{}
+	e := newLocal(t, r, k.Addrs, WithRequestLog(log))
+	r.preheat(t, activity(1, 1001, 5, false))
+	k.Cluster.Close()
+	req := r.order(t, 1001, 3)
+	req.RequestNo, req.Place = sale.NewRequestNos(1).Next(1, 1001), "0:7"
+	if _, err := e.Occupy(context.Background(), req); !errors.Is(err, ErrBusy) {
+		t.Fatalf("occupy with the broker gone: %v", err)
+	}
+	res, err := r.res.Read(context.Background(), req.RequestNo)
+	if err != nil || res.State != sale.ResultWaiting || res.Code != "0:7" {
+		t.Fatalf("result %+v %v, want WAITING at 0:7", res, err)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.got) != 0 {
+		t.Fatalf("request-log steps %v, want none", log.got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"seckill/internal/testenv"
+	"seckill/sale"
 	"seckill/stock"
 )
 
@@ -57,5 +58,37 @@ func TestWindowAnswersRateLimitedWithRetryAfter(t *testing.T) {
 	}
 	if err := loc.SetWindow(Window{Limit: 1}); err == nil || err.Error() != "edge.rate.user_sku_window must be at least 1ms" {
 		t.Fatalf("a window without a period: %v", err)
+	}
+}
+
+// TestDrainedAttemptIsNotCountedInTheWindow: the user × SKU window counts
+// a buyer's requests; a drained attempt (its Place in line) is one request
+// the line may occupy again — retried after a busy answer, redelivered
+// after a drainer died — and must not spend the buyer's window: with a
+// window of 1, occupying the attempt twice answers its own record
+// (DUPLICATE naming its own ticket, which the drainer takes as done), not
+// RATE_LIMITED.
+func TestDrainedAttemptIsNotCountedInTheWindow(t *testing.T) {
+	r := newRig(t)
+	k := testenv.StartKafka(t, 1)
+	e := newLocal(t, r, k.Addrs)
+	if err := e.SetWindow(Window{Limit: 1, Period: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	r.preheat(t, activity(1, 1001, 5, false))
+	req := r.order(t, 1001, 3)
+	req.RequestNo, req.Place = sale.NewRequestNos(1).Next(1, 1001), "0:7"
+	for try := range 2 {
+		tk, err := e.Occupy(context.Background(), req)
+		if try == 0 && err != nil || try == 1 && (!errors.Is(err, stock.ErrDuplicate) || tk.RequestNo != req.RequestNo) {
+			t.Fatalf("occupy %d of the drained attempt: %+v %v", try+1, tk, err)
+		}
+	}
+	// A buyer's own requests still spend it.
+	if _, err := e.Occupy(context.Background(), r.order(t, 1001, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Occupy(context.Background(), r.order(t, 1001, 4)); !errors.Is(err, stock.ErrRateLimited) {
+		t.Fatalf("a buyer's second request in a window of 1: %v, want RATE_LIMITED", err)
 	}
 }

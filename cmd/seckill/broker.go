@@ -20,7 +20,8 @@ import (
 )
 
 // runBroker is `seckill broker`: the embedded Kafka-protocol broker (kfake)
-// as a process of its own, with the orders and dead-letter topics created.
+// as a process of its own, with the orders, dead-letter and attempts
+// topics created.
 // With --data-dir the log, offsets and groups persist there, so a broker
 // stopped and started again finds its messages; without it everything is
 // lost on exit. With --trim-groups it deletes, every --trim-interval, the
@@ -33,7 +34,7 @@ func runBroker(args []string) error {
 	listenAddr := fs.String("listen", "127.0.0.1:9092", "host:port to serve the Kafka protocol on")
 	dataDir := fs.String("data-dir", "", "persist the log here (a restart keeps it); empty: in memory only")
 	advertise := fs.String("advertise", "", "host:port to name in metadata instead of --listen (a proxy in front of the broker); empty: --listen")
-	partitions := fs.Int("partitions", 4, "partitions of the orders and dead-letter topics")
+	partitions := fs.Int("partitions", 4, "partitions of the orders, dead-letter and attempts topics")
 	trimGroups := fs.String("trim-groups", "", "comma-separated consumer groups: delete the orders every one of them has committed (empty: keep every order)")
 	trimEvery := fs.Duration("trim-interval", devserver.DefaultTrimInterval, "how often to delete what the --trim-groups have committed")
 	if err := fs.Parse(args); err != nil {
@@ -73,10 +74,10 @@ func runBroker(args []string) error {
 		k.TrimConsumed(sale.OrdersTopic, groups, *trimEvery, log)
 	}
 	up.ready(zap.Strings("listeners", k.Addrs), zap.String("dataDir", *dataDir), zap.Int("partitions", *partitions),
-		zap.Strings("topics", []string{sale.OrdersTopic, sale.DLQTopic}), zap.Strings("trimGroups", groups))
+		zap.Strings("topics", []string{sale.OrdersTopic, sale.DLQTopic, sale.AttemptsTopic}), zap.Strings("trimGroups", groups))
 	// Scripts and the chaos harness wait for this line.
-	fmt.Printf("seckill broker listening on %s (topics %s, %s; %d partitions; data %q; trim %s)\n",
-		k.Addrs[0], sale.OrdersTopic, sale.DLQTopic, *partitions, *dataDir, trimNote(groups, *trimEvery))
+	fmt.Printf("seckill broker listening on %s (topics %s, %s, %s; %d partitions; data %q; trim %s)\n",
+		k.Addrs[0], sale.OrdersTopic, sale.DLQTopic, sale.AttemptsTopic, *partitions, *dataDir, trimNote(groups, *trimEvery))
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig

@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,6 +53,16 @@ type books struct {
 	SKUs    map[int64]*skuBooks
 	Results map[string]map[string]string // every result hash of the SKUs, each read on its shard, by requestNo
 	Log     map[string]logRow            // the activity's request log, by requestNo
+	// Attempts are the records of the attempts topic by requestNo (queue
+	// mode; nil where the system has none): every attempt a line took.
+	Attempts map[string]lineAttempt
+}
+
+// lineAttempt is one attempt in the attempts topic: whose, and how many
+// records carry it (a producer's retry may write one twice).
+type lineAttempt struct {
+	User, SKU int64
+	Records   int
 }
 
 // liveOrders maps requestNo and orderNo to every order that holds stock.
@@ -83,10 +95,13 @@ func (b *books) occupied() map[int64]int64 {
 }
 
 // queuing lists the result keys still QUEUING.
-func (b *books) queuing() []string {
+func (b *books) queuing() []string { return b.inState(stateQueuing) }
+
+// inState lists the result keys in state.
+func (b *books) inState(state string) []string {
 	var out []string
 	for rn, r := range b.Results {
-		if r[fieldState] == stateQueuing {
+		if r[fieldState] == state {
 			out = append(out, rn)
 		}
 	}
@@ -219,7 +234,74 @@ func (s *System) readBooks(skus map[int64]int64) (*books, error) {
 	if b.Log, err = s.readLog(ctx); err != nil {
 		return nil, err
 	}
+	if s.opts.Queue {
+		if b.Attempts, err = s.readAttempts(ctx); err != nil {
+			return nil, fmt.Errorf("attempts topic: %w", err)
+		}
+	}
 	return b, nil
+}
+
+// readAttempts reads every record of the attempts topic, each partition
+// from its oldest offset to its newest.
+func (s *System) readAttempts(ctx context.Context) (map[string]lineAttempt, error) {
+	cfg := sarama.NewConfig()
+	cfg.Net.DialTimeout = 2 * time.Second
+	client, err := sarama.NewClient([]string{s.brokerAddr}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	cons, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		return nil, err
+	}
+	defer cons.Close()
+	parts, err := client.Partitions(attemptsTopic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]lineAttempt{}
+	for _, p := range parts {
+		newest, err := client.GetOffset(attemptsTopic, p, sarama.OffsetNewest)
+		if err != nil {
+			return nil, err
+		}
+		oldest, err := client.GetOffset(attemptsTopic, p, sarama.OffsetOldest)
+		if err != nil {
+			return nil, err
+		}
+		if newest <= oldest {
+			continue
+		}
+		pc, err := cons.ConsumePartition(attemptsTopic, p, oldest)
+		if err != nil {
+			return nil, err
+		}
+		for off := oldest; off < newest; {
+			select {
+			case m := <-pc.Messages():
+				off = m.Offset + 1
+				var v struct {
+					RequestNo string `json:"requestNo"`
+					UserID    int64  `json:"userId"`
+					SKUID     int64  `json:"skuId"`
+				}
+				if err := json.Unmarshal(m.Value, &v); err != nil {
+					pc.Close()
+					return nil, fmt.Errorf("partition %d offset %d: %w", p, m.Offset, err)
+				}
+				a := out[v.RequestNo]
+				a.User, a.SKU, a.Records = v.UserID, v.SKUID, a.Records+1
+				out[v.RequestNo] = a
+			case <-ctx.Done():
+				pc.Close()
+				return nil, fmt.Errorf("partition %d read to %d of %d: %w", p, off, newest, ctx.Err())
+			}
+		}
+		pc.Close()
+	}
+	return out, nil
 }
 
 func (s *System) readOrders(ctx context.Context, b *books) error {
@@ -324,16 +406,17 @@ type idleState struct {
 	pending []string // accepted tickets whose fate nobody knows yet
 	held    int64    // units held without an order (counted where there is a sweeper)
 	queuing int      // result keys still QUEUING
+	waiting int      // result keys still WAITING (queue mode)
 	open    int      // request-log rows in a state that does not end a story
 }
 
 func (i idleState) idle() bool {
-	return i.lagErr == nil && i.lag == 0 && i.booksOK == nil && len(i.pending) == 0 && i.held == 0 && i.queuing == 0 && i.open == 0
+	return i.lagErr == nil && i.lag == 0 && i.booksOK == nil && len(i.pending) == 0 && i.held == 0 && i.queuing == 0 && i.waiting == 0 && i.open == 0
 }
 
 func (i idleState) String() string {
-	return fmt.Sprintf("lag %d (%v), books %v, %d accepted tickets without a final answer %v, %d units held without an order, %d results QUEUING, %d request-log rows not final",
-		i.lag, i.lagErr, i.booksOK, len(i.pending), head(i.pending, 5), i.held, i.queuing, i.open)
+	return fmt.Sprintf("lag %d (%v), books %v, %d accepted tickets without a final answer %v, %d units held without an order, %d results QUEUING, %d WAITING, %d request-log rows not final",
+		i.lag, i.lagErr, i.booksOK, len(i.pending), head(i.pending, 5), i.held, i.queuing, i.waiting, i.open)
 }
 
 func (s *System) idleState(run *Run, skus map[int64]int64) idleState {
@@ -351,6 +434,7 @@ func (s *System) idleState(run *Run, skus map[int64]int64) idleState {
 		}
 	}
 	st.queuing = len(b.queuing())
+	st.waiting = len(b.inState(stateWaiting))
 	open, _ := b.openLog(run)
 	st.open = len(open)
 	return st
@@ -396,26 +480,28 @@ func (s *System) quiesce(run *Run, skus map[int64]int64, d time.Duration) {
 	}
 }
 
-// pendingTickets lists accepted tickets whose fate is not known yet: their
-// result is not final (or gone) and the database has neither an order nor a
-// failure for them.
+// pendingTickets lists accepted tickets and places in line whose fate is
+// not known yet: their result is not final (or gone) and the database has
+// neither an order nor a failure for them.
 func pendingTickets(run *Run, b *books) []string {
 	live, _ := b.liveOrders()
 	var out []string
-	for rn := range run.Tickets {
-		if st := b.Results[rn][fieldState]; st == stateSuccess || st == stateFail {
-			continue
+	for _, tks := range []map[string]ticket{run.Tickets, run.Waiting, run.Named} {
+		for rn := range tks {
+			if st := b.Results[rn][fieldState]; st == stateSuccess || st == stateFail {
+				continue
+			}
+			if _, ok := live[rn]; ok {
+				continue
+			}
+			if l, ok := b.Log[rn]; ok && l.Status == "FAILED" {
+				continue
+			}
+			out = append(out, rn)
 		}
-		if _, ok := live[rn]; ok {
-			continue
-		}
-		if l, ok := b.Log[rn]; ok && l.Status == "FAILED" {
-			continue
-		}
-		out = append(out, rn)
 	}
 	sort.Strings(out)
-	return out
+	return slices.Compact(out) // a 202's ticket may be named by a 409 too
 }
 
 // quiesceGroup waits until group has committed the newest offset of every

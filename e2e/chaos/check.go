@@ -66,6 +66,11 @@ const (
 	vTwice       = "no buyer told SUCCESS for two orders of one SKU"
 	vReleased    = "every FAIL released its occupancy"
 	vNoQueuing   = "no result key still QUEUING once idle"
+	vNoWaiting   = "no result key still WAITING once idle (queue mode)"
+	vWaitFinal   = "every ticket answered 202 WAITING or named by a 409 WAITING reached SUCCESS, or FAIL with the ledger's reason"
+	vWaitOnce    = "no waiting ticket served twice: none ended FAIL holding its own order or occupancy, SUCCESS names its own order"
+	vWaitNamed   = "a 409 WAITING named a ticket of that buyer and SKU, and the buyer got at most one order"
+	vLineEnded   = "every attempt in the attempts topic ended SUCCESS or FAIL (no attempt lost)"
 	vNoOpenLog   = "no request-log row still on its way once idle"
 	vAdminStock  = "admin stock report agrees with the books (second opinion)"
 	vRecon       = "reconciler answers 200 with zero drift (second opinion)"
@@ -122,17 +127,20 @@ func judge(ev evidence, ex expectations) *report {
 	liveByRN, liveByNo := b.liveOrders()
 	judgeLedger(rep, b, ex)
 	judgeTickets(rep, run, b, liveByRN, liveByNo)
+	judgeWaiting(rep, run, b, liveByRN, liveByNo)
 
 	judgeIdle(rep, b, run)
 
 	accepted := 0
 	for rn := range liveByRN {
-		if _, ok := run.Tickets[rn]; ok {
+		_, ok := run.Tickets[rn]
+		_, waited := run.Waiting[rn]
+		if _, named := run.Named[rn]; ok || waited || named {
 			accepted++
 		}
 	}
 	if n := len(liveByRN) - accepted; n > 0 {
-		rep.note("%d orders belong to attempts not answered 200 (the answer was lost: a crash, or a 503 after a send that reached Kafka after all)", n)
+		rep.note("%d orders belong to attempts not answered 200 or 202 (the answer was lost: a crash, or a 503 after a send that reached Kafka after all)", n)
 	}
 
 	judgeAnswers(rep, run, ex)
@@ -202,6 +210,9 @@ func judgeLedger(rep *report, b *books, ex expectations) {
 func judgeIdle(rep *report, b *books, run *Run) {
 	queuing := b.queuing()
 	rep.add(vNoQueuing, len(queuing) == 0, "%d result keys QUEUING %v", len(queuing), head(queuing, 5))
+	if waiting := b.inState(stateWaiting); len(waiting) > 0 || len(run.Waiting) > 0 {
+		rep.add(vNoWaiting, len(waiting) == 0, "%d result keys WAITING %v", len(waiting), head(waiting, 5))
+	}
 	open, frozen := b.openLog(run)
 	rep.add(vNoOpenLog, len(open) == 0, "%d of %d request-log rows not SUCCESS, FAILED or REJECTED %v",
 		len(open), len(b.Log), head(open, 5))
@@ -308,6 +319,171 @@ func judgeTickets(rep *report, run *Run, b *books, liveByRN, liveByNo map[string
 		"%d FAIL tickets still hold a user record or a claim %v", len(unreleased), head(unreleased, 5))
 }
 
+// judgeWaiting: queue mode's tickets (DESIGN §13). Every attempt answered
+// 202 WAITING — durable in the attempts topic — and every ticket a 409
+// WAITING named ends: SUCCESS naming its own live order (a drained attempt
+// occupies under its own ticket number), or FAIL with the reason the
+// ledger gave (SOLD_OUT, DUPLICATE, …; RELEASED by the orphan sweeper
+// after a drainer died between occupy and order message) — never BUSY
+// (the line retries a busy shard or broker, it never gives up on a
+// durable attempt) nor RATE_LIMITED (a drained attempt is not counted in
+// the buyer's window) and never a FAIL that holds its own order or
+// occupancy: that is an attempt served twice, a later delivery's verdict
+// over the first one's. The line's order is not judged here (faults
+// reorder it: a retried attempt loses its place). A buyer told 409
+// WAITING was told of a ticket of their own, and holds at most one order
+// of the SKU. Without waiting tickets nothing is reported.
+func judgeWaiting(rep *report, run *Run, b *books, liveByRN, liveByNo map[string]order) {
+	if len(run.Waiting) == 0 && len(run.Named) == 0 {
+		return
+	}
+	var loss *redisLoss
+	if run.Fault != nil {
+		loss = run.Fault.Loss
+	}
+	all := map[string]ticket{}
+	for rn, tk := range run.Named {
+		all[rn] = tk
+	}
+	for rn, tk := range run.Waiting {
+		all[rn] = tk // the 202's buyer and time over a 409's
+	}
+	rns := make([]string, 0, len(all))
+	for rn := range all {
+		rns = append(rns, rn)
+	}
+	sort.Strings(rns)
+	var stuck, twice, named, ghosts []string
+	outcomes := map[string]int{}
+	for _, rn := range rns {
+		tk := all[rn]
+		res := b.Results[rn]
+		o, live := liveByRN[rn]
+		state, code := res[fieldState], res[fieldCode]
+		_, answered := run.Waiting[rn]
+		_, inLine := b.Attempts[rn]
+		if b.Attempts != nil && !inLine {
+			switch {
+			case answered:
+				stuck = append(stuck, fmt.Sprintf("%s(user %d sku %d): answered 202 WAITING, but in no line", rn, tk.User, tk.SKU))
+				continue
+			case res == nil && !live && ghostAllowed(run, tk):
+				ghosts = append(ghosts, fmt.Sprintf("%s(user %d sku %d, told at %s)", rn, tk.User, tk.SKU, tk.Answered.Format("15:04:05.000")))
+				continue
+			}
+		}
+		if res == nil && loss.covers(tk.SKU) && !tk.Answered.After(loss.Until) {
+			// Its result went with a declared loss of its shard: the
+			// database tells the fate.
+			if l, ok := b.Log[rn]; live || ok && l.Status == "FAILED" {
+				state, code = stateFail, "from the request log"
+				if live {
+					state, res = stateSuccess, map[string]string{fieldOrderNo: o.OrderNo}
+				}
+			}
+		}
+		if state == stateFail {
+			outcomes[state+" "+code]++
+		} else {
+			outcomes[state]++
+		}
+		switch state {
+		case stateSuccess:
+			if on := res[fieldOrderNo]; !live || on != o.OrderNo || liveByNo[on].User != tk.User || liveByNo[on].SKU != tk.SKU {
+				twice = append(twice, fmt.Sprintf("%s(user %d sku %d): SUCCESS names order %q, its own live order is %q", rn, tk.User, tk.SKU, on, o.OrderNo))
+			}
+		case stateFail:
+			sb := b.SKUs[tk.SKU]
+			holds := sb != nil && (sb.Users[strconv.FormatInt(tk.User, 10)] == rn || sb.Claimed[rn])
+			switch {
+			case live || holds:
+				twice = append(twice, fmt.Sprintf("%s(user %d sku %d): FAIL %s, yet its order is live (%v) or it holds its occupancy (%v)",
+					rn, tk.User, tk.SKU, code, live, holds))
+			case code == "" || (code == "BUSY" || code == "RATE_LIMITED") && answered:
+				// BUSY ends only a ticket no buyer was told WAITING
+				// for: its Append died and the line took the orphan's
+				// record back. RATE_LIMITED would be the line's own
+				// retries spending the buyer's window.
+				stuck = append(stuck, fmt.Sprintf("%s(user %d sku %d): FAIL %q, not a verdict of the ledger", rn, tk.User, tk.SKU, code))
+			}
+		default:
+			stuck = append(stuck, fmt.Sprintf("%s(user %d sku %d): result %q", rn, tk.User, tk.SKU, state))
+		}
+	}
+	for rn, tk := range run.Named {
+		if owner := b.Results[rn][fieldOwner]; owner != "" && owner != strconv.FormatInt(tk.User, 10) {
+			named = append(named, fmt.Sprintf("user %d was told of %s, a ticket of user %s", tk.User, rn, owner))
+		}
+		if _, sku, _, ok := parseRequestNo(rn); ok && sku != tk.SKU {
+			named = append(named, fmt.Sprintf("user %d was told of %s, a ticket of sku %d, buying sku %d", tk.User, rn, sku, tk.SKU))
+		}
+		n := 0
+		if sb := b.SKUs[tk.SKU]; sb != nil {
+			for _, o := range sb.Orders {
+				if o.Status != orderClosed && o.User == tk.User {
+					n++
+				}
+			}
+		}
+		if n > 1 {
+			named = append(named, fmt.Sprintf("user %d, told of %s, holds %d live orders of sku %d", tk.User, rn, n, tk.SKU))
+		}
+	}
+	sort.Strings(named)
+	if len(ghosts) > 0 {
+		rep.note("%d tickets named by a 409 WAITING while the fault lasted are in no line and have no result: an edge died between "+
+			"their buyer's waiting record and the attempt (the buyer's next attempt replaces the record) %v", len(ghosts), head(ghosts, 5))
+	}
+	if b.Attempts != nil {
+		var lost []string
+		dups := 0
+		for rn, a := range b.Attempts {
+			if a.Records > 1 {
+				dups++
+			}
+			if st := b.Results[rn][fieldState]; st != stateSuccess && st != stateFail {
+				lost = append(lost, fmt.Sprintf("%s(user %d sku %d): result %q", rn, a.User, a.SKU, st))
+			}
+		}
+		sort.Strings(lost)
+		if dups > 0 {
+			rep.note("%d attempts are in the attempts topic more than once (a producer's retry); each was served once", dups)
+		}
+		rep.add(vLineEnded, len(lost) == 0, "%d attempts in the topic, %d not ended %v", len(b.Attempts), len(lost), head(lost, 5))
+	}
+	rep.add(vWaitFinal, len(stuck) == 0, "%d waiting tickets (%d answered 202, %d named by a 409): %v; %d not ended %v",
+		len(all), len(run.Waiting), len(run.Named), outcomes, len(stuck), head(stuck, 5))
+	rep.add(vWaitOnce, len(twice) == 0, "%d served twice %v", len(twice), head(twice, 5))
+	rep.add(vWaitNamed, len(named) == 0, "%d of %d 409 WAITING answers wrong %v", len(named), len(run.Named), head(named, 5))
+}
+
+// ghostGrace is how long after a fault struck a 409 WAITING may name a
+// ticket that is in no line: an edge killed between a buyer's waiting
+// record and the attempt leaves the record, which the buyer's next
+// attempt replaces once no Append can be on its way any more (twice
+// engine.kafka.send_timeout, 3 s).
+const ghostGrace = 10 * time.Second
+
+// ghostAllowed says whether tk, named by a 409 WAITING and in no line, was
+// told while a fault could have left its record behind.
+func ghostAllowed(run *Run, tk ticket) bool {
+	f := run.Fault
+	return f != nil && !tk.Answered.Before(f.Injected) && tk.Answered.Before(f.Injected.Add(ghostGrace))
+}
+
+// parseRequestNo reads "<activity>-<sku>-<id>" (README "Numbers"; a
+// bucketed SKU's "<sku>.<bucket>").
+func parseRequestNo(rn string) (activity, sku int64, id string, ok bool) {
+	parts := strings.SplitN(rn, "-", 3)
+	if len(parts) != 3 {
+		return 0, 0, "", false
+	}
+	a, err1 := strconv.ParseInt(parts[0], 10, 64)
+	ks, _, _ := strings.Cut(parts[1], ".")
+	k, err2 := strconv.ParseInt(ks, 10, 64)
+	return a, k, parts[2], err1 == nil && err2 == nil
+}
+
 // lossExplains says whether the declared loss explains the FAIL of the
 // acknowledged ticket tk, and if not, tells its story: the loss must cover
 // the ticket's SKU, the ticket must have been answered before the emptied
@@ -389,7 +565,7 @@ func judgeAnswers(rep *report, run *Run, ex expectations) {
 		p := f.phase(a)
 		sent[p]++
 		seen[p][a.answer()]++
-		if a.Status == 200 {
+		if a.taken() {
 			accepted[p]++
 		}
 		if !f.allowed(p, a.SKU)[a.answer()] {
@@ -622,7 +798,7 @@ func record(t interface {
 	if f := run.Fault; f != nil {
 		n := 0
 		for i := range run.Attempts {
-			if a := &run.Attempts[i]; a.Status == 200 && f.phase(a) == phaseAfter {
+			if a := &run.Attempts[i]; a.taken() && f.phase(a) == phaseAfter {
 				n++
 			}
 		}

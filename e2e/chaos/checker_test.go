@@ -75,6 +75,34 @@ func goodState() *handState {
 	return h
 }
 
+// withLine puts SKU 102 in queue mode in the good state: user 6 was
+// answered 202 WAITING (r6), then 409 WAITING naming r6, and got the last
+// unit; user 7 waited behind (r7) and ended FAIL SOLD_OUT.
+func (h *handState) withLine() *handState {
+	// SKU 101 sells direct: a mixed sale's answers.
+	h.run.Fault.Healthy = healthy.with("202 WAITING", "409 WAITING")
+	h.run.add(
+		attempt{User: 6, SKU: skuHot, Sent: at(0.4), Took: 5 * time.Millisecond, Status: 202, Code: "WAITING", RequestNo: "1-102-6"},
+		attempt{User: 7, SKU: skuHot, Sent: at(0.5), Took: 5 * time.Millisecond, Status: 202, Code: "WAITING", RequestNo: "1-102-7"},
+		attempt{User: 6, SKU: skuHot, Sent: at(0.6), Took: 5 * time.Millisecond, Status: 409, Code: "WAITING", RequestNo: "1-102-6"},
+	)
+	sb := h.books.SKUs[skuHot]
+	sb.Stock, sb.Sold, sb.LiveUnits, sb.SnapAvail, sb.SnapSold = 0, 2, 2, 0, 2
+	sb.Users["6"], sb.Claimed["1-102-6"] = "1-102-6", true
+	sb.Orders = append(sb.Orders, order{RequestNo: "1-102-6", OrderNo: "o6", Status: "PENDING_PAYMENT", User: 6, SKU: skuHot, Quantity: 1})
+	h.books.Results["1-102-6"] = map[string]string{fieldState: stateSuccess, fieldOwner: "6", fieldOrderNo: "o6"}
+	h.books.Results["1-102-7"] = map[string]string{fieldState: stateFail, fieldOwner: "7", fieldCode: failSoldOut}
+	h.books.Log["1-102-6"] = logRow{RequestNo: "1-102-6", SKU: skuHot, User: 6, Status: "SUCCESS", Remark: "result written", OrderNo: "o6"}
+	h.books.Attempts = map[string]lineAttempt{"1-102-6": {User: 6, SKU: skuHot, Records: 1}, "1-102-7": {User: 7, SKU: skuHot, Records: 2}}
+	return h
+}
+
+// ghost adds a 409 WAITING, answered at when, naming a ticket of user 9
+// that is in no line and has no result.
+func (h *handState) ghost(when time.Time) {
+	h.run.add(attempt{User: 9, SKU: skuHot, Sent: when.Add(-time.Millisecond), Took: time.Millisecond, Status: 409, Code: "WAITING", RequestNo: "1-102-9"})
+}
+
 // stockAnswer is what GET /admin/v1/activities/1/stock answers for b.
 func stockAnswer(b *books) *adminAnswer {
 	type line struct {
@@ -160,14 +188,135 @@ const (
 )
 
 func TestCheckerPassesBooksThatAddUp(t *testing.T) {
-	rep := goodState().judge()
+	for _, line := range []bool{false, true} {
+		t.Run("queue mode "+strconv.FormatBool(line), func(t *testing.T) {
+			h := goodState()
+			if line {
+				h.withLine()
+			}
+			rep := h.judge()
+			for _, v := range rep.Verdicts {
+				if !v.OK {
+					t.Errorf("%s: %s", v.Name, v.Detail)
+				}
+			}
+			if len(rep.Verdicts) < 20 {
+				t.Errorf("only %d verdicts", len(rep.Verdicts))
+			}
+		})
+	}
+}
+
+// TestCheckerFailsBrokenLines: queue mode's verdicts, each on a line broken
+// by hand.
+func TestCheckerFailsBrokenLines(t *testing.T) {
+	cases := []struct {
+		name   string
+		break_ func(h *handState)
+		want   string
+	}{
+		{"a ticket answered 202 WAITING is still WAITING", func(h *handState) {
+			h.books.Results["1-102-7"] = map[string]string{fieldState: stateWaiting, fieldOwner: "7", fieldCode: "2:14"}
+		}, vWaitFinal},
+		{"a ticket answered 202 WAITING is still WAITING (idle)", func(h *handState) {
+			h.books.Results["1-102-7"] = map[string]string{fieldState: stateWaiting, fieldOwner: "7", fieldCode: "2:14"}
+		}, vNoWaiting},
+		{"an attempt nobody was answered for is left WAITING", func(h *handState) {
+			h.books.Results["1-102-9"] = map[string]string{fieldState: stateWaiting, fieldOwner: "9", fieldCode: "2:15"}
+		}, vNoWaiting},
+		{"a ticket answered 202 WAITING has no result", func(h *handState) {
+			delete(h.books.Results, "1-102-7")
+		}, vWaitFinal},
+		{"the line gave up on a durable attempt: FAIL BUSY", func(h *handState) {
+			h.books.Results["1-102-7"][fieldCode] = "BUSY"
+		}, vWaitFinal},
+		{"the line's retries spent the buyer's window: FAIL RATE_LIMITED", func(h *handState) {
+			h.books.Results["1-102-7"][fieldCode] = "RATE_LIMITED"
+		}, vWaitFinal},
+		{"a waiting ticket served twice: FAIL DUPLICATE over its own live order", func(h *handState) {
+			h.books.Results["1-102-6"] = map[string]string{fieldState: stateFail, fieldOwner: "6", fieldCode: "DUPLICATE"}
+		}, vWaitOnce},
+		{"a waiting ticket ended FAIL still holding its occupancy", func(h *handState) {
+			sb := h.books.SKUs[skuHot]
+			sb.Users["7"], sb.Stock, sb.Sold = "1-102-7", 0, 3
+		}, vWaitOnce},
+		{"a waiting ticket's SUCCESS names another ticket's order", func(h *handState) {
+			h.books.Results["1-102-6"][fieldOrderNo] = "o3"
+		}, vWaitOnce},
+		{"a 409 WAITING named another buyer's ticket", func(h *handState) {
+			h.run.add(attempt{User: 8, SKU: skuHot, Sent: at(0.7), Took: time.Millisecond, Status: 409, Code: "WAITING", RequestNo: "1-102-7"})
+		}, vWaitNamed},
+		{"a 409 WAITING named a ticket of another SKU", func(h *handState) {
+			h.run.add(attempt{User: 7, SKU: skuNormal, Sent: at(0.7), Took: time.Millisecond, Status: 409, Code: "WAITING", RequestNo: "1-102-7"})
+		}, vWaitNamed},
+		{"an attempt in the line is still WAITING, though nobody was answered for it", func(h *handState) {
+			h.books.Attempts["1-102-9"] = lineAttempt{User: 9, SKU: skuHot, Records: 1}
+			h.books.Results["1-102-9"] = map[string]string{fieldState: stateWaiting, fieldOwner: "9", fieldCode: "2:15"}
+		}, vLineEnded},
+		{"an attempt in the line has no result", func(h *handState) {
+			h.books.Attempts["1-102-9"] = lineAttempt{User: 9, SKU: skuHot, Records: 1}
+		}, vLineEnded},
+		{"a ticket answered 202 WAITING is in no line", func(h *handState) {
+			delete(h.books.Attempts, "1-102-7")
+		}, vWaitFinal},
+		{"a 409 WAITING long after the fault names a ticket in no line", func(h *handState) {
+			h.ghost(h.run.Fault.Injected.Add(ghostGrace + time.Second))
+		}, vWaitFinal},
+		{"a 409 WAITING before any fault names a ticket in no line", func(h *handState) {
+			h.ghost(at(0.9))
+		}, vWaitFinal},
+		{"a purchase served direct in a sale of SKUs in queue mode", func(h *handState) {
+			h.run.Fault.Healthy = healthyQueue
+		}, vBefore},
+		{"a buyer told 409 WAITING holds two orders", func(h *handState) {
+			sb := h.books.SKUs[skuHot]
+			sb.Orders = append(sb.Orders, order{RequestNo: "1-102-66", OrderNo: "o66", Status: "PENDING_PAYMENT", User: 6, SKU: skuHot, Quantity: 1})
+		}, vWaitNamed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := goodState().withLine()
+			c.break_(h)
+			mustFail(t, h.judge(), c.want)
+		})
+	}
+}
+
+// TestCheckerAcceptsAGhostWhileTheFaultLasts: an edge killed between a
+// buyer's waiting record and the attempt leaves a record that names a
+// ticket in no line; a 409 WAITING naming it soon after the fault is
+// noted, not failed.
+func TestCheckerAcceptsAGhostWhileTheFaultLasts(t *testing.T) {
+	h := goodState().withLine()
+	h.run.Fault.During = h.run.Fault.Healthy.with("503 BUSY")
+	h.ghost(h.run.Fault.Injected.Add(time.Second))
+	rep := h.judge()
 	for _, v := range rep.Verdicts {
 		if !v.OK {
 			t.Errorf("%s: %s", v.Name, v.Detail)
 		}
 	}
-	if len(rep.Verdicts) < 20 {
-		t.Errorf("only %d verdicts", len(rep.Verdicts))
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "in no line") {
+		t.Errorf("the ghost is not noted: %v", rep.Notes)
+	}
+}
+
+// mustFail fails t unless rep has the verdict want, failed.
+func mustFail(t *testing.T, rep *report, want string) {
+	t.Helper()
+	found := false
+	for _, v := range rep.Verdicts {
+		if v.Name == want {
+			found = true
+			if v.OK {
+				t.Errorf("%q passed: %s", v.Name, v.Detail)
+			} else {
+				t.Logf("%q failed as it must: %s", v.Name, v.Detail)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no verdict %q among %d", want, len(rep.Verdicts))
 	}
 }
 
@@ -327,21 +476,7 @@ func TestCheckerFailsBrokenBooks(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h := goodState()
 			c.break_(h)
-			rep := h.judge()
-			found := false
-			for _, v := range rep.Verdicts {
-				if v.Name == c.want {
-					found = true
-					if v.OK {
-						t.Errorf("%q passed: %s", v.Name, v.Detail)
-					} else {
-						t.Logf("%q failed as it must: %s", v.Name, v.Detail)
-					}
-				}
-			}
-			if !found {
-				t.Errorf("no verdict %q among %d", c.want, len(rep.Verdicts))
-			}
+			mustFail(t, h.judge(), c.want)
 		})
 	}
 }

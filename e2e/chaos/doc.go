@@ -34,8 +34,14 @@
 //     only when the scenario declares a Redis data loss of its SKU, it was
 //     answered before the emptied Redis came back, and its request-log story
 //     says the loss failed it;
-//   - once idle: no result key QUEUING, no request-log row in a state that
-//     does not end a story;
+//   - in queue mode (queue_test.go): every attempt in the attempts topic,
+//     which the checker reads, and every ticket answered 202 WAITING ends
+//     SUCCESS naming its own order or FAIL with the ledger's reason (not
+//     BUSY, not RATE_LIMITED); none ends FAIL holding its own order or
+//     occupancy (served twice); a 409 WAITING names a ticket of that buyer
+//     and SKU, who holds at most one order;
+//   - once idle: no result key QUEUING or WAITING, no request-log row in a
+//     state that does not end a story;
 //   - the reconciler answers 200 with zero drift and counts what the checker
 //     counts; the admin stock report agrees;
 //   - the crowd got only the answers the fault allows: healthy ones before

@@ -55,6 +55,11 @@ type Options struct {
 	// NoConsumer leaves the consumer out (security tests that need no
 	// orders).
 	NoConsumer bool
+	// Queue turns queue mode on in every process (engine.queue.enabled):
+	// the edge takes the attempts of a SKU switched to queue mode into
+	// the attempts topic, the engine — in-process, or the sidecar — runs
+	// the drainer.
+	Queue bool
 	// RedisAddr, when set, is the default Redis as the processes address
 	// it, run by the test (the failover test's master and replica behind
 	// an address that moves); otherwise the system starts its own.
@@ -360,7 +365,7 @@ redis:
 engine:
   kafka:
     brokers: [%q]
-consumer:
+%sconsumer:
   brokers: [%q]
   max_wait: 10ms
   # A killed consumer's partitions move on sooner.
@@ -392,12 +397,61 @@ reconcile:
   orphan_grace: 5s
   sweep_interval: 1s
   watch_interval: 1s
-`, redis, s.brokerAddr, s.brokerAddr, s.dsn, s.edgeAddr, s.adminAddr, adminToken, tokenKeyID, tokenSecret)
+`, redis, s.brokerAddr, s.queueConfig(), s.brokerAddr, s.dsn, s.edgeAddr, s.adminAddr, adminToken, tokenKeyID, tokenSecret)
 	s.sweeper = true
 	s.cfgPath = filepath.Join(s.dir, "seckill.yaml")
 	if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o600); err != nil {
 		s.t.Fatal(err)
 	}
+}
+
+// queueConfig is the engine.queue section (Options.Queue), indented
+// under engine.
+func (s *System) queueConfig() string {
+	if !s.opts.Queue {
+		return ""
+	}
+	return "  queue:\n    enabled: true\n"
+}
+
+// queueMode switches each SKU of activity 1 to queue mode through the
+// admin API (PUT /admin/v1/skus/{id}/mode, as on-call does), drained at
+// rate attempts per second (0: as fast as the shard allows), and waits
+// until the edge sells them so: its public view of the activity says
+// "queued".
+func (s *System) queueMode(rate int64, skus ...int64) {
+	s.t.Helper()
+	for _, sku := range skus {
+		body := map[string]any{"mode": "queue", "rate": rate, "activityId": activityID}
+		if err := s.adminJSON("PUT", fmt.Sprintf("/admin/v1/skus/%d/mode", sku), body, nil); err != nil {
+			s.t.Fatalf("queue mode for sku %d: %v", sku, err)
+		}
+	}
+	testenv.EventuallyOK(s.t, fmt.Sprintf("skus %v queued at the edge", skus), 15*time.Second, func() error {
+		st, body, err := s.get(fmt.Sprintf("/api/v1/flash-sale/activities/%d", activityID), 0)
+		if err != nil || st != 200 {
+			return fmt.Errorf("%d %s %v", st, body, err)
+		}
+		var v struct {
+			SKUs []struct {
+				ID     int64 `json:"id"`
+				Queued bool  `json:"queued"`
+			} `json:"skus"`
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			return err
+		}
+		queued := map[int64]bool{}
+		for _, k := range v.SKUs {
+			queued[k.ID] = k.Queued
+		}
+		for _, sku := range skus {
+			if !queued[sku] {
+				return fmt.Errorf("sku %d not queued: %s", sku, body)
+			}
+		}
+		return nil
+	})
 }
 
 // ---- HTTP helpers ----

@@ -52,6 +52,13 @@ func (a *attempt) answer() string {
 // answered is when the answer came.
 func (a *attempt) answered() time.Time { return a.Sent.Add(a.Took) }
 
+// taken says the sale took the attempt: a ticket (200 QUEUING: its order
+// message acknowledged) or, in queue mode, a place in line (202 WAITING:
+// the attempt acknowledged in the attempts topic).
+func (a *attempt) taken() bool {
+	return a.Status == 200 && a.Code == stateQueuing || a.Status == 202 && a.Code == stateWaiting
+}
+
 // ticket is an accepted attempt (200 QUEUING): the broker acknowledged its
 // order message before the edge answered.
 type ticket struct {
@@ -64,8 +71,13 @@ type ticket struct {
 type Run struct {
 	Attempts []attempt
 	Tickets  map[string]ticket // accepted (200 QUEUING) by requestNo
-	Statuses map[string]int    // "200 QUEUING", "503 BUSY", "err", ...
-	Took     time.Duration
+	// Waiting are the attempts answered 202 WAITING (queue mode: the
+	// broker acknowledged the attempt, a drainer decides it), and Named
+	// the waiting tickets a 409 WAITING named (its buyer already waited
+	// with it), by requestNo.
+	Waiting, Named map[string]ticket
+	Statuses       map[string]int // "200 QUEUING", "503 BUSY", "err", ...
+	Took           time.Duration
 	// Fault is the fault the crowd met, with the answers it allows; nil
 	// for a run without one.
 	Fault *faultRun
@@ -82,17 +94,31 @@ func (r *Run) add(as ...attempt) {
 	if r.Statuses == nil {
 		r.Statuses = map[string]int{}
 	}
+	if r.Waiting == nil {
+		r.Waiting, r.Named = map[string]ticket{}, map[string]ticket{}
+	}
 	for _, a := range as {
 		r.Attempts = append(r.Attempts, a)
 		r.Statuses[a.answer()]++
-		if a.Status == 200 && a.Code == "QUEUING" {
-			r.Tickets[a.RequestNo] = ticket{RequestNo: a.RequestNo, User: a.User, SKU: a.SKU, Answered: a.answered()}
+		tk := ticket{RequestNo: a.RequestNo, User: a.User, SKU: a.SKU, Answered: a.answered()}
+		switch {
+		case a.Status == 200 && a.Code == stateQueuing:
+			r.Tickets[a.RequestNo] = tk
+		case a.Status == 202 && a.Code == stateWaiting:
+			r.Waiting[a.RequestNo] = tk
+		case a.Status == 409 && a.Code == stateWaiting && a.RequestNo != "":
+			if prev, ok := r.Named[a.RequestNo]; ok && prev.Answered.After(tk.Answered) {
+				tk.Answered = prev.Answered // the latest 409 naming it
+			}
+			r.Named[a.RequestNo] = tk
 		}
 	}
 }
 
-func (r *Run) sent() int     { return len(r.Attempts) }
-func (r *Run) accepted() int { return len(r.Tickets) }
+func (r *Run) sent() int { return len(r.Attempts) }
+
+// accepted counts the tickets and the places in line the crowd was given.
+func (r *Run) accepted() int { return len(r.Tickets) + len(r.Waiting) }
 
 // summary is the answers by status and code, sorted.
 func (r *Run) summary() string {
@@ -248,6 +274,13 @@ func (s statuses) String() string {
 // low). A healthy system never answers 503, 5xx or nothing.
 var healthy = answers("200 QUEUING", "409 DUPLICATE", "410 SOLD_OUT", "429 RATE_LIMITED")
 
+// healthyQueue is a healthy sale of SKUs in queue mode: a place in line,
+// a waiting buyer's second attempt naming the ticket it waits with, a
+// buyer who holds a ticket told DUPLICATE before the line, sold out and
+// the rate limits — never 200 QUEUING: no attempt is served direct once
+// the edge sells the SKU in queue mode.
+var healthyQueue = answers("202 WAITING", "409 WAITING", "409 DUPLICATE", "410 SOLD_OUT", "429 RATE_LIMITED")
+
 // faultPlan is one fault: inject at At after the crowd starts, heal at
 // HealAt (Heal nil: the fault is over when Inject returns). Both run on
 // their own goroutine while the crowd buys. The plan names every answer
@@ -270,9 +303,12 @@ type faultPlan struct {
 	// come: reconnects, a circuit breaker's probe, the watcher's rebuild.
 	Settle time.Duration
 	// After is every answer allowed to attempts sent once Settle has
-	// passed; nil means healthy. At least one of them must be accepted:
+	// passed; nil means Healthy. At least one of them must be accepted:
 	// sales resume after the fault.
 	After statuses
+	// Healthy is every answer of the sale before the fault (and, unless
+	// After says otherwise, after it); nil means healthy (a direct sale).
+	Healthy statuses
 	// Loss declares that the fault destroys Redis data (a redis-server
 	// restarted without persistence). Only then may a ticket the broker
 	// acknowledged end FAIL — and only if it was answered before the
@@ -347,7 +383,7 @@ func (f *faultRun) phase(a *attempt) phase {
 func (f *faultRun) allowed(p phase, sku int64) statuses {
 	switch p {
 	case phaseBefore:
-		return healthy
+		return f.healthy()
 	case phaseDuring:
 		if s, ok := f.DuringSKU[sku]; ok {
 			return s
@@ -355,10 +391,18 @@ func (f *faultRun) allowed(p phase, sku int64) statuses {
 		return f.During
 	default:
 		if f.After == nil {
-			return healthy
+			return f.healthy()
 		}
 		return f.After
 	}
+}
+
+// healthy is every answer of the sale on healthy parts.
+func (f *faultRun) healthy() statuses {
+	if f.Healthy == nil {
+		return healthy
+	}
+	return f.Healthy
 }
 
 // buyWithFault runs the crowd and the fault together and returns the run
@@ -433,11 +477,11 @@ func (s *System) buyWithFault(l LoadSpec, f faultPlan) (*Run, []string) {
 	for i := range run.Attempts {
 		a := &run.Attempts[i]
 		p := fr.phase(a)
-		if a.Status == 200 {
+		if a.taken() {
 			accepted[p]++
 		}
 		slowest[p] = max(slowest[p], a.Took)
-		if d := a.Sent.Sub(fr.Healed); !healthy[a.answer()] && (lastBad == nil || d > *lastBad) {
+		if d := a.Sent.Sub(fr.Healed); !fr.healthy()[a.answer()] && (lastBad == nil || d > *lastBad) {
 			lastBad = &d
 		}
 	}

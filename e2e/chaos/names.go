@@ -18,7 +18,8 @@ import "strconv"
 //     STATE|owner|orderNo|code (DESIGN §5).
 //   - Database (README "The life of a ticket", docs/operations-ledger.md):
 //     seckill_order, seckill_request_log, seckill_stock_snapshot.
-//   - Kafka (DESIGN §6): the orders topic seckill.orders.
+//   - Kafka (DESIGN §6, §13): the orders topic seckill.orders; queue mode's
+//     attempts topic seckill.attempts.
 
 // skuKeys are the Redis keys of one SKU of one activity.
 // Results is the results hash of the SKU's tickets, sk:{a<activity>:s<sku>}:r,
@@ -42,6 +43,7 @@ const (
 	fieldOrderNo = "orderNo"
 	fieldCode    = "code"
 
+	stateWaiting = "WAITING" // queue mode: in line, not yet drained (DESIGN §13)
 	stateQueuing = "QUEUING"
 	stateSuccess = "SUCCESS"
 	stateFail    = "FAIL"
@@ -52,6 +54,11 @@ const (
 
 // ordersTopic is the Kafka topic of order messages.
 const ordersTopic = "seckill.orders"
+
+// attemptsTopic is queue mode's waiting lines (DESIGN §13): one record per
+// attempt taken, its value the order message's JSON (requestNo, userId,
+// skuId, …) signed with the attempt keys.
+const attemptsTopic = "seckill.attempts"
 
 // Order statuses (README "Payment"): an order holds stock unless CLOSED.
 const orderClosed = "CLOSED"

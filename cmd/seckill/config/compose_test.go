@@ -531,8 +531,8 @@ func TestComposeProductionShape(t *testing.T) {
 		}
 	})
 
-	t.Run("the orders and dead-letter topics are created with RF 3 and min ISR 2", func(t *testing.T) {
-		for _, topic := range []string{c.Engine.Kafka.Topic, c.Consumer.DLQTopic} {
+	t.Run("the orders, dead-letter and attempts topics are created with RF 3 and min ISR 2", func(t *testing.T) {
+		for _, topic := range []string{c.Engine.Kafka.Topic, c.Consumer.DLQTopic, c.Engine.Queue.Topic} {
 			line := topicCreate(f, topic)
 			if line == "" {
 				t.Errorf("no kafka-topics --create --topic %s line in any service", topic)
