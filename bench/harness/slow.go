@@ -68,9 +68,9 @@ func (r slowRow) recovery() float64 {
 
 // runSlow is the -slow run; it writes out/slow.md.
 func runSlow(out, bin string, o options) error {
-	logf("-slow: starting MariaDB (scripts/mariadb-test.sh)")
+	logf("-slow: starting MariaDB")
 	var err error
-	if db, err = benchkit.StartMariaDB(o.root, out); err != nil {
+	if db, err = benchkit.StartMariaDB(); err != nil {
 		return err
 	}
 	defer db.Stop()
