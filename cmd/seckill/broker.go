@@ -73,7 +73,7 @@ func runBroker(args []string) error {
 		k.TrimConsumed(sale.OrdersTopic, groups, *trimEvery, log)
 	}
 	up.ready(zap.Strings("listeners", k.Addrs), zap.String("dataDir", *dataDir), zap.Int("partitions", *partitions),
-		zap.Strings("topics", []string{sale.OrdersTopic, sale.DLQTopic}), zap.Strings("trimGroups", groups))
+		zap.Strings("topics", []string{sale.OrdersTopic, sale.DLQTopic, sale.AttemptsTopic}), zap.Strings("trimGroups", groups))
 	// Scripts and the chaos harness wait for this line.
 	fmt.Printf("seckill broker listening on %s (topics %s, %s; %d partitions; data %q; trim %s)\n",
 		k.Addrs[0], sale.OrdersTopic, sale.DLQTopic, *partitions, *dataDir, trimNote(groups, *trimEvery))

@@ -37,7 +37,7 @@ type KafkaConfig struct {
 	// connection on it (a fault proxy in front of the broker). Empty:
 	// Listen.
 	Advertise string
-	// Partitions of the orders and dead-letter topics. Default 4.
+	// Partitions of the orders, dead-letter and attempts topics. Default 4.
 	Partitions int32
 	// SegmentBytes is the log's segment size; 0: DefaultSegmentBytes.
 	SegmentBytes int64
@@ -52,8 +52,9 @@ type Kafka struct {
 	trim *trimmer // nil until TrimConsumed
 }
 
-// StartKafka runs kfake with the orders and dead-letter topics (kfake does
-// not create topics on first use).
+// StartKafka runs kfake with the orders and dead-letter topics and queue
+// mode's attempts topic (kfake does not create topics on first use, and an
+// SKU switched to queue mode at run time needs its line at once).
 func StartKafka(cfg KafkaConfig) (*Kafka, error) {
 	if cfg.Partitions == 0 {
 		cfg.Partitions = 4
@@ -66,7 +67,7 @@ func StartKafka(cfg KafkaConfig) (*Kafka, error) {
 	}
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
-		kfake.SeedTopics(cfg.Partitions, sale.OrdersTopic, sale.DLQTopic),
+		kfake.SeedTopics(cfg.Partitions, sale.OrdersTopic, sale.DLQTopic, sale.AttemptsTopic),
 		kfake.BrokerConfigs(map[string]string{"log.segment.bytes": strconv.FormatInt(cfg.SegmentBytes, 10)}),
 	}
 	switch {
