@@ -85,7 +85,7 @@ func run(n, conns int, outDir string, devp **testenv.Dev) error {
 		return err
 	}
 	edge, adm := benchkit.FreeAddr(), benchkit.FreeAddr()
-	env := append(cleanEnv(), "SECKILL_ADMIN_TOKEN="+adminToken, "SECKILL_DEV_DEMO=false",
+	env := append(testenv.CleanEnv(), "SECKILL_ADMIN_TOKEN="+adminToken, "SECKILL_DEV_DEMO=false",
 		"SECKILL_ENGINE_QUEUE_ENABLED=true", "SECKILL_ENGINE_QUEUE_SESSION_TIMEOUT=6s",
 		// The latency budgets past which a slow call is 503: a busy
 		// two-core machine now and then passes 500ms, and every
@@ -128,8 +128,8 @@ func run(n, conns int, outDir string, devp **testenv.Dev) error {
 	}
 
 	redis := dev.Redis()[0]
-	cpu := func() time.Duration { c, _ := redisCPU(redis); return c }
-	if _, err := redisCPU(redis); err != nil {
+	cpu := func() time.Duration { c, _ := testenv.RedisCPU(redis); return c }
+	if _, err := testenv.RedisCPU(redis); err != nil {
 		return err
 	}
 	cpu0 := cpu()
@@ -312,29 +312,6 @@ func buy(c *http.Client, order string, sku, user int64) (code string, status int
 	return body.Code, resp.StatusCode, nil
 }
 
-// redisCPU is the redis-server's own CPU time, used_cpu_user +
-// used_cpu_sys of INFO cpu: getrusage's microseconds, where /proc counts
-// in clock ticks of 10 ms, a third of a µs-per-buyer figure at 3,000
-// buyers.
-func redisCPU(addr string) (time.Duration, error) {
-	info, err := benchkit.RedisInfo(addr, "cpu")
-	if err != nil {
-		return 0, err
-	}
-	var sum float64
-	for _, l := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(l), ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return 0, fmt.Errorf("INFO cpu %s: %w", l, err)
-			}
-			sum += f
-		}
-	}
-	return time.Duration(sum * float64(time.Second)), nil
-}
-
 var decidedRe = regexp.MustCompile(`(?m)^seckill_queue_decided_total\{([^}]*)\} ([0-9.e+]+)$`)
 
 // decided sums seckill_queue_decided_total on the edge's /metrics, of
@@ -374,18 +351,6 @@ func await(timeout, interval time.Duration, what string, check func() error) err
 		}
 		time.Sleep(interval)
 	}
-}
-
-// cleanEnv is the environment without SECKILL_* variables, so that the
-// caller's shell does not reach seckill dev's configuration.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SECKILL_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 func loadavg() string {
