@@ -184,7 +184,7 @@ func run(n, conns int, outDir string, devp **testenv.Dev) error {
 	drain := drained.Sub(let)
 
 	f := figures{
-		n: n, conns: conns, load: loadavg(), at: time.Now().UTC(),
+		n: n, conns: conns, load: benchkit.LoadAvg(), at: time.Now().UTC(),
 		direct: float64(n) / direct.Seconds(), taken: float64(n) / queued.Seconds(),
 		directCPU: float64((cpu1 - cpu0).Microseconds()) / float64(n),
 		queuedCPU: float64((cpu2 - cpu1).Microseconds()) / float64(n),
@@ -351,16 +351,4 @@ func await(timeout, interval time.Duration, what string, check func() error) err
 		}
 		time.Sleep(interval)
 	}
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
