@@ -1,7 +1,6 @@
 package main
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -74,17 +73,9 @@ func runSlow(out, bin string, o options) error {
 		return err
 	}
 	defer db.Stop()
-	admin, err := sql.Open("mysql", db.DSN)
-	if err != nil {
+	if _, err := testenv.MySQLDatabase(db.DSN, "seckill_slow"); err != nil {
 		return err
 	}
-	for _, q := range []string{"DROP DATABASE IF EXISTS seckill_slow", "CREATE DATABASE seckill_slow"} {
-		if _, err := admin.Exec(q); err != nil {
-			admin.Close()
-			return fmt.Errorf("%s: %w", q, err)
-		}
-	}
-	admin.Close()
 	host, err := dsnHost(db.DSN)
 	if err != nil {
 		return err
