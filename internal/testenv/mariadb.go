@@ -120,11 +120,13 @@ func (m *MariaDB) start(bin string, detached bool) error {
 		log, _ := os.ReadFile(errLog)
 		return fmt.Errorf("mariadbd on 127.0.0.1:%d: %v\n%s", port, err, log)
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
+	b, _ := json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(m.Dir, mariadbInfo), b, 0o644); err != nil {
+		// Unrecorded, no other process could stop it.
+		_, _ = m.stopProcess()
 		return err
 	}
-	return os.WriteFile(filepath.Join(m.Dir, mariadbInfo), b, 0o644)
+	return nil
 }
 
 // await waits until the server answers on m.Port with our data directory:
