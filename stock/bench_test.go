@@ -3,13 +3,13 @@ package stock
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"seckill/internal/testenv"
 	"seckill/sale"
 )
 
@@ -78,18 +78,11 @@ func redisCPU(b *testing.B, c rueidis.Client) time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var sum float64
-	for _, l := range strings.Split(s, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(l), ":")
-		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatalf("INFO cpu %s: %v", l, err)
-			}
-			sum += f
-		}
+	cpu, err := testenv.InfoCPU(s)
+	if err != nil {
+		b.Fatal(err)
 	}
-	return time.Duration(sum * float64(time.Second))
+	return cpu
 }
 
 func BenchmarkStockOccupyWindow1(b *testing.B)  { benchmarkOccupyBatch(b, 1, devExtras) }

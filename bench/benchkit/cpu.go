@@ -55,3 +55,18 @@ func RedisInfo(addr, section string) (string, error) { return testenv.RedisInfo(
 
 // RedisPID is the process id of the redis-server at addr (INFO server).
 func RedisPID(addr string) (int, error) { return testenv.RedisPID(addr) }
+
+// LoadAvg is the machine's load average over 1, 5 and 15 minutes
+// ("2.10 1.85 1.40"; "?" where /proc cannot tell), for the head of a
+// report: every figure depends on it.
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -11,6 +11,8 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 	_ "modernc.org/sqlite"
+
+	"seckill/internal/testenv"
 )
 
 // InsertRef is the drain reference: rows of seckill_order written by raw
@@ -82,17 +84,11 @@ func runInsertRef(name string, db *sql.DB, verb string, rows, batch int) (Insert
 
 // MySQLInsertRef runs the reference against MariaDB (a database of its own).
 func MySQLInsertRef(dsn string, rows, batch int) (InsertRef, error) {
-	adm, err := sql.Open("mysql", dsn)
+	dsn, err := testenv.MySQLDatabase(dsn, "seckill_drainref")
 	if err != nil {
 		return InsertRef{}, err
 	}
-	defer adm.Close()
-	for _, q := range []string{"DROP DATABASE IF EXISTS seckill_drainref", "CREATE DATABASE seckill_drainref"} {
-		if _, err := adm.Exec(q); err != nil {
-			return InsertRef{}, err
-		}
-	}
-	db, err := sql.Open("mysql", dsn+"seckill_drainref")
+	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		return InsertRef{}, err
 	}

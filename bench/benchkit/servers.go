@@ -3,9 +3,7 @@ package benchkit
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"seckill/internal/testenv"
@@ -32,40 +30,36 @@ func StartRedis(out, name, dir string) (*Proc, string, error) {
 	return p, r.Addr, nil
 }
 
-// MariaDB is the MariaDB scripts/mariadb-test.sh starts (and stops by
-// PID); DSN ends in "/" (append a database name). StopAll stops it too.
+// MariaDB is a throwaway MariaDB, testenv's one starter's (it dies with
+// the harness too); DSN ends in "/" (append a database name). StopAll
+// stops it too.
 type MariaDB struct {
-	script, state string
-	DSN           string
-	stopped       sync.Once
+	DSN     string
+	m       *testenv.MariaDB
+	stopped sync.Once
 }
 
 // marias are the MariaDBs started, for StopAll.
 var marias []*MariaDB
 
-// StartMariaDB starts it with root the repository and its state in out.
-func StartMariaDB(root, out string) (*MariaDB, error) {
-	m := &MariaDB{script: filepath.Join(root, "scripts", "mariadb-test.sh"), state: filepath.Join(out, "mariadb.state")}
-	cmd := exec.Command(m.script, "start")
-	cmd.Env = append(os.Environ(), "SECKILL_MARIADB_STATE="+m.state)
-	cmd.Stderr = os.Stderr
-	b, err := cmd.Output()
+// StartMariaDB starts one.
+func StartMariaDB() (*MariaDB, error) {
+	tm, err := testenv.LaunchMariaDB(false)
 	if err != nil {
-		return nil, fmt.Errorf("scripts/mariadb-test.sh start: %w", err)
+		return nil, err
 	}
-	m.DSN = strings.TrimSpace(string(b))
+	m := &MariaDB{DSN: tm.DSN, m: tm}
 	procsMu.Lock()
 	marias = append(marias, m)
 	procsMu.Unlock()
 	return m, nil
 }
 
-// Stop stops it.
+// Stop stops it by its PID and removes its files.
 func (m *MariaDB) Stop() {
 	m.stopped.Do(func() {
-		cmd := exec.Command(m.script, "stop")
-		cmd.Env = append(os.Environ(), "SECKILL_MARIADB_STATE="+m.state)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		_ = cmd.Run()
+		if _, err := m.m.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "benchkit: %v\n", err)
+		}
 	})
 }

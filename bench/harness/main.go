@@ -23,7 +23,7 @@
 // EVALSHA reference, (a) and (f) (cost.go).
 //
 // Everything it starts is stopped by PID before it exits; MariaDB comes and
-// goes through scripts/mariadb-test.sh. Run from the repository root:
+// goes through testenv.LaunchMariaDB. Run from the repository root:
 //
 //	go run ./bench/harness [-d 10s] [-c 256] [-bigc 10000] [-out bench/out]
 //
@@ -168,8 +168,8 @@ func run(o options) error {
 		return err
 	}
 	if !o.noSync {
-		logf("starting MariaDB (scripts/mariadb-test.sh)")
-		if db, err = benchkit.StartMariaDB(o.root, out); err != nil {
+		logf("starting MariaDB")
+		if db, err = benchkit.StartMariaDB(); err != nil {
 			return err
 		}
 		addr := benchkit.FreeAddr()

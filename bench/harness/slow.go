@@ -1,7 +1,6 @@
 package main
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -68,23 +67,15 @@ func (r slowRow) recovery() float64 {
 
 // runSlow is the -slow run; it writes out/slow.md.
 func runSlow(out, bin string, o options) error {
-	logf("-slow: starting MariaDB (scripts/mariadb-test.sh)")
+	logf("-slow: starting MariaDB")
 	var err error
-	if db, err = benchkit.StartMariaDB(o.root, out); err != nil {
+	if db, err = benchkit.StartMariaDB(); err != nil {
 		return err
 	}
 	defer db.Stop()
-	admin, err := sql.Open("mysql", db.DSN)
-	if err != nil {
+	if _, err := testenv.MySQLDatabase(db.DSN, "seckill_slow"); err != nil {
 		return err
 	}
-	for _, q := range []string{"DROP DATABASE IF EXISTS seckill_slow", "CREATE DATABASE seckill_slow"} {
-		if _, err := admin.Exec(q); err != nil {
-			admin.Close()
-			return fmt.Errorf("%s: %w", q, err)
-		}
-	}
-	admin.Close()
 	host, err := dsnHost(db.DSN)
 	if err != nil {
 		return err

@@ -100,7 +100,7 @@ func run(sizes, out, config, bin string, keep bool) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s, load average %s, %d CPUs (`go run ./bench/restart -tickets %s`)\n\n",
-		time.Now().UTC().Format("Mon, 2 Jan 2006 15:04 MST"), loadavg(), runtime.NumCPU(), sizes)
+		time.Now().UTC().Format("Mon, 2 Jan 2006 15:04 MST"), benchkit.LoadAvg(), runtime.NumCPU(), sizes)
 	b.WriteString(header)
 	for _, r := range rows {
 		b.WriteString(r.line() + "\n")
@@ -575,13 +575,4 @@ func freeAddr() string {
 		panic(err)
 	}
 	return "127.0.0.1:" + strconv.Itoa(port)
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"database/sql"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 
 	"seckill/admin"
 	"seckill/bench/benchkit"
+	"seckill/internal/testenv"
 	"seckill/sale"
 )
 
@@ -35,17 +35,9 @@ const (
 // its first order to its last, per second of its CPU.
 func measureEdgeAndConsumer(o options, dsnBase string) ([]figure, error) {
 	dbName := "seckill_scaling"
-	adm, err := sql.Open("mysql", dsnBase)
-	if err != nil {
+	if _, err := testenv.MySQLDatabase(dsnBase, dbName); err != nil {
 		return nil, err
 	}
-	for _, q := range []string{"DROP DATABASE IF EXISTS " + dbName, "CREATE DATABASE " + dbName} {
-		if _, err := adm.Exec(q); err != nil {
-			adm.Close()
-			return nil, err
-		}
-	}
-	adm.Close()
 	dir := filepath.Join(o.out, "edge-run")
 	redis, redisAddr, err := benchkit.StartRedis(o.out, "edge-redis", filepath.Join(dir, "redis"))
 	if err != nil {

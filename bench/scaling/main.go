@@ -146,8 +146,8 @@ func run(o *options) error {
 		figs = append(figs, f...)
 	}
 	if o.runs("edge") || o.runs("consumer") || o.runs("db") {
-		logf("starting MariaDB (scripts/mariadb-test.sh)")
-		if db, err = benchkit.StartMariaDB(o.root, out); err != nil {
+		logf("starting MariaDB")
+		if db, err = benchkit.StartMariaDB(); err != nil {
 			return err
 		}
 	}

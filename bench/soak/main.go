@@ -198,7 +198,7 @@ func run(c config) error {
 	checked, checkErr := checkBooks(data, redis, 1001, c.stock+int64(restocks)*max(c.stock/10, 1))
 	rep += "books (e2e/chaos checker):\n" + checked
 	verdict = errors.Join(verdict, booksErr, checkErr)
-	fmt.Printf("\n%s (`go run ./bench/soak -duration %v`), load average %s, %d CPUs\n", time.Now().UTC().Format(time.RFC3339), c.dur, loadavg(), runtime.NumCPU())
+	fmt.Printf("\n%s (`go run ./bench/soak -duration %v`), load average %s, %d CPUs\n", time.Now().UTC().Format(time.RFC3339), c.dur, benchkit.LoadAvg(), runtime.NumCPU())
 	fmt.Printf("soak.lua: %d requests, %.0f/s, p99 %v, %s\n", loads[0].Requests, loads[0].RPS, loads[0].P99, loads[0].CodesString())
 	fmt.Printf("flash_sale.lua: %d requests, %.0f/s, p99 %v\n", loads[1].Requests, loads[1].RPS, loads[1].P99)
 	fmt.Printf("restocks: %d\n%s", restocks, rep)
@@ -481,12 +481,3 @@ func judge(procs []proc, ss []sample, c config) (string, error) {
 }
 
 func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
-
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}

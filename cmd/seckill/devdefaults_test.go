@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -37,7 +36,7 @@ func TestDevWithoutConfigRunsTheDevDefaults(t *testing.T) {
 	// default) are raised as in cmd/seckill/app's crowdBudgets: on a loaded
 	// two-core machine a round trip now and then takes longer, and a buyer
 	// answered 503 holds no ticket. Nothing checked here depends on them.
-	cmd.Env = append(envWithoutSeckill(), "SECKILL_EDGE_REDIS_TIMEOUT=2s", "SECKILL_ENGINE_OCCUPY_TIMEOUT=2s")
+	cmd.Env = append(testenv.CleanEnv(), "SECKILL_EDGE_REDIS_TIMEOUT=2s", "SECKILL_ENGINE_OCCUPY_TIMEOUT=2s")
 	var logs syncBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -205,16 +204,4 @@ func TestDevWithoutConfigRunsTheDevDefaults(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("seckill dev did not stop on SIGINT\n%s", logs.String())
 	}
-}
-
-// envWithoutSeckill is this process' environment without SECKILL_*
-// variables, so nothing from the caller's shell configures the child.
-func envWithoutSeckill() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SECKILL_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }

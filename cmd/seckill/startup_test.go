@@ -130,7 +130,7 @@ metrics: {listen: %s}
 	} {
 		t.Run(tc.role, func(t *testing.T) {
 			cmd := exec.Command(bin, tc.role, "--config", cfgPath)
-			cmd.Env = envWithoutSeckill()
+			cmd.Env = testenv.CleanEnv()
 			done := make(chan struct{})
 			var out []byte
 			var err error

@@ -103,7 +103,7 @@ func startFleet(t *testing.T, hotShards int) *fleet {
 		}
 	}
 	s.writeConfigRedis(redis.String())
-	s.env = cleanEnv()
+	s.env = testenv.CleanEnv()
 	s.client = &http.Client{
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
 		Timeout:   10 * time.Second,

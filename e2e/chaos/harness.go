@@ -159,7 +159,7 @@ func startSystem(t testing.TB, o Options) *System {
 	s.adminAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	s.engineAddr = "unix://" + filepath.Join(s.dir, "engine.sock")
 	s.writeConfig()
-	s.env = cleanEnv()
+	s.env = testenv.CleanEnv()
 	s.client = &http.Client{
 		Transport: &http.Transport{MaxIdleConnsPerHost: 128, MaxConnsPerHost: 128, IdleConnTimeout: 30 * time.Second},
 		Timeout:   10 * time.Second,
@@ -313,20 +313,6 @@ func (s *System) dumpLogs() {
 		}
 	}
 	s.t.Logf("full process logs kept in %s", keep)
-}
-
-// cleanEnv is the environment without SECKILL_* variables (README
-// "Configuration": every key can be overridden by SECKILL_ + its path), so
-// that nothing from the caller's shell (or make's SECKILL_TEST_MYSQL_DSN)
-// reaches the processes' configuration.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SECKILL_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 var dsnHostRe = regexp.MustCompile(`tcp\(([^)]+)\)`)

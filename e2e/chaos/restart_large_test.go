@@ -165,7 +165,7 @@ reconcile:
   watch_interval: 1s
 `, s.edgeAddr, s.adminAddr, adminToken, tokenKeyID, tokenSecret, d.dir))
 	s.sweeper = true
-	d.Dev = testenv.NewDev(s.bin, filepath.Join(root, "dev.log"), s.edgeAddr, []string{"--config", d.cfgPath}, cleanEnv())
+	d.Dev = testenv.NewDev(s.bin, filepath.Join(root, "dev.log"), s.edgeAddr, []string{"--config", d.cfgPath}, testenv.CleanEnv())
 	if err := os.WriteFile(d.cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -133,4 +135,18 @@ func (d *Dev) awaitRedisGone() {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// CleanEnv is this process' environment without SECKILL_* variables: every
+// configuration key can be set by SECKILL_ + its path, so that nothing
+// from the caller's shell (or make's SECKILL_TEST_MYSQL_DSN) reaches the
+// configuration of a seckill process a rig starts.
+func CleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SECKILL_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

@@ -1,6 +1,7 @@
 // Package testenv starts the real servers tests run against: redis-server
-// children on free loopback ports, a MariaDB server (shared per test binary,
-// one fresh database per test) and the embedded Kafka-protocol broker kfake.
+// children on free loopback ports, a MariaDB server (LaunchMariaDB: shared
+// per test binary or named by $SECKILL_TEST_MYSQL_DSN, one fresh database
+// per test) and the embedded Kafka-protocol broker kfake.
 // Nothing here mocks a server's behaviour. A missing binary fails the test
 // with the command that installs it; it never skips.
 //

@@ -1,9 +1,12 @@
 package testenv
 
 import (
+	"context"
 	"database/sql"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMain(m *testing.M) { Main(m) }
@@ -40,5 +43,42 @@ func TestRedisStartOnATakenPortFails(t *testing.T) {
 	}
 	if got := a.Do(t, "PING"); got.Error() != nil {
 		t.Fatalf("the first server: %v", got.Error())
+	}
+}
+
+func TestInfoCPUAddsUserAndSysOnly(t *testing.T) {
+	got, err := InfoCPU("# CPU\r\nused_cpu_sys:0.500000\r\nused_cpu_user:1.250000\r\nused_cpu_sys_children:9.0\r\nused_cpu_user_children:9.0\r\n")
+	if err != nil || got != 1750*time.Millisecond {
+		t.Fatalf("InfoCPU = %v, %v; want 1.75s", got, err)
+	}
+	if _, err := InfoCPU("# CPU\r\nused_cpu_sys_children:9.0\r\n"); err == nil {
+		t.Fatal("an INFO cpu reply without used_cpu_user and used_cpu_sys read as a figure")
+	}
+}
+
+func TestRedisCPUGrowsWithWork(t *testing.T) {
+	r := StartRedis(t)
+	before, err := RedisCPU(r.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Client(t)
+	for i := range 5000 {
+		if err := c.Do(context.Background(), c.B().Set().Key("k").Value(strconv.Itoa(i)).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := RedisCPU(r.Addr)
+	if err != nil || after <= before {
+		t.Fatalf("CPU %v after 5,000 SETs, %v before (%v)", after, before, err)
+	}
+}
+
+func TestCleanEnvDropsSeckillVariables(t *testing.T) {
+	t.Setenv("SECKILL_EDGE_LISTEN", "127.0.0.1:1")
+	t.Setenv("NOT_SECKILL_EDGE", "kept")
+	env := strings.Join(CleanEnv(), "\n")
+	if strings.Contains(env, "SECKILL_EDGE_LISTEN=") || !strings.Contains(env, "NOT_SECKILL_EDGE=kept") {
+		t.Fatalf("CleanEnv kept a SECKILL_ variable or dropped another:\n%s", env)
 	}
 }

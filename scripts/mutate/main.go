@@ -14,8 +14,8 @@
 // stage to its end and listing every failing test); then it resets the copy.
 // Last, every test that caught a mutation is run once on the unmutated copy
 // and must pass there (a test that fails anyway proves nothing). Tests share
-// one MariaDB that mutate starts (scripts/mariadb-test.sh) unless
-// $SECKILL_TEST_MYSQL_DSN names one.
+// one MariaDB that mutate starts (testenv.LaunchMariaDB; it dies with
+// mutate) unless $SECKILL_TEST_MYSQL_DSN names one.
 //
 // It prints one table (markdown) and exits 1 if a mutation survived, a patch
 // no longer applies, a mutated tree does not compile, or a catching test
@@ -36,6 +36,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"seckill/internal/testenv"
 )
 
 // result is what happened to one mutation.
@@ -146,24 +148,14 @@ func run() int {
 		os.Exit(130)
 	}()
 
-	if os.Getenv("SECKILL_TEST_MYSQL_DSN") == "" {
-		state := filepath.Join(scratch, "mariadb.state")
-		script := filepath.Join(tree, "scripts", "mariadb-test.sh")
-		cmd := exec.Command(script, "start")
-		cmd.Env = environ("SECKILL_MARIADB_STATE", state)
-		cmd.Stderr = os.Stderr
-		dsn, err := cmd.Output()
+	if os.Getenv(testenv.MySQLDSNEnv) == "" {
+		m, err := testenv.LaunchMariaDB(false)
 		if err != nil {
-			return fail("scripts/mariadb-test.sh start: %v", err)
+			return fail("MariaDB: %v", err)
 		}
-		cleanup = append(cleanup, func() {
-			stop := exec.Command(script, "stop")
-			stop.Env = environ("SECKILL_MARIADB_STATE", state)
-			stop.Stderr = os.Stderr
-			_ = stop.Run()
-		})
-		r.env = environ("SECKILL_TEST_MYSQL_DSN", strings.TrimSpace(string(dsn)))
-		fmt.Fprintf(os.Stderr, "mutate: MariaDB for the tests: %s\n", strings.TrimSpace(string(dsn)))
+		cleanup = append(cleanup, func() { _, _ = m.Stop() })
+		r.env = environ(testenv.MySQLDSNEnv, m.DSN)
+		fmt.Fprintf(os.Stderr, "mutate: MariaDB for the tests: %s\n", m.DSN)
 	}
 
 	began, load := time.Now(), loadavg()
