@@ -51,6 +51,11 @@ type prequeues struct {
 // prequeueAt finds the first attempt of win that opens a pre-queue this
 // claim has not served: its index and the attempt (-1 for none).
 func (d *Drainer) prequeueAt(win []*sarama.ConsumerMessage, pq *prequeues) (int, attempt) {
+	if !d.anyPrequeue() {
+		// The common case: no activity has a pre-queue, and the window
+		// decodes and verifies its attempts once, not here as well.
+		return -1, attempt{}
+	}
 	for i, km := range win {
 		at, why, _ := d.decode(km)
 		if why != "" || !at.a.Prequeued(at.m.AcceptedAt) {
@@ -62,6 +67,16 @@ func (d *Drainer) prequeueAt(win []*sarama.ConsumerMessage, pq *prequeues) (int,
 		return i, at
 	}
 	return -1, attempt{}
+}
+
+// anyPrequeue reports whether an activity of the catalog has a pre-queue.
+func (d *Drainer) anyPrequeue() bool {
+	for _, a := range d.e.stock.Catalog().Activities() {
+		if a.Prequeue > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // servePrequeue serves the pre-queue of first's SKU, rest starting with

@@ -131,12 +131,9 @@ func (l *Line) Append(ctx context.Context, r *Request, now int64) (Waiting, erro
 		l.unwait(c, wk, user, &m)
 		return Waiting{}, fmt.Errorf("%w: append attempt: %w", ErrBusy, err)
 	}
-	// HSETNX: the drainer may have decided the attempt already.
+	// Where absent: the drainer may have decided the attempt already.
 	v := sale.AppendResultValue(nil, sale.ResultWaiting, r.UserID, "", strconv.Itoa(int(part))+":"+strconv.FormatInt(off, 10))
-	rk := sale.ResultsKey(a.ID, k.ID)
-	rs := c.DoMulti(ctx, c.B().Hsetnx().Key(rk).Field(rn).Value(string(v)).Build(),
-		c.B().Expire().Key(rk).Seconds(int64(l.res.TTL().Seconds())).Build())
-	if err := rs[0].Error(); err != nil {
+	if err := l.resultIfNone(ctx, c, a.ID, k.ID, rn, v); err != nil {
 		// The attempt is durable and will be drained: the buyer polls a
 		// result the drainer writes.
 		l.log.Warn("WAITING result not written", zap.String("requestNo", rn), zap.Error(err))
@@ -158,6 +155,16 @@ func (l *Line) orphaned(rn string) bool {
 // all, the drainer finds it decided and skips it.
 func (l *Line) failOrphan(ctx context.Context, c rueidis.Client, user, activity, sku int64, rn string) error {
 	v := sale.AppendResultValue(nil, sale.ResultFail, user, "", sale.FailBusy)
+	if err := l.resultIfNone(ctx, c, activity, sku, rn, v); err != nil {
+		return err
+	}
+	l.log.Warn("waiting ticket without an attempt ended FAIL BUSY", zap.String("requestNo", rn), zap.Int64("userId", user))
+	return nil
+}
+
+// resultIfNone writes ticket rn's result value v (HSETNX) unless it has
+// one, and renews the results hash's TTL.
+func (l *Line) resultIfNone(ctx context.Context, c rueidis.Client, activity, sku int64, rn string, v []byte) error {
 	rk := sale.ResultsKey(activity, sku)
 	for _, r := range c.DoMulti(ctx, c.B().Hsetnx().Key(rk).Field(rn).Value(string(v)).Build(),
 		c.B().Expire().Key(rk).Seconds(int64(l.res.TTL().Seconds())).Build()) {
@@ -165,7 +172,6 @@ func (l *Line) failOrphan(ctx context.Context, c rueidis.Client, user, activity,
 			return err
 		}
 	}
-	l.log.Warn("waiting ticket without an attempt ended FAIL BUSY", zap.String("requestNo", rn), zap.Int64("userId", user))
 	return nil
 }
 
