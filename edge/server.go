@@ -20,6 +20,7 @@ import (
 	"seckill/blocklist"
 	"seckill/catalog"
 	"seckill/engine"
+	"seckill/internal/deadlines"
 	"seckill/stock/results"
 )
 
@@ -301,9 +302,20 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.lnMu.Unlock()
 		return ErrClosed
 	}
+	// fasthttp moves each connection's idle, read and write deadlines for
+	// every request; swept deadlines make that an atomic store each
+	// (internal/deadlines), firing up to a twentieth of the shortest
+	// timeout late (at most 100 ms).
+	ln = deadlines.Wrap(ln, sweepTick(s.cfg))
 	s.lns = append(s.lns, ln)
 	s.lnMu.Unlock()
 	return s.srv.Serve(ln)
+}
+
+// sweepTick is how often the public listener's deadlines are looked at.
+func sweepTick(cfg Config) time.Duration {
+	d := min(cfg.ReadTimeout, cfg.WriteTimeout, cfg.IdleTimeout) / 20
+	return min(max(d, time.Millisecond), 100*time.Millisecond)
 }
 
 // ListenAndServe answers requests on cfg.Listen until Shutdown.
