@@ -134,3 +134,21 @@ func TestHoldersAreExactAndExpire(t *testing.T) {
 		t.Fatal("holders_ttl 0 remembered a holder")
 	}
 }
+
+// BenchmarkHolders is the accept path's use: an attempt looks its buyer
+// up (held), and the engine's answer records them (hold), over 64Ki
+// buyers.
+func BenchmarkHolders(b *testing.B) {
+	var h holders
+	if err := h.open(5*time.Second, 1<<20); err != nil {
+		b.Fatal(err)
+	}
+	defer h.close()
+	rn := "1234567890123"
+	var u int64
+	for b.Loop() {
+		u = (u + 1) & (1<<16 - 1)
+		h.held(7, 1001, u)
+		h.hold(7, 1001, u, rn)
+	}
+}
