@@ -107,7 +107,11 @@ type Config struct {
 	// (holders.go; the engine still answers them). 0 turns it off.
 	// Default 5s.
 	HoldersTTL time.Duration `yaml:"holders_ttl"`
-	// HoldersMax bounds the holders remembered. Default 1048576.
+	// HoldersMax is the size of the holders table: its slots, rounded up
+	// to a power of two, allocated at start (8 bytes each) when
+	// HoldersTTL is not 0. It bounds the holders remembered; a buyer can
+	// be evicted before it is full, by two others whose keys share the
+	// buyer's set (holders.go). Default 1048576.
 	HoldersMax int `yaml:"holders_max"`
 	// DBReadsPerUser bounds the orders-database reads one user's ids may
 	// cause a second (burst five times it) on the result route's and the

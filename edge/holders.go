@@ -1,11 +1,10 @@
 package edge
 
 import (
-	"fmt"
 	"hash/maphash"
+	"math/bits"
+	"sync/atomic"
 	"time"
-
-	"github.com/dgraph-io/ristretto/v2"
 )
 
 // holders remembers, for edge.holders_ttl, the buyers the engine has told
@@ -15,41 +14,56 @@ import (
 // buyers need. The engine still answers each attempt (DUPLICATE, or a
 // ticket again once the old one was released), so nothing is answered
 // from memory; what bounds a holder's attempts is the per-user limit and
-// the SKU's in-flight bound. Bounded (edge.holders_max entries; ristretto
-// evicts past it) and short-lived. Safe for concurrent use; held does not
-// allocate.
+// the SKU's in-flight bound.
+//
+// It is a fixed table of edge.holders_max slots (rounded up to a power of
+// two), allocated once: 8 bytes of pointer a slot, plus one entry for each
+// buyer held. The table is 2-way set-associative: a (activity, sku, user)
+// key hashes to a set of two adjacent slots (one cache line). A lookup is
+// two atomic loads and comparisons: no lock, no allocation. A hold
+// allocates one entry and stores it in the set: over the buyer's own
+// entry, else an empty or expired slot, else over the entry that expires
+// first. That overwrite is the eviction: a buyer evicted is only a buyer
+// whose next attempt spends the gate again, as with the table off. Two
+// ways rather than one because a direct-mapped table loses buyers to
+// birthday collisions long before it is full (1,100 buyers in 2^20 slots
+// collide with a chance of 44%; two ways make it about one in a thousand).
+// Two holds racing for one set may overwrite each other's entry, or store
+// one buyer in both ways; either is a stale or lost entry, never a wrong
+// answer, since an entry carries its whole key.
+//
+// Expiry is judged by the time the caller passes: the request's arrival
+// as the order path reads it (serverClock.at, unix nanoseconds), so the
+// table reads no clock. Safe for concurrent use.
 type holders struct {
-	cache *ristretto.Cache[uint64, holder] // nil: off (holders_ttl 0)
-	ttl   time.Duration
+	slots []atomic.Pointer[holderEntry] // nil: off (holders_ttl 0)
+	sets  uint64                        // len(slots)/2 - 1: a key's set mask
+	ttl   int64                         // nanoseconds
 	seed  maphash.Seed
 }
 
-// holder is one entry; it carries its whole key, so a hash collision is a
-// miss, never another buyer's ticket.
-type holder struct {
+// holderEntry is one buyer held; it carries its whole key, so a hash
+// collision is a miss, never another buyer's ticket. Immutable once
+// stored.
+type holderEntry struct {
 	activity, sku, user int64
+	expires             int64 // unix nanoseconds, in the caller's time
 	requestNo           string
 }
 
-func (h *holders) open(ttl time.Duration, maxEntries int) error {
-	h.ttl, h.seed = ttl, maphash.MakeSeed()
-	if ttl <= 0 {
-		return nil
-	}
-	cache, err := ristretto.NewCache(&ristretto.Config[uint64, holder]{
-		NumCounters: int64(maxEntries) * 10, MaxCost: int64(maxEntries), BufferItems: 64, IgnoreInternalCost: true,
-	})
-	if err != nil {
-		return fmt.Errorf("edge holders cache: %w", err)
-	}
-	h.cache = cache
-	return nil
-}
+// holderWays is the table's associativity.
+const holderWays = 2
 
-func (h *holders) close() {
-	if h.cache != nil {
-		h.cache.Close()
+// open sizes the table for maxEntries buyers; a ttl of 0 leaves it off.
+func (h *holders) open(ttl time.Duration, maxEntries int) {
+	h.ttl, h.seed = int64(ttl), maphash.MakeSeed()
+	if ttl <= 0 {
+		return
 	}
+	n := max(maxEntries, holderWays)
+	n = 1 << bits.Len(uint(n-1)) // the next power of two
+	h.slots = make([]atomic.Pointer[holderEntry], n)
+	h.sets = uint64(n/holderWays - 1)
 }
 
 func (h *holders) key(activity, sku, user int64) uint64 {
@@ -62,23 +76,59 @@ func (h *holders) key(activity, sku, user int64) uint64 {
 	return maphash.Bytes(h.seed, b[:])
 }
 
-// held is the requestNo of the ticket user holds for sku in activity, as
-// the engine last said within the TTL.
-func (h *holders) held(activity, sku, user int64) (string, bool) {
-	if h.cache == nil {
-		return "", false
-	}
-	e, ok := h.cache.Get(h.key(activity, sku, user))
-	if !ok || e.activity != activity || e.sku != sku || e.user != user || e.requestNo == "" {
-		return "", false
-	}
-	return e.requestNo, true
+// set is the key's two slots.
+func (h *holders) set(activity, sku, user int64) []atomic.Pointer[holderEntry] {
+	i := (h.key(activity, sku, user) & h.sets) * holderWays
+	return h.slots[i : i+holderWays : i+holderWays]
 }
 
-// hold records that user holds requestNo for sku in activity.
-func (h *holders) hold(activity, sku, user int64, requestNo string) {
-	if h.cache == nil || requestNo == "" {
+func (e *holderEntry) is(activity, sku, user int64) bool {
+	return e != nil && e.user == user && e.sku == sku && e.activity == activity
+}
+
+// held is the requestNo of the ticket user holds for sku in activity, as
+// the engine last said within the TTL of now (unix nanoseconds).
+func (h *holders) held(activity, sku, user, now int64) (string, bool) {
+	if h.slots == nil {
+		return "", false
+	}
+	set := h.set(activity, sku, user)
+	for w := range set {
+		if e := set[w].Load(); e.is(activity, sku, user) && now < e.expires {
+			return e.requestNo, true
+		}
+	}
+	return "", false
+}
+
+// hold records that user holds requestNo for sku in activity, from now
+// (unix nanoseconds) for the TTL.
+func (h *holders) hold(activity, sku, user int64, requestNo string, now int64) {
+	if h.slots == nil || requestNo == "" {
 		return
 	}
-	h.cache.SetWithTTL(h.key(activity, sku, user), holder{activity, sku, user, requestNo}, 1, h.ttl)
+	set := h.set(activity, sku, user)
+	a, b := set[0].Load(), set[1].Load()
+	w := 0
+	switch {
+	case a.is(activity, sku, user):
+	case b.is(activity, sku, user):
+		w = 1
+	case a == nil || a.expires <= now:
+	case b == nil || b.expires <= now || b.expires < a.expires:
+		w = 1
+	}
+	set[w].Store(&holderEntry{activity: activity, sku: sku, user: user, expires: now + h.ttl, requestNo: requestNo})
+}
+
+// entries counts the buyers held at now, reading every slot: for the
+// size gauges (a scrape), not for the request path.
+func (h *holders) entries(now int64) int {
+	n := 0
+	for i := range h.slots {
+		if e := h.slots[i].Load(); e != nil && now < e.expires {
+			n++
+		}
+	}
+	return n
 }

@@ -107,30 +107,149 @@ func TestHoldersHammeringTheirSKUDoNotSpendTheGate(t *testing.T) {
 // or user is not answered from it, and the entry expires.
 func TestHoldersAreExactAndExpire(t *testing.T) {
 	var h holders
-	if err := h.open(100*time.Millisecond, 1024); err != nil {
-		t.Fatal(err)
-	}
-	defer h.close()
-	h.hold(7, 1001, 42, "rn-42")
-	h.cache.Wait()
-	if rn, ok := h.held(7, 1001, 42); !ok || rn != "rn-42" {
+	h.open(100*time.Millisecond, 1024)
+	now := time.Now().UnixNano()
+	h.hold(7, 1001, 42, "rn-42", now)
+	if rn, ok := h.held(7, 1001, 42, now); !ok || rn != "rn-42" {
 		t.Fatalf("held: %q %v", rn, ok)
 	}
 	for _, k := range [][3]int64{{7, 1002, 42}, {7, 1001, 43}, {8, 1001, 42}} {
-		if _, ok := h.held(k[0], k[1], k[2]); ok {
+		if _, ok := h.held(k[0], k[1], k[2], now); ok {
 			t.Fatalf("%v answered from another buyer's entry", k)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
-	if _, ok := h.held(7, 1001, 42); ok {
+	if rn, ok := h.held(7, 1001, 42, now+int64(99*time.Millisecond)); !ok || rn != "rn-42" {
+		t.Fatalf("held within the TTL: %q %v", rn, ok)
+	}
+	if _, ok := h.held(7, 1001, 42, now+int64(100*time.Millisecond)); ok {
 		t.Fatal("the entry outlived its TTL")
 	}
-	var off holders
-	if err := off.open(0, 0); err != nil {
-		t.Fatal(err)
+	if n := h.entries(now + int64(100*time.Millisecond)); n != 0 {
+		t.Fatalf("%d entries counted past the TTL", n)
 	}
-	off.hold(7, 1001, 42, "rn")
-	if _, ok := off.held(7, 1001, 42); ok {
+	var off holders
+	off.open(0, 0)
+	off.hold(7, 1001, 42, "rn", now)
+	if _, ok := off.held(7, 1001, 42, now); ok {
 		t.Fatal("holders_ttl 0 remembered a holder")
+	}
+	if off.slots != nil {
+		t.Fatal("holders_ttl 0 allocated a table")
+	}
+}
+
+// The table is holders_max rounded up to a power of two.
+func TestHoldersTableSize(t *testing.T) {
+	for _, tc := range [][2]int{{1024, 1024}, {1025, 2048}, {1 << 20, 1 << 20}, {3, 4}, {1, 2}} {
+		var h holders
+		h.open(time.Second, tc[0])
+		if len(h.slots) != tc[1] {
+			t.Errorf("holders_max %d: %d slots, want %d", tc[0], len(h.slots), tc[1])
+		}
+	}
+}
+
+// In a table of one set every key collides: a buyer, SKU or activity
+// other than the one an entry names is never answered from it, a third
+// buyer evicts the entry that expires first, and a buyer held again
+// replaces their own entry rather than taking the other way.
+func TestHoldersCollisionsAreMissesAndOverwritesEvict(t *testing.T) {
+	var h holders
+	h.open(time.Second, 2)
+	if h.sets != 0 {
+		t.Fatalf("a table of 2 slots has set mask %d, want one set", h.sets)
+	}
+	now := int64(1_000_000_000)
+	h.hold(7, 1001, 1, "rn-1", now)
+	h.hold(7, 1001, 2, "rn-2", now+1)
+	for _, k := range [][3]int64{{7, 1001, 3}, {7, 1002, 1}, {8, 1001, 1}, {7, 1002, 2}, {8, 1001, 2}, {1001, 7, 1}} {
+		if rn, ok := h.held(k[0], k[1], k[2], now+2); ok {
+			t.Fatalf("%v answered %q from a colliding entry", k, rn)
+		}
+	}
+	for u, want := range map[int64]string{1: "rn-1", 2: "rn-2"} {
+		if rn, ok := h.held(7, 1001, u, now+2); !ok || rn != want {
+			t.Fatalf("buyer %d: %q %v, want %q", u, rn, ok, want)
+		}
+	}
+	// Held again: buyer 1's own entry is replaced (and now expires last).
+	h.hold(7, 1001, 1, "rn-1b", now+3)
+	if rn, ok := h.held(7, 1001, 1, now+4); !ok || rn != "rn-1b" {
+		t.Fatalf("buyer 1 held again: %q %v", rn, ok)
+	}
+	if rn, ok := h.held(7, 1001, 2, now+4); !ok || rn != "rn-2" {
+		t.Fatalf("buyer 2 lost to buyer 1's second hold: %q %v", rn, ok)
+	}
+	// A third buyer overwrites the entry that expires first: buyer 2's.
+	h.hold(7, 1001, 3, "rn-3", now+5)
+	if _, ok := h.held(7, 1001, 2, now+6); ok {
+		t.Fatal("buyer 2 survived the overwrite of the set's oldest entry")
+	}
+	for u, want := range map[int64]string{1: "rn-1b", 3: "rn-3"} {
+		if rn, ok := h.held(7, 1001, u, now+6); !ok || rn != want {
+			t.Fatalf("buyer %d after the eviction: %q %v, want %q", u, rn, ok, want)
+		}
+	}
+	// An expired slot is taken before a live one.
+	late := now + 3 + int64(time.Second) // buyer 1's entry has expired, buyer 3's not
+	h.hold(7, 1001, 4, "rn-4", late)
+	if rn, ok := h.held(7, 1001, 3, late); !ok || rn != "rn-3" {
+		t.Fatalf("buyer 3 evicted while an expired slot was free: %q %v", rn, ok)
+	}
+	if n := h.entries(late); n != 2 {
+		t.Fatalf("%d entries, want 2", n)
+	}
+}
+
+// Holds and lookups from many goroutines over a small table (collisions,
+// overwrites) never answer another buyer's ticket. Run under -race.
+func TestHoldersConcurrent(t *testing.T) {
+	var h holders
+	h.open(time.Second, 64)
+	now := time.Now().UnixNano()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 5000 {
+				u := int64((i*7 + g) % 300)
+				rn := strconv.FormatInt(u, 10)
+				if got, ok := h.held(7, 1001, u, now+int64(i)); ok && got != rn {
+					t.Errorf("buyer %d answered %q", u, got)
+					return
+				}
+				h.hold(7, 1001, u, rn, now+int64(i))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// held, the request path's lookup, allocates nothing, hit or miss.
+func TestHoldersHeldDoesNotAllocate(t *testing.T) {
+	var h holders
+	h.open(time.Second, 1024)
+	now := time.Now().UnixNano()
+	h.hold(7, 1001, 42, "rn-42", now)
+	if n := testing.AllocsPerRun(100, func() {
+		h.held(7, 1001, 42, now)
+		h.held(7, 1001, 43, now)
+	}); n != 0 {
+		t.Fatalf("held allocates %v times a call", n)
+	}
+}
+
+// BenchmarkHolders is the accept path's use: an attempt looks its buyer
+// up (held), and the engine's answer records them (hold), over 64Ki
+// buyers.
+func BenchmarkHolders(b *testing.B) {
+	var h holders
+	h.open(5*time.Second, 1<<20)
+	rn := "1234567890123"
+	now := time.Now().UnixNano()
+	var u int64
+	for b.Loop() {
+		u = (u + 1) & (1<<16 - 1)
+		h.held(7, 1001, u, now)
+		h.hold(7, 1001, u, rn, now)
 	}
 }

@@ -88,7 +88,7 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 	// A buyer the engine just told holds a ticket passes the SKU's gate
 	// without spending it (holders.go): their retries cannot starve the
 	// fresh buyers the gate admits. The engine still answers them.
-	_, holder := s.hold.held(v.activity, o.SKUID, user)
+	_, holder := s.hold.held(v.activity, o.SKUID, user, now)
 	if !s.admit.purchase(ctx, o.SKUID, holder) {
 		// The backlog, the gate or its in-flight bound: all are counted
 		// as the gate.
@@ -187,7 +187,7 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if oc, _ := engineOutcome(err); oc == outcomeQueued || oc == outcomeDuplicate {
-		s.hold.hold(v.activity, o.SKUID, user, t.RequestNo)
+		s.hold.hold(v.activity, o.SKUID, user, t.RequestNo, now)
 	}
 	s.answer(ctx, o.SKUID, v.activity, t, err, now < v.start || now >= v.end)
 }

@@ -119,7 +119,7 @@ func appendWaitFields(b []byte, pos int64, eta, poll time.Duration) []byte {
 // wait with, or 503 BUSY with Retry-After when the line cannot take the
 // attempt durably (never a WAITING that is not in the topic).
 func (s *Server) enqueue(ctx *fasthttp.RequestCtx, v *view, req *engine.Request, now int64) (engine.Waiting, error) {
-	if rn, held := s.hold.held(v.activity, req.SKU.ID, req.UserID); held {
+	if rn, held := s.hold.held(v.activity, req.SKU.ID, req.UserID, now); held {
 		// The engine told this edge the buyer holds a ticket: a place in
 		// line could only end DUPLICATE.
 		s.out.ticket(ctx, fasthttp.StatusConflict, "DUPLICATE", rn, msgDuplicate)

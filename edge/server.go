@@ -185,27 +185,20 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 	if err = s.flags.open(); err != nil {
 		return nil, err
 	}
-	if err = s.hold.open(cfg.HoldersTTL, cfg.HoldersMax); err != nil {
-		s.flags.close()
-		s.hold.close()
-		return nil, err
-	}
+	s.hold.open(cfg.HoldersTTL, cfg.HoldersMax)
 	tallies := newSKUTallies(s.m.skuPurchases, cat)
 	tallies.sync() // the catalog's SKUs have their series from the start
 	if s.views, err = newViews(cat, tallies, cfg.ViewTTL); err != nil {
 		s.flags.close()
-		s.hold.close()
 		return nil, err
 	}
 	if err = reg.Register(newSizes(s)); err != nil { // sizes.go
 		s.flags.close()
-		s.hold.close()
 		s.views.close()
 		return nil, fmt.Errorf("edge metrics: %w", err)
 	}
 	if s.handler, err = s.routes(); err != nil {
 		s.flags.close()
-		s.hold.close()
 		s.views.close()
 		return nil, err
 	}
@@ -356,7 +349,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.evMu.Lock()
 		s.closed = true
 		s.flags.close()
-		s.hold.close()
 		s.views.close()
 		s.risk.close()
 		s.evMu.Unlock()

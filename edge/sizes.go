@@ -51,8 +51,9 @@ func (z *sizes) Collect(ch chan<- prometheus.Metric) {
 	}
 	z.cache(ch, "views", s.views.cache)
 	z.cache(ch, "soldout", s.flags.cache)
-	if s.hold.cache != nil {
-		z.cache(ch, "holders", s.hold.cache)
+	if s.hold.slots != nil {
+		ch <- prometheus.MustNewConstMetric(z.cacheEntries, prometheus.GaugeValue, float64(s.hold.entries(s.clock.now())), "holders")
+		ch <- prometheus.MustNewConstMetric(z.cacheCap, prometheus.GaugeValue, float64(len(s.hold.slots)), "holders")
 	}
 	lim := s.admit.lim.Load()
 	z.limiter(ch, "ip", lim.ip)
