@@ -50,3 +50,18 @@ func TestConfigRefusesBadTokenTimeouts(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigBoundsTheHoldersTable(t *testing.T) {
+	for _, n := range []int{1023, 1<<24 + 1} {
+		c := DefaultConfig()
+		c.HoldersMax = n
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "edge.holders_max") {
+			t.Errorf("holders_max %d: error %v should name it", n, err)
+		}
+	}
+	c := DefaultConfig()
+	c.HoldersTTL, c.HoldersMax = 0, 1<<30 // off: no table
+	if err := c.Validate(); err != nil {
+		t.Errorf("holders off: %v", err)
+	}
+}
