@@ -8,10 +8,18 @@
 // A Read or Write blocked past its deadline then returns
 // os.ErrDeadlineExceeded, as with the connection's own deadline, between the
 // deadline and one tick after it; one that starts after the deadline fired
-// fails at once. A deadline already due when it is set fires at once.
+// fails at once. A deadline already due when it is set fires at once (one
+// due within a tick of the sweeper's last look, at its next look if it runs
+// late). Deadlines are judged on the monotonic clock, as the runtime's are:
+// a step of the wall clock moves none of them.
+//
+// The wrapper is a plain net.Conn: wrap the TCP listener itself, under any
+// TLS layer, so that a server still sees its *tls.Conn; optional methods of
+// the TCP connection (SetKeepAlive, ReadFrom) are not passed through.
 package deadlines
 
 import (
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -22,26 +30,48 @@ import (
 // judged by its sweeper. Safe for concurrent use.
 type Listener struct {
 	net.Listener
-	tick time.Duration
-	now  atomic.Int64 // the sweeper's clock: unix nanos of its last look
+	tick  time.Duration
+	epoch time.Time    // deadlines are nanoseconds since it, plus one (0: none)
+	now   atomic.Int64 // the sweeper's clock at its last look, in the same units
 
 	mu     sync.Mutex
 	conns  map[*Conn]struct{}
 	closed bool
 	wake   chan struct{} // closed by Close: the sweeper stops once no connection is left
 	done   chan struct{} // closed when the sweeper has returned
+
+	// testBeforeFired, when set (tests only, before any connection), runs
+	// in fireOne between reading a due deadline and marking it fired:
+	// where a re-arm races the sweeper.
+	testBeforeFired func()
 }
 
 // Wrap returns ln with its connections' deadlines swept every tick (at
 // least a millisecond).
 func Wrap(ln net.Listener, tick time.Duration) *Listener {
 	l := &Listener{
-		Listener: ln, tick: max(tick, time.Millisecond),
+		Listener: ln, tick: max(tick, time.Millisecond), epoch: time.Now(),
 		conns: make(map[*Conn]struct{}), wake: make(chan struct{}), done: make(chan struct{}),
 	}
-	l.now.Store(time.Now().UnixNano())
+	l.now.Store(l.clock())
 	go l.sweep()
 	return l
+}
+
+// clock is the monotonic time since epoch, in deadline units.
+func (l *Listener) clock() int64 { return int64(time.Since(l.epoch)) + 1 }
+
+// at is t in deadline units: 0 for the zero time, at least 1 (long past)
+// otherwise; far futures saturate.
+func (l *Listener) at(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	d := t.Sub(l.epoch) // saturates, never wraps
+	if d < 0 {
+		return 1
+	}
+	return int64(min(d, math.MaxInt64-1)) + 1
 }
 
 // Tick is the sweep interval: how late a deadline may fire.
@@ -55,6 +85,12 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 	w := &Conn{Conn: c, l: l}
 	l.mu.Lock()
+	if l.closed {
+		// Accepted as the listener closed: the sweeper may have gone.
+		l.mu.Unlock()
+		c.Close()
+		return nil, net.ErrClosed
+	}
 	l.conns[w] = struct{}{}
 	l.mu.Unlock()
 	return w, nil
@@ -91,7 +127,7 @@ func (l *Listener) sweep() {
 		case <-wake:
 			wake = nil // closed: from now on, only the ticks
 		}
-		now := time.Now().UnixNano()
+		now := l.clock()
 		l.now.Store(now)
 		l.mu.Lock()
 		if l.closed && len(l.conns) == 0 {
@@ -124,7 +160,7 @@ type Conn struct {
 // deadline is one direction's wanted deadline and whether it was set on
 // the connection for real.
 type deadline struct {
-	at    atomic.Int64 // unix nanos; 0: none
+	at    atomic.Int64 // Listener.at units; 0: none
 	fired atomic.Bool  // the connection holds a past deadline for this direction
 }
 
@@ -148,10 +184,7 @@ func (c *Conn) SetDeadline(t time.Time) error {
 }
 
 func (c *Conn) set(d *deadline, read bool, t time.Time) error {
-	var at int64
-	if !t.IsZero() {
-		at = max(t.UnixNano(), 1)
-	}
+	at := c.l.at(t)
 	// Store first, then look at fired; the sweeper sets fired first, then
 	// looks at the deadline again (fire): one of the two sees the other.
 	d.at.Store(at)
@@ -169,7 +202,7 @@ func (c *Conn) set(d *deadline, read bool, t time.Time) error {
 	// A deadline within a tick of the sweeper's clock may be due already:
 	// only those read the clock.
 	if at != 0 && at <= c.l.now.Load()+int64(c.l.tick) {
-		if now := time.Now().UnixNano(); at <= now {
+		if now := c.l.clock(); at <= now {
 			c.fire(now)
 		}
 	}
@@ -189,12 +222,15 @@ func (c *Conn) fireOne(d *deadline, read bool, now int64) {
 	if at == 0 || at > now || d.fired.Load() {
 		return
 	}
+	if h := c.l.testBeforeFired; h != nil {
+		h()
+	}
 	d.fired.Store(true)
 	if d.at.Load() != at { // re-armed meanwhile: its setter did not see fired
 		d.fired.Store(false)
 		return
 	}
-	_ = c.real(read, time.Unix(0, at)) // an error: the connection is closed
+	_ = c.real(read, c.l.epoch.Add(time.Duration(at-1))) // an error: the connection is closed
 }
 
 func (c *Conn) real(read bool, t time.Time) error {

@@ -288,8 +288,8 @@ func BenchmarkSetReadDeadline(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer raw.Close()
-	l := &Listener{tick: 100 * time.Millisecond}
-	l.now.Store(time.Now().UnixNano())
+	l := &Listener{tick: 100 * time.Millisecond, epoch: time.Now()}
+	l.now.Store(l.clock())
 	wrapped := &Conn{Conn: raw, l: l}
 	for _, c := range []struct {
 		name string
@@ -301,5 +301,109 @@ func BenchmarkSetReadDeadline(b *testing.B) {
 				c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 			}
 		})
+	}
+}
+
+// TestReArmBetweenTheSweepersLookAndItsMark re-arms a deadline at the one
+// point where the sweeper has read it as due but not yet marked it fired:
+// the sweeper must see the new deadline and leave the connection alone.
+func TestReArmBetweenTheSweepersLookAndItsMark(t *testing.T) {
+	l, s, client := pair(t, time.Hour) // the sweeper never looks by itself
+	if err := s.SetReadDeadline(time.Now().Add(5 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	rearmed := false
+	l.testBeforeFired = func() {
+		if !rearmed {
+			rearmed = true
+			if err := s.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	s.fire(l.clock())
+	if !rearmed {
+		t.Fatal("the sweeper did not find the deadline due")
+	}
+	if s.r.fired.Load() {
+		t.Fatal("a deadline re-armed before it was marked was fired anyway")
+	}
+	if _, err := client.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("read under the re-armed deadline: %v", err)
+	}
+}
+
+// blockedListener's Accept waits for release; its Close closes nothing
+// until the test ends, so that a connection can be accepted after it.
+type blockedListener struct {
+	net.Listener
+	release chan struct{}
+}
+
+func (b *blockedListener) Accept() (net.Conn, error) {
+	<-b.release
+	return b.Listener.Accept()
+}
+
+func (b *blockedListener) Close() error { return nil }
+
+func TestAcceptedAsTheListenerClosesIsRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	b := &blockedListener{Listener: ln, release: make(chan struct{})}
+	l := Wrap(b, time.Millisecond)
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	got := make(chan accepted, 1)
+	go func() {
+		c, err := l.Accept()
+		got <- accepted{c, err}
+	}()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	l.Close()
+	<-l.done // no connection was watched: the sweeper is gone
+	close(b.release)
+	a := <-got
+	if !errors.Is(a.err, net.ErrClosed) {
+		if a.c != nil {
+			a.c.Close()
+		}
+		t.Fatalf("accept after close: %v, %v; want net.ErrClosed (no sweeper would time it out)", a.c, a.err)
+	}
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := client.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the connection accepted after close was left open")
+	}
+}
+
+func TestFarDeadlines(t *testing.T) {
+	_, s, client := pair(t, 5*time.Millisecond)
+	// Far past: due at once.
+	if err := s.SetReadDeadline(time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(make([]byte, 1)); !isTimeout(err) {
+		t.Fatalf("read under a deadline in 1600: %v, want a timeout", err)
+	}
+	// Far future: never.
+	if err := s.SetReadDeadline(time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(50*time.Millisecond, func() { client.Write([]byte("x")) })
+	if _, err := s.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("read under a deadline in 9999: %v", err)
 	}
 }
