@@ -111,7 +111,8 @@ type Config struct {
 	// to a power of two, allocated at start (8 bytes each) when
 	// HoldersTTL is not 0. It bounds the holders remembered; a buyer can
 	// be evicted before it is full, by two others whose keys share the
-	// buyer's set (holders.go). 1024 to 16777216; default 1048576.
+	// buyer's set (holders.go): size it at about twice the buyers expected
+	// to hold a ticket within HoldersTTL. 1024 to 4194304; default 1048576.
 	HoldersMax int `yaml:"holders_max"`
 	// DBReadsPerUser bounds the orders-database reads one user's ids may
 	// cause a second (burst five times it) on the result route's and the
@@ -410,8 +411,8 @@ func (c *Config) Validate() error {
 		return errors.New("edge.access_log_every must not be negative")
 	case c.HoldersTTL < 0 || c.HoldersTTL > 10*time.Minute:
 		return errors.New("edge.holders_ttl must be 0 (off) to 10m")
-	case c.HoldersTTL > 0 && (c.HoldersMax < 1024 || c.HoldersMax > 1<<24):
-		return errors.New("edge.holders_max must be 1024 to 16777216 (its table is allocated at start)")
+	case c.HoldersTTL > 0 && (c.HoldersMax < 1024 || c.HoldersMax > 1<<22):
+		return errors.New("edge.holders_max must be 1024 to 4194304 (its table is allocated at start)")
 	case c.DBReadsPerUser < 0 || c.DBReadsPerUser > 0 && c.DBMissTTL <= 0:
 		return errors.New("edge.db_reads_per_user must not be negative, and edge.db_miss_ttl must be positive with it")
 	case c.SoldOutTTL <= 0:

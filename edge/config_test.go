@@ -52,7 +52,7 @@ func TestConfigRefusesBadTokenTimeouts(t *testing.T) {
 }
 
 func TestConfigBoundsTheHoldersTable(t *testing.T) {
-	for _, n := range []int{1023, 1<<24 + 1} {
+	for _, n := range []int{1023, 1<<22 + 1} {
 		c := DefaultConfig()
 		c.HoldersMax = n
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "edge.holders_max") {

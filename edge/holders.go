@@ -11,10 +11,12 @@ import (
 // hold a ticket for a SKU (QUEUING or DUPLICATE), so that their next
 // attempts pass the SKU's shared admission gate without spending it: a few
 // accounts hammering a SKU they hold cannot take the gate capacity fresh
-// buyers need. The engine still answers each attempt (DUPLICATE, or a
-// ticket again once the old one was released), so nothing is answered
-// from memory; what bounds a holder's attempts is the per-user limit and
-// the SKU's in-flight bound.
+// buyers need. On the direct path the engine still answers each attempt
+// (DUPLICATE, or a ticket again once the old one was released); what bounds
+// a holder's attempts is the per-user limit and the SKU's in-flight bound.
+// In queue mode the edge answers a holder 409 DUPLICATE from the table
+// (queue.go: a place in line could only end DUPLICATE), naming the ticket
+// the engine last told it of.
 //
 // It is a fixed table of edge.holders_max slots (rounded up to a power of
 // two), allocated once: 8 bytes of pointer a slot, plus one entry for each
@@ -27,10 +29,14 @@ import (
 // whose next attempt spends the gate again, as with the table off. Two
 // ways rather than one because a direct-mapped table loses buyers to
 // birthday collisions long before it is full (1,100 buyers in 2^20 slots
-// collide with a chance of 44%; two ways make it about one in a thousand).
+// collide with a chance of 44%; two ways make it about one in a thousand);
+// even so a table full of live buyers keeps only ~3 in 4 of them, so size
+// it at about twice the buyers expected to hold a ticket within the TTL.
 // Two holds racing for one set may overwrite each other's entry, or store
-// one buyer in both ways; either is a stale or lost entry, never a wrong
-// answer, since an entry carries its whole key.
+// one buyer in both ways; held then reads the later of the two. Either is
+// a stale or lost entry, never another buyer's, since an entry carries its
+// whole key. Lapsed entries are cleared by sweep (every holdersSweepEvery),
+// so the memory they hold goes back after a sale.
 //
 // Expiry is judged by the time the caller passes: the request's arrival
 // as the order path reads it (serverClock.at, unix nanoseconds), so the
@@ -93,10 +99,14 @@ func (h *holders) held(activity, sku, user, now int64) (string, bool) {
 		return "", false
 	}
 	set := h.set(activity, sku, user)
-	for w := range set {
-		if e := set[w].Load(); e.is(activity, sku, user) && now < e.expires {
-			return e.requestNo, true
-		}
+	a, b := set[0].Load(), set[1].Load()
+	okA := a.is(activity, sku, user) && now < a.expires
+	okB := b.is(activity, sku, user) && now < b.expires
+	switch {
+	case okA && (!okB || a.expires >= b.expires):
+		return a.requestNo, true
+	case okB:
+		return b.requestNo, true
 	}
 	return "", false
 }
@@ -119,6 +129,20 @@ func (h *holders) hold(activity, sku, user int64, requestNo string, now int64) {
 		w = 1
 	}
 	set[w].Store(&holderEntry{activity: activity, sku: sku, user: user, expires: now + h.ttl, requestNo: requestNo})
+}
+
+// holdersSweepEvery is how often the edge clears lapsed holders.
+const holdersSweepEvery = 30 * time.Second
+
+// sweep clears the entries lapsed at now (a slot re-filled meanwhile is
+// left alone), reading every slot: ~12 ms per million slots, off the
+// request path.
+func (h *holders) sweep(now int64) {
+	for i := range h.slots {
+		if e := h.slots[i].Load(); e != nil && e.expires <= now {
+			h.slots[i].CompareAndSwap(e, nil)
+		}
+	}
 }
 
 // entries counts the buyers held at now, reading every slot: for the

@@ -253,3 +253,52 @@ func BenchmarkHolders(b *testing.B) {
 		h.hold(7, 1001, u, rn, now)
 	}
 }
+
+// One buyer stored in both ways (two holds racing for a set) reads as the
+// later ticket, whichever way holds it.
+func TestHoldersBuyerInBothWaysReadsTheLater(t *testing.T) {
+	var h holders
+	h.open(time.Second, 2)
+	now := int64(1_000_000_000)
+	for _, order := range [][2]int{{0, 1}, {1, 0}} {
+		old := &holderEntry{activity: 7, sku: 1001, user: 1, expires: now + 10, requestNo: "old"}
+		later := &holderEntry{activity: 7, sku: 1001, user: 1, expires: now + 20, requestNo: "later"}
+		h.slots[order[0]].Store(old)
+		h.slots[order[1]].Store(later)
+		if rn, ok := h.held(7, 1001, 1, now); !ok || rn != "later" {
+			t.Fatalf("old in way %d, later in way %d: %q %v, want the later ticket", order[0], order[1], rn, ok)
+		}
+		if rn, ok := h.held(7, 1001, 1, now+15); !ok || rn != "later" {
+			t.Fatalf("after the old one lapsed: %q %v", rn, ok)
+		}
+	}
+}
+
+// sweep clears lapsed entries and keeps live ones.
+func TestHoldersSweepClearsLapsed(t *testing.T) {
+	var h holders
+	h.open(time.Second, 1024)
+	now := int64(1_000_000_000)
+	for u := int64(1); u <= 200; u++ {
+		h.hold(7, 1001, u, "rn-"+strconv.FormatInt(u, 10), now+u*int64(time.Millisecond))
+	}
+	live := h.entries(now + int64(time.Second))
+	// At now+1s+100ms the first 100 have lapsed.
+	at := now + int64(time.Second) + 100*int64(time.Millisecond)
+	h.sweep(at)
+	stored := 0
+	for i := range h.slots {
+		if e := h.slots[i].Load(); e != nil {
+			stored++
+			if e.expires <= at {
+				t.Fatalf("sweep left buyer %d, lapsed at %d, in the table at %d", e.user, e.expires, at)
+			}
+		}
+	}
+	if want := h.entries(at); stored != want || want == 0 || want >= live {
+		t.Fatalf("after the sweep %d entries stored, %d live (of %d before), want only the live ones", stored, want, live)
+	}
+	if rn, ok := h.held(7, 1001, 200, at); !ok || rn != "rn-200" {
+		t.Fatalf("a live buyer lost to the sweep: %q %v", rn, ok)
+	}
+}

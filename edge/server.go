@@ -272,6 +272,22 @@ func New(cfg Config, eng engine.Engine, cat *catalog.Catalog, res *results.Store
 		s.wg.Add(1)
 		go s.flushLoop(s.bgCtx)
 	}
+	if s.hold.slots != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			t := time.NewTicker(holdersSweepEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-s.bgCtx.Done():
+					return
+				case <-t.C:
+					s.hold.sweep(s.clock.now())
+				}
+			}
+		}()
+	}
 	if s.flags.check != nil {
 		s.wg.Add(1)
 		go func() {
