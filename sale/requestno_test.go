@@ -107,7 +107,12 @@ func FuzzParseRequestNo(f *testing.F) {
 		if a <= 0 || k <= 0 {
 			t.Fatalf("ParseRequestNo(%q) = %d %d", rn, a, k)
 		}
-		if back := strconv.FormatInt(a, 10) + "-" + strconv.FormatInt(k, 10) + "-" + id; back != rn {
+		_, _, b, _, _ := ParseTicket(rn)
+		skuPart := strconv.FormatInt(k, 10)
+		if b != NoBucket { // "<activity>-<sku>.<bucket>-<id>"
+			skuPart += "." + strconv.Itoa(b)
+		}
+		if back := strconv.FormatInt(a, 10) + "-" + skuPart + "-" + id; back != rn {
 			t.Fatalf("ParseRequestNo(%q) reads back as %q", rn, back)
 		}
 		if _, ok := RequestNoTime(rn); !ok {
