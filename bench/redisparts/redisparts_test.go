@@ -176,8 +176,8 @@ func runOccupy(b *testing.B, args []string, src string, consume bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if code, _ := out[len(out)-3].ToString(); code != "OK" {
-			b.Fatalf("buyer %d: %s", u, code)
+		if code, err := out[len(out)-3].ToString(); err != nil || code != "OK" {
+			b.Fatalf("buyer %d: %q %v", u, code, err)
 		}
 		if len(claims) >= 2*1024 {
 			consumeAll()
