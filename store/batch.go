@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -37,7 +38,8 @@ type existingOrder struct {
 //     read: one with the same requestNo is Existing (even if it was closed
 //     since), a live one with another requestNo is Duplicate. Neither
 //     changes stock. A closed order blocks nothing: its buyer may order
-//     again.
+//     again. A batch of distinct buyers first tries without this read
+//     (see below).
 //  3. The rest take stock in message order while the locked snapshot has
 //     enough; those that do not fit are SoldOut. The conditional
 //     decrement (available >= n) still guards the database.
@@ -76,39 +78,70 @@ func (s *sqlStore) SaveBatch(ctx context.Context, msgs []sale.Message, opts ...S
 	s.prepare(ctx, &ordersOfUsersSQL, len(msgs))
 	s.prepare(ctx, &orderInsertSQL, len(msgs))
 	s.prepare(ctx, &storyUpsertSQL, len(msgs))
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		b.reset()
-		if err := s.lockSnapshots(ctx, tx, b); err != nil {
-			return err
-		}
-		if err := s.findExisting(ctx, tx, b); err != nil {
-			return err
-		}
-		b.decide()
-		if err := s.takeStock(ctx, tx, b); err != nil {
-			return err
-		}
-		now := s.nowMs()
-		if err := s.insertOrders(ctx, tx, b, now); err != nil {
-			return err
-		}
-		if err := s.logBatch(ctx, tx, b, now); err != nil {
-			return err
-		}
-		if len(b.opt.letters) > 0 {
-			if err := s.recordLetters(ctx, tx, b.opt.letters); err != nil {
-				return err
-			}
-		}
-		if s.opt.beforeCommit != nil {
-			return s.opt.beforeCommit(ctx, msgs)
-		}
-		return nil
-	})
+	// A batch of distinct buyers is tried first as if none of them had an
+	// order yet, the common case, where the lookup of the users' orders
+	// (step 2) would only repeat the probes of the insert's unique keys.
+	// That attempt stands only if every ticket is Created and the insert
+	// wrote every row: then the lookup would have found nothing that
+	// decides otherwise (a closed order of another requestNo blocks
+	// nothing). Else it rolls back and the batch runs again with the
+	// lookup.
+	err := errNotFresh
+	if b.distinct {
+		err = s.inTx(ctx, func(tx *sql.Tx) error { return s.saveBatch(ctx, tx, b, true) })
+	}
+	if errors.Is(err, errNotFresh) {
+		err = s.inTx(ctx, func(tx *sql.Tx) error { return s.saveBatch(ctx, tx, b, false) })
+	}
 	if err != nil {
 		return nil, fmt.Errorf("save batch of %d: %w", len(msgs), err)
 	}
 	return b.out, nil
+}
+
+// errNotFresh fails saveBatch's fresh attempt: a ticket is not Created, or
+// the insert skipped a row (an order of the batch exists already).
+var errNotFresh = errors.New("not every ticket of the batch is a new order")
+
+// saveBatch is one attempt of SaveBatch's transaction. fresh skips the
+// lookup of existing orders and fails with errNotFresh, before it writes
+// anything but the snapshot, unless every ticket becomes a new order.
+func (s *sqlStore) saveBatch(ctx context.Context, tx *sql.Tx, b *batch, fresh bool) error {
+	b.reset()
+	if err := s.lockSnapshots(ctx, tx, b); err != nil {
+		return err
+	}
+	if !fresh {
+		if err := s.findExisting(ctx, tx, b); err != nil {
+			return err
+		}
+	}
+	b.decide()
+	if fresh && len(b.created) != len(b.msgs) {
+		return errNotFresh
+	}
+	if err := s.takeStock(ctx, tx, b); err != nil {
+		return err
+	}
+	now := s.nowMs()
+	if err := s.insertOrders(ctx, tx, b, now); err != nil {
+		if fresh && errors.Is(err, ErrConflict) {
+			return errNotFresh
+		}
+		return err
+	}
+	if err := s.logBatch(ctx, tx, b, now); err != nil {
+		return err
+	}
+	if len(b.opt.letters) > 0 {
+		if err := s.recordLetters(ctx, tx, b.opt.letters); err != nil {
+			return err
+		}
+	}
+	if s.opt.beforeCommit != nil {
+		return s.opt.beforeCommit(ctx, b.msgs)
+	}
+	return nil
 }
 
 // SaveOption changes what SaveBatch records besides the orders.
@@ -153,10 +186,13 @@ type batch struct {
 	out  []Outcome
 	// lead[i] is the index of the message whose outcome i follows: i itself
 	// for the first ticket of a user on a SKU, else the first ticket.
-	lead  []int
-	same  []bool // same[i]: a repeat of lead[i]'s requestNo
-	skus  []skuKey
-	users map[skuKey][]int64
+	lead []int
+	same []bool // same[i]: a repeat of lead[i]'s requestNo
+	// distinct: every message leads (no repeated requestNo, one ticket
+	// per user and SKU).
+	distinct bool
+	skus     []skuKey
+	users    map[skuKey][]int64
 	// Filled inside the transaction.
 	avail    map[skuKey]int64
 	existing map[userKey]existingOrder // live orders of the batch's users
@@ -173,19 +209,21 @@ func newBatch(msgs []sale.Message) *batch {
 		lead:  make([]int, len(msgs)),
 		same:  make([]bool, len(msgs)),
 		users: map[skuKey][]int64{},
+		// distinct until a message follows another
+		distinct: true,
 	}
 	byReq := make(map[string]int, len(msgs))
 	byUser := make(map[userKey]int, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		if j, ok := byReq[m.RequestNo]; ok {
-			b.lead[i], b.same[i] = j, true
+			b.lead[i], b.same[i], b.distinct = j, true, false
 			continue
 		}
 		byReq[m.RequestNo] = i
 		k := userKey{skuKey{m.ActivityID, m.SKUID}, m.UserID}
 		if j, ok := byUser[k]; ok {
-			b.lead[i] = j
+			b.lead[i], b.distinct = j, false
 			continue
 		}
 		byUser[k] = i

@@ -199,6 +199,66 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 	})
 }
 
+// A batch of distinct buyers is saved first without the lookup of their
+// orders (SaveBatch); whatever that lookup would have decided must still
+// be decided: a ticket with an order stays Existing on a sold-out SKU, a
+// buyer's second ticket stays Duplicate, a closed order's ticket stays
+// Existing beside new orders.
+func TestBatchOfDistinctBuyersStillFindsTheirOrders(t *testing.T) {
+	runTest(t, func(t *testing.T, r runner) {
+		ctx := context.Background()
+		s := r.open(t)
+		put(t, s, activity(1, sale.SKU{ID: 10, Stock: 2}, sale.SKU{ID: 11, Stock: 5}))
+		save(t, s, msg("r1", 1, 10, 100), msg("r2", 1, 10, 101))
+		wantStock(t, s, 1, 10, 2, 0)
+
+		// Sold out: the redelivered ticket and the buyer's other ticket
+		// are not sold out, they have an order.
+		out := save(t, s, msg("r1", 1, 10, 100), msg("r3", 1, 10, 101), msg("r4", 1, 10, 102))
+		wantOutcomes(t, out,
+			Outcome{RequestNo: "r1", Kind: Existing, OrderNo: "Or1"},
+			Outcome{RequestNo: "r3", Kind: Duplicate, OrderNo: "Or2"},
+			Outcome{RequestNo: "r4", Kind: SoldOut})
+		for req, want := range map[string]string{"r1": StatusOrderCreated, "r3": StatusFailed} {
+			if e, err := s.RequestLog(ctx, req); err != nil || e.Status != want {
+				t.Errorf("request log of %s = %+v, %v; want %s", req, e, err, want)
+			}
+		}
+
+		// Stock left: one ticket with an order among new ones rolls the
+		// first attempt back; nothing of it stays.
+		save(t, s, msg("r5", 1, 11, 100))
+		out = save(t, s, msg("r6", 1, 11, 200), msg("r5", 1, 11, 100), msg("r7", 1, 11, 201))
+		wantOutcomes(t, out,
+			Outcome{RequestNo: "r6", Kind: Created, OrderNo: "Or6"},
+			Outcome{RequestNo: "r5", Kind: Existing, OrderNo: "Or5"},
+			Outcome{RequestNo: "r7", Kind: Created, OrderNo: "Or7"})
+		wantStock(t, s, 1, 11, 5, 2)
+
+		// A closed order: its ticket again is Existing (CLOSED), while
+		// the buyer's new ticket makes a new order.
+		if _, closed, err := s.CloseOrder(ctx, "Or5", time.Now().Add(time.Hour)); err != nil || !closed {
+			t.Fatalf("close Or5: closed=%v, %v", closed, err)
+		}
+		wantStock(t, s, 1, 11, 5, 3)
+		out = save(t, s, msg("r8", 1, 11, 100), msg("r9", 1, 11, 202))
+		wantOutcomes(t, out,
+			Outcome{RequestNo: "r8", Kind: Created, OrderNo: "Or8"},
+			Outcome{RequestNo: "r9", Kind: Created, OrderNo: "Or9"})
+		out = save(t, s, msg("r5", 1, 11, 100), msg("r10", 1, 11, 203))
+		wantOutcomes(t, out,
+			Outcome{RequestNo: "r5", Kind: Existing, OrderNo: "Or5"},
+			Outcome{RequestNo: "r10", Kind: Created, OrderNo: "Or10"})
+		if out[0].OrderStatus != OrderClosed {
+			t.Errorf("the closed order's ticket again: %+v, want its order CLOSED", out[0])
+		}
+		wantStock(t, s, 1, 11, 5, 0)
+		if n, _, _ := s.CountOrders(ctx, 1, 11); n != 5 {
+			t.Errorf("%d live orders of SKU 11, want 5", n)
+		}
+	})
+}
+
 func TestTicketsOfOneUserMakeOneOrder(t *testing.T) {
 	runTest(t, func(t *testing.T, r runner) {
 		ctx := context.Background()
