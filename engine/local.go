@@ -151,12 +151,12 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 	lbl.lua.Observe(time.Since(start).Seconds())
 	if err != nil {
 		lbl.errors.Inc()
-		e.m.occupy.WithLabelValues(stock.Busy.Label()).Inc()
+		e.m.occupyBy[stock.Busy].Inc()
 		// The script may have run before the timeout hit: the occupancy,
 		// if any, has no message and is left to the orphan sweeper.
 		return t, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
-	e.m.occupy.WithLabelValues(codeLabel(res.Code)).Inc()
+	e.m.occupied(res.Code)
 	t.Remaining = res.Remaining
 	if err := res.Err(); err != nil {
 		switch {

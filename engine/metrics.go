@@ -19,6 +19,7 @@ import (
 //	seckill_engine_auto_queue_total{shard}     SKUs put in queue mode by themselves (engine.queue.auto_latency)
 type metrics struct {
 	occupy      *prometheus.CounterVec
+	occupyBy    [stock.Outcomes]prometheus.Counter // occupy's child of each outcome; nil where not counted
 	lua         *prometheus.HistogramVec
 	luaErrors   *prometheus.CounterVec
 	produce     prometheus.Histogram
@@ -54,8 +55,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		autoQueue: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_engine_auto_queue_total", Help: "SKUs put in queue mode by themselves, by the shard found degraded."}, []string{"shard"}),
 	}
-	for _, c := range stock.Labels() {
-		m.occupy.WithLabelValues(c)
+	for o := range m.occupyBy {
+		if l := stock.Outcome(o).Label(); l != "" {
+			m.occupyBy[o] = m.occupy.WithLabelValues(l)
+		}
 	}
 	for _, o := range []string{"released", "not_held", "claimed", "error"} {
 		m.releases.WithLabelValues(o)
@@ -66,9 +69,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// codeLabel is the occupy_total label of an occupy script's code: the
-// outcome table's, "error" (Busy's) for a code no script answers.
-func codeLabel(code string) string {
+// occupied counts an occupy script's code in occupy_total: under the
+// outcome table's label, "error" (Busy's) for a code no script answers.
+func (m *metrics) occupied(code string) {
 	o, _ := stock.OutcomeOfCode(code)
-	return o.Label()
+	if c := m.occupyBy[o]; c != nil {
+		c.Inc()
+	}
 }

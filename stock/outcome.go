@@ -106,6 +106,9 @@ func OutcomeOfWire(wire string) (Outcome, bool) {
 	return Busy, false
 }
 
+// Outcomes is how many outcomes there are: every Outcome is below it.
+const Outcomes = int(nOutcomes)
+
 // Labels returns the occupy metric's labels in table order, for creating
 // every series at 0.
 func Labels() []string {
