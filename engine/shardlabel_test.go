@@ -43,4 +43,19 @@ func TestLuaMetricsNameTheShard(t *testing.T) {
 	if _, found := testenv.MetricPresent(t, reg, "seckill_engine_lua_seconds", map[string]string{"shard": "hot"}); found {
 		t.Error("a series still says shard=hot")
 	}
+	// Each answer is counted under its code: buyer 1 again is a
+	// duplicate, a buyer past the one unit of SKU 33 sold out.
+	r.preheat(t, activity(3, 33, 1, false))
+	if _, err := e.Occupy(context.Background(), r.order(t, 11, 1)); err == nil {
+		t.Fatal("buyer 1 again: no error, want a duplicate")
+	}
+	e.Occupy(context.Background(), r.order(t, 33, 7))
+	if _, err := e.Occupy(context.Background(), r.order(t, 33, 8)); err == nil {
+		t.Fatal("past the stock: no error, want sold out")
+	}
+	for code, want := range map[string]float64{"ok": 4, "duplicate": 1, "sold_out": 1, "ended": 0, "error": 0} {
+		if got := testenv.Metric(t, reg, "seckill_engine_occupy_total", map[string]string{"code": code}); got != want {
+			t.Errorf("occupy_total{code=%s} = %v, want %v", code, got, want)
+		}
+	}
 }
