@@ -24,7 +24,7 @@ func newSizes(s *Server) *sizes {
 		cacheEntries: prometheus.NewDesc("seckill_edge_cache_entries",
 			"Entries held by one of the edge's bounded caches (views, soldout, holders, risk_verdicts, db_misses).", []string{"cache"}, nil),
 		cacheCap: prometheus.NewDesc("seckill_edge_cache_capacity_entries",
-			"The most entries the cache holds before it evicts.", []string{"cache"}, nil),
+			"The most entries the cache can hold; it may evict before it is full (holders: a 2-way table, where a third buyer hashed to a full set of two overwrites the entry that expires first).", []string{"cache"}, nil),
 		limiterKeys: prometheus.NewDesc("seckill_edge_limiter_entries",
 			"Keys held by one of the edge's keyed rate limiters (ip, user, risk_device, risk_ip, db_reads).", []string{"limiter"}, nil),
 		limiterCap: prometheus.NewDesc("seckill_edge_limiter_capacity_entries",
