@@ -6,13 +6,16 @@ import (
 	"path/filepath"
 	"sync"
 
+	"seckill/cmd/seckill/devserver"
 	"seckill/internal/testenv"
 )
 
 // StartRedis runs a redis-server named name (its log: out/name.log) with
-// its files in dir, with seckill dev's persistence settings (the
-// append-only file, fsync every second), by testenv's one starter; StopAll
-// stops it (SIGTERM: the file is written out).
+// its files in dir, with seckill dev's persistence settings exactly
+// (devserver.Persistence: the append-only file, fsync every second, its
+// rewrite policy, no RDB snapshots), by testenv's one starter; StopAll
+// stops it (SIGTERM: the file is written out). A reference's Redis and
+// the system's then pay for the same durability.
 func StartRedis(out, name, dir string) (*Proc, string, error) {
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -20,7 +23,7 @@ func StartRedis(out, name, dir string) (*Proc, string, error) {
 	}
 	logPath := filepath.Join(out, name+".log")
 	r, err := testenv.LaunchRedis(dir, testenv.WithRedisLog(logPath),
-		testenv.WithRedisArgs("--appendonly", "yes", "--appendfsync", "everysec"))
+		testenv.WithRedisArgs(devserver.Persistence()...))
 	if err != nil {
 		return nil, "", err
 	}
