@@ -303,7 +303,10 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 		}
 	}
 	todo := make([]int, 0, len(ats))
-	var fails []results.Entry
+	var (
+		fails   []results.Entry
+		refused []*attempt // fails' attempts
+	)
 	for i := range ats {
 		at := &ats[i]
 		switch {
@@ -312,6 +315,7 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 		case d.isSoldOut(at.a.ID, at.k.ID):
 			at.err = stock.ErrSoldOut
 			fails = append(fails, failOf(at))
+			refused = append(refused, at)
 		default:
 			todo = append(todo, i)
 		}
@@ -352,6 +356,7 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 				d.markSoldOut(at.a.ID, at.k.ID)
 			}
 			fails = append(fails, failOf(at))
+			refused = append(refused, at)
 		}
 	}
 	for len(fails) > 0 {
@@ -365,6 +370,12 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 	}
 	for _, f := range fails {
 		d.m.decided.WithLabelValues(f.Code).Inc()
+	}
+	// A refused attempt's story ends here: no order message follows it.
+	// Recorded after its FAIL result is written, so a redelivery, which
+	// finds that result, records nothing again.
+	for _, at := range refused {
+		d.e.record(&at.m, StateFailed, "refused in line: "+stock.OutcomeOf(at.err).Wire())
 	}
 	d.unwait(ctx, ats)
 	now := time.Now().UnixMilli()

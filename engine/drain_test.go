@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,7 +32,7 @@ type queueRig struct {
 	cfg  Config
 }
 
-func newQueueRig(t *testing.T, partitions int32) *queueRig {
+func newQueueRig(t *testing.T, partitions int32, opts ...Option) *queueRig {
 	t.Helper()
 	r := newRig(t)
 	k := testenv.StartKafka(t, partitions)
@@ -42,7 +43,7 @@ func newQueueRig(t *testing.T, partitions int32) *queueRig {
 	cfg.Queue.Enabled = true
 	cfg.Queue.Window = 16
 	cfg.Queue.SessionTimeout = 6 * time.Second
-	e, err := New(cfg, r.stock, r.res, zaptest.NewLogger(t), nil)
+	e, err := New(cfg, r.stock, r.res, zaptest.NewLogger(t), nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,8 @@ func ordersProduced(t *testing.T, addrs []string) int64 {
 // attempts in the line are skipped without stopping it; a second drain
 // of the whole line (every attempt redelivered) changes nothing.
 func TestLineIsDrainedInOrderExactlyOnce(t *testing.T) {
-	q := newQueueRig(t, 2)
+	log := &steps{}
+	q := newQueueRig(t, 2, WithRequestLog(log))
 	act := activity(1, 10, 50, false)
 	act.SKUs[0].Mode = sale.ModeQueue
 	a, k := q.preheat(t, act)
@@ -246,6 +248,27 @@ func TestLineIsDrainedInOrderExactlyOnce(t *testing.T) {
 	}
 	if n := ordersProduced(t, q.k.Addrs); n != 50 {
 		t.Fatalf("%d order messages after redelivery, want 50", n)
+	}
+	// Each refused ticket's story ends FAILED, once, redelivery or not;
+	// a winner's goes on with its order message.
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	failed := map[string]int{}
+	for _, g := range log.got {
+		rn, state, _ := strings.Cut(g, " ")
+		if state != StateFailed {
+			t.Errorf("step %q, want FAILED only", g)
+		}
+		failed[rn]++
+	}
+	for i, e := range es {
+		want := 0
+		if e.State == sale.ResultFail {
+			want = 1
+		}
+		if failed[rns[i]] != want {
+			t.Errorf("ticket %d (%s): %d FAILED steps, want %d", i, e.State, failed[rns[i]], want)
+		}
 	}
 }
 

@@ -4,8 +4,10 @@ import "seckill/sale"
 
 // RequestLog receives the request-log steps (DESIGN §3) only the engine
 // knows of: a ticket whose message could not be made durable is
-// COMPENSATING, then FAILED once its occupancy is released. The consumer
-// records the states a message proves (STOCK_OCCUPIED, MQ_QUEUED, …).
+// COMPENSATING, then FAILED once its occupancy is released; an attempt
+// the line's drainer refused (sold out, a duplicate, …) is FAILED, naming
+// the code. The consumer records the states a message proves
+// (STOCK_OCCUPIED, MQ_QUEUED, …).
 //
 // Record is called on the buyer's request path and must not block:
 // implementations queue the step and write it in the background

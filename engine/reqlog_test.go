@@ -53,9 +53,9 @@ func TestCompensationIsRecordedInTheRequestLog(t *testing.T) {
 // TestDrainedAttemptReleasedLeavesTheRequestLogAlone: a drained attempt
 // (a Request with its Place in line) whose order message fails is
 // released and WAITING again at its place; its story goes on with the
-// drainer's retry, so the request log gets no step for it — a COMPENSATING
-// row would stay open for good were the retry refused (FAIL SOLD_OUT
-// writes only the result).
+// drainer's retry (an order message, or FAILED when the line refuses it),
+// so the request log gets no step for it here — a COMPENSATING row would
+// tell of a compensation the buyer never sees.
 func TestDrainedAttemptReleasedLeavesTheRequestLogAlone(t *testing.T) {
 	r := newRig(t)
 	k := testenv.StartKafka(t, 1)
