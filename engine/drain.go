@@ -312,7 +312,10 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 		switch {
 		case have[i].State != "" && have[i].State != sale.ResultWaiting:
 			d.m.decided.WithLabelValues("redelivered").Inc()
-		case d.isSoldOut(at.a.ID, at.k.ID):
+		case have[i].State == sale.ResultWaiting && d.isSoldOut(at.a.ID, at.k.ID):
+			// Only a ticket readable as WAITING: one whose result is
+			// gone (a shard lost it, or it expired) may hold stock from
+			// an earlier delivery, which only the ledger can tell.
 			at.err = stock.ErrSoldOut
 			fails = append(fails, failOf(at))
 			refused = append(refused, at)
@@ -371,11 +374,17 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 	for _, f := range fails {
 		d.m.decided.WithLabelValues(f.Code).Inc()
 	}
-	// A refused attempt's story ends here: no order message follows it.
-	// Recorded after its FAIL result is written, so a redelivery, which
-	// finds that result, records nothing again.
-	for _, at := range refused {
-		d.e.record(&at.m, StateFailed, "refused in line: "+stock.OutcomeOf(at.err).Wire())
+	// A refused attempt's story: a refusal of its buyer (RefusalLog),
+	// naming the ticket, after its FAIL result is written, so a
+	// redelivery, which finds that result, records nothing again. Not a
+	// step of the ticket's own row: a ticket whose result was lost may
+	// have an order that row tells of.
+	if rl, ok := d.e.reqlog.(RefusalLog); ok {
+		for _, at := range refused {
+			m := &at.m
+			rl.Refused(m.ActivityID, m.SKUID, m.UserID, m.Quantity, stock.OutcomeOf(at.err).Wire(),
+				"refused in line: ticket "+m.RequestNo, m.TraceID)
+		}
 	}
 	d.unwait(ctx, ats)
 	now := time.Now().UnixMilli()

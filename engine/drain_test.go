@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 
@@ -249,26 +250,105 @@ func TestLineIsDrainedInOrderExactlyOnce(t *testing.T) {
 	if n := ordersProduced(t, q.k.Addrs); n != 50 {
 		t.Fatalf("%d order messages after redelivery, want 50", n)
 	}
-	// Each refused ticket's story ends FAILED, once, redelivery or not;
-	// a winner's goes on with its order message.
+	// Each refused ticket is one refusal of its buyer, naming it, once,
+	// redelivery or not; no ticket's own story gets a step from the line
+	// (a winner's goes on with its order message).
 	log.mu.Lock()
 	defer log.mu.Unlock()
-	failed := map[string]int{}
-	for _, g := range log.got {
-		rn, state, _ := strings.Cut(g, " ")
-		if state != StateFailed {
-			t.Errorf("step %q, want FAILED only", g)
+	if len(log.got) != 0 {
+		t.Errorf("ticket steps %v, want none", log.got)
+	}
+	refused := map[string]int{}
+	for _, g := range log.refused {
+		rn, ok := strings.CutPrefix(g, "SOLD_OUT refused in line: ticket ")
+		if !ok {
+			t.Errorf("refusal %q, want SOLD_OUT naming the ticket", g)
 		}
-		failed[rn]++
+		refused[rn]++
 	}
 	for i, e := range es {
 		want := 0
 		if e.State == sale.ResultFail {
 			want = 1
 		}
-		if failed[rns[i]] != want {
-			t.Errorf("ticket %d (%s): %d FAILED steps, want %d", i, e.State, failed[rns[i]], want)
+		if refused[rns[i]] != want {
+			t.Errorf("ticket %d (%s): %d refusals, want %d", i, e.State, refused[rns[i]], want)
 		}
+	}
+}
+
+// TestLineAsksTheLedgerOfATicketWithoutResult: a redelivered attempt whose
+// result is gone (a shard lost it, or it expired) but which holds stock
+// from its first delivery is not refused from the drainer's sold-out mark:
+// the ledger names its own ticket, so it stays a winner, with no refusal
+// and no second order message.
+func TestLineAsksTheLedgerOfATicketWithoutResult(t *testing.T) {
+	log := &steps{}
+	q := newQueueRig(t, 1, WithRequestLog(log))
+	act := activity(1, 10, 5, false)
+	act.SKUs[0].Mode = sale.ModeQueue
+	a, k := q.preheat(t, act)
+	ctx := context.Background()
+	rns := make([]string, 10)
+	for i := range rns {
+		w, err := q.line.Append(ctx, &Request{Activity: a, SKU: k, UserID: int64(1000 + i), Quantity: 1}, time.Now().UnixMilli())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rns[i] = w.RequestNo
+	}
+	stop := q.drain(t, "")
+	es := q.settled(t, rns, 30*time.Second)
+	stop()
+	won := q.soldExactly(t, es, 5)
+	rdb := q.def.Client(t)
+	for _, i := range won {
+		if err := rdb.Do(ctx, rdb.B().Hdel().Key(sale.ResultsKey(1, 10)).Field(rns[i]).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log.mu.Lock()
+	log.refused = nil
+	log.mu.Unlock()
+
+	// The line again, to a drainer that has seen the SKU sell out.
+	cfg := q.cfg.Queue
+	cfg.Group = "second"
+	reg := prometheus.NewRegistry()
+	d, err := NewDrainer(q.e, cfg, zaptest.NewLogger(t), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.markSoldOut(1, 10)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(context.Background()) }()
+	testenv.EventuallyOK(t, "the redelivered line decided", 20*time.Second, func() error {
+		if n := testenv.Metric(t, reg, "seckill_queue_decided_total", map[string]string{"outcome": "ok"}); n != 5 {
+			return fmt.Errorf("decided ok %v, want the 5 winners asked of the ledger", n)
+		}
+		return nil
+	})
+	d.Close()
+	<-done
+	for _, i := range won {
+		if r := q.results(t, rns[i:i+1])[0]; r.State == sale.ResultFail {
+			t.Errorf("winner %s: result %+v after redelivery, want no FAIL", rns[i], r)
+		}
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, g := range log.refused {
+		for _, i := range won {
+			if strings.HasSuffix(g, rns[i]) {
+				t.Errorf("winner %s refused: %q", rns[i], g)
+			}
+		}
+	}
+	if c := q.counts(t, 1, 10); c.Holders != 5 || c.Remaining != 0 {
+		t.Errorf("counts %+v, want the 5 winners' records and nothing left", c)
+	}
+	if n := ordersProduced(t, q.k.Addrs); n != 5 {
+		t.Errorf("%d order messages, want 5", n)
 	}
 }
 

@@ -11,16 +11,24 @@ import (
 	"seckill/sale"
 )
 
-// steps records what the engine hands its request log.
+// steps records what the engine hands its request log: the steps of
+// tickets, and apart from them the refusals (RefusalLog).
 type steps struct {
-	mu  sync.Mutex
-	got []string
+	mu      sync.Mutex
+	got     []string
+	refused []string // "REASON detail"
 }
 
 func (s *steps) Record(m *sale.Message, state, remark string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.got = append(s.got, m.RequestNo+" "+state)
+}
+
+func (s *steps) Refused(activity, sku, user, quantity int64, reason, detail, traceID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused = append(s.refused, reason+" "+detail)
 }
 
 func TestCompensationIsRecordedInTheRequestLog(t *testing.T) {

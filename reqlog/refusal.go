@@ -12,7 +12,8 @@ import (
 
 // Refusals are the purchase attempts refused after they cost something
 // (the engine's DUPLICATE, SOLD_OUT, OVER_LIMIT, RATE_LIMITED, BUSY, …; a
-// risk refusal; a token refusal). Each gets a REJECTED row of its own —
+// risk refusal; a token refusal; an attempt the line's drainer refused,
+// whose detail names its ticket). Each gets a REJECTED row of its own —
 // there is no ticket to hang it on — under a number of the form
 // "R-<unix ms>-<random hex>" that no ticket has, so support finds it by
 // the buyer (UserRequests). They travel on a queue of their own: a flood
