@@ -336,7 +336,6 @@ func TestLineAsksTheLedgerOfATicketWithoutResult(t *testing.T) {
 		}
 	}
 	log.mu.Lock()
-	defer log.mu.Unlock()
 	for _, g := range log.refused {
 		for _, i := range won {
 			if strings.HasSuffix(g, rns[i]) {
@@ -349,6 +348,49 @@ func TestLineAsksTheLedgerOfATicketWithoutResult(t *testing.T) {
 	}
 	if n := ordersProduced(t, q.k.Addrs); n != 5 {
 		t.Errorf("%d order messages, want 5", n)
+	}
+	log.mu.Unlock()
+
+	// The sale ends, the results are lost again, the line comes once more:
+	// the script answers ENDED before it reads the buyer's record, and the
+	// record still names each winner's own ticket.
+	if err := rdb.Do(ctx, rdb.B().Hset().Key(sale.KeysFor(1, 10).Meta).FieldValue().
+		FieldValue("end_ms", strconv.FormatInt(time.Now().Add(-time.Minute).UnixMilli(), 10)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range won {
+		if err := rdb.Do(ctx, rdb.B().Hdel().Key(sale.ResultsKey(1, 10)).Field(rns[i]).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Group = "third"
+	reg = prometheus.NewRegistry()
+	if d, err = NewDrainer(q.e, cfg, zaptest.NewLogger(t), reg); err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan struct{})
+	go func() { defer close(done); _ = d.Run(context.Background()) }()
+	testenv.EventuallyOK(t, "the line decided after the end", 20*time.Second, func() error {
+		if n := testenv.Metric(t, reg, "seckill_queue_decided_total", map[string]string{"outcome": "ok"}); n != 5 {
+			return fmt.Errorf("decided ok %v, want the 5 winners", n)
+		}
+		return nil
+	})
+	d.Close()
+	<-done
+	for _, i := range won {
+		if r := q.results(t, rns[i:i+1])[0]; r.State == sale.ResultFail {
+			t.Errorf("winner %s after the end: result %+v, want no FAIL", rns[i], r)
+		}
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, g := range log.refused {
+		for _, i := range won {
+			if strings.HasSuffix(g, rns[i]) {
+				t.Errorf("winner %s refused after the end: %q", rns[i], g)
+			}
+		}
 	}
 }
 
