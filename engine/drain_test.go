@@ -57,6 +57,14 @@ func newQueueRig(t *testing.T, partitions int32, opts ...Option) *queueRig {
 	return &queueRig{rig: r, k: k, e: e, line: line, cfg: cfg}
 }
 
+// queuedSKU preheats SKU 10 of activity 1 with stock units, in queue mode.
+func (q *queueRig) queuedSKU(t *testing.T, stock int64) (*sale.Activity, *sale.SKU) {
+	t.Helper()
+	act := activity(1, 10, stock, false)
+	act.SKUs[0].Mode = sale.ModeQueue
+	return q.preheat(t, act)
+}
+
 // drain runs a drainer (group) until the test ends or stop is called.
 func (q *queueRig) drain(t *testing.T, group string) (stop func()) {
 	t.Helper()
@@ -167,9 +175,7 @@ func ordersProduced(t *testing.T, addrs []string) int64 {
 func TestLineIsDrainedInOrderExactlyOnce(t *testing.T) {
 	log := &steps{}
 	q := newQueueRig(t, 2, WithRequestLog(log))
-	act := activity(1, 10, 50, false)
-	act.SKUs[0].Mode = sale.ModeQueue
-	a, k := q.preheat(t, act)
+	a, k := q.queuedSKU(t, 50)
 	ctx := context.Background()
 
 	// Poison first: garbage, and an attempt signed with the order keys
@@ -279,15 +285,13 @@ func TestLineIsDrainedInOrderExactlyOnce(t *testing.T) {
 
 // TestLineAsksTheLedgerOfATicketWithoutResult: a redelivered attempt whose
 // result is gone (a shard lost it, or it expired) but which holds stock
-// from its first delivery is not refused from the drainer's sold-out mark:
-// the ledger names its own ticket, so it stays a winner, with no refusal
-// and no second order message.
+// from its first delivery is refused neither from the drainer's sold-out
+// mark nor by the ended sale: the ledger names its own ticket, so it stays
+// a winner, with no refusal and no second order message.
 func TestLineAsksTheLedgerOfATicketWithoutResult(t *testing.T) {
 	log := &steps{}
 	q := newQueueRig(t, 1, WithRequestLog(log))
-	act := activity(1, 10, 5, false)
-	act.SKUs[0].Mode = sale.ModeQueue
-	a, k := q.preheat(t, act)
+	a, k := q.queuedSKU(t, 5)
 	ctx := context.Background()
 	rns := make([]string, 10)
 	for i := range rns {
@@ -302,96 +306,71 @@ func TestLineAsksTheLedgerOfATicketWithoutResult(t *testing.T) {
 	stop()
 	won := q.soldExactly(t, es, 5)
 	rdb := q.def.Client(t)
-	for _, i := range won {
-		if err := rdb.Do(ctx, rdb.B().Hdel().Key(sale.ResultsKey(1, 10)).Field(rns[i]).Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	log.mu.Lock()
-	log.refused = nil
-	log.mu.Unlock()
 
-	// The line again, to a drainer that has seen the SKU sell out.
-	cfg := q.cfg.Queue
-	cfg.Group = "second"
-	reg := prometheus.NewRegistry()
-	d, err := NewDrainer(q.e, cfg, zaptest.NewLogger(t), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.markSoldOut(1, 10)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(context.Background()) }()
-	testenv.EventuallyOK(t, "the redelivered line decided", 20*time.Second, func() error {
-		if n := testenv.Metric(t, reg, "seckill_queue_decided_total", map[string]string{"outcome": "ok"}); n != 5 {
-			return fmt.Errorf("decided ok %v, want the 5 winners asked of the ledger", n)
-		}
-		return nil
-	})
-	d.Close()
-	<-done
-	for _, i := range won {
-		if r := q.results(t, rns[i:i+1])[0]; r.State == sale.ResultFail {
-			t.Errorf("winner %s: result %+v after redelivery, want no FAIL", rns[i], r)
-		}
-	}
-	log.mu.Lock()
-	for _, g := range log.refused {
+	// again loses the winners' results and drains the whole line once more
+	// with a drainer of a fresh group (one that has seen the SKU sell out,
+	// when soldOut): each winner must be decided as its own earlier
+	// delivery — no FAIL, no refusal.
+	again := func(group string, soldOut bool) {
+		t.Helper()
 		for _, i := range won {
-			if strings.HasSuffix(g, rns[i]) {
-				t.Errorf("winner %s refused: %q", rns[i], g)
+			if err := rdb.Do(ctx, rdb.B().Hdel().Key(sale.ResultsKey(1, 10)).Field(rns[i]).Build()).Error(); err != nil {
+				t.Fatal(err)
 			}
 		}
+		log.mu.Lock()
+		log.refused = nil
+		log.mu.Unlock()
+		cfg := q.cfg.Queue
+		cfg.Group = group
+		reg := prometheus.NewRegistry()
+		d, err := NewDrainer(q.e, cfg, zaptest.NewLogger(t), reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if soldOut {
+			d.markSoldOut(1, 10)
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); _ = d.Run(context.Background()) }()
+		testenv.EventuallyOK(t, group+": the redelivered line decided", 20*time.Second, func() error {
+			if n := testenv.Metric(t, reg, "seckill_queue_decided_total", map[string]string{"outcome": "ok"}); n != 5 {
+				return fmt.Errorf("decided ok %v, want the 5 winners", n)
+			}
+			return nil
+		})
+		d.Close()
+		<-done
+		for _, i := range won {
+			if r := q.results(t, rns[i:i+1])[0]; r.State == sale.ResultFail {
+				t.Errorf("%s: winner %s's result %+v, want no FAIL", group, rns[i], r)
+			}
+		}
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		for _, g := range log.refused {
+			for _, i := range won {
+				if strings.HasSuffix(g, rns[i]) {
+					t.Errorf("%s: winner %s refused: %q", group, rns[i], g)
+				}
+			}
+		}
+		if c := q.counts(t, 1, 10); c.Holders != 5 || c.Remaining != 0 {
+			t.Errorf("%s: counts %+v, want the 5 winners' records and nothing left", group, c)
+		}
+		if n := ordersProduced(t, q.k.Addrs); n != 5 {
+			t.Errorf("%s: %d order messages, want 5", group, n)
+		}
 	}
-	if c := q.counts(t, 1, 10); c.Holders != 5 || c.Remaining != 0 {
-		t.Errorf("counts %+v, want the 5 winners' records and nothing left", c)
-	}
-	if n := ordersProduced(t, q.k.Addrs); n != 5 {
-		t.Errorf("%d order messages, want 5", n)
-	}
-	log.mu.Unlock()
-
-	// The sale ends, the results are lost again, the line comes once more:
-	// the script answers ENDED before it reads the buyer's record, and the
-	// record still names each winner's own ticket.
+	// The sold-out mark does not refuse a ticket whose result is gone.
+	again("second", true)
+	// The sale ends: the script answers ENDED before it reads the buyer's
+	// record, and the record still names each winner's own ticket.
 	if err := rdb.Do(ctx, rdb.B().Hset().Key(sale.KeysFor(1, 10).Meta).FieldValue().
 		FieldValue("end_ms", strconv.FormatInt(time.Now().Add(-time.Minute).UnixMilli(), 10)).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	for _, i := range won {
-		if err := rdb.Do(ctx, rdb.B().Hdel().Key(sale.ResultsKey(1, 10)).Field(rns[i]).Build()).Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg.Group = "third"
-	reg = prometheus.NewRegistry()
-	if d, err = NewDrainer(q.e, cfg, zaptest.NewLogger(t), reg); err != nil {
-		t.Fatal(err)
-	}
-	done = make(chan struct{})
-	go func() { defer close(done); _ = d.Run(context.Background()) }()
-	testenv.EventuallyOK(t, "the line decided after the end", 20*time.Second, func() error {
-		if n := testenv.Metric(t, reg, "seckill_queue_decided_total", map[string]string{"outcome": "ok"}); n != 5 {
-			return fmt.Errorf("decided ok %v, want the 5 winners", n)
-		}
-		return nil
-	})
-	d.Close()
-	<-done
-	for _, i := range won {
-		if r := q.results(t, rns[i:i+1])[0]; r.State == sale.ResultFail {
-			t.Errorf("winner %s after the end: result %+v, want no FAIL", rns[i], r)
-		}
-	}
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	for _, g := range log.refused {
-		for _, i := range won {
-			if strings.HasSuffix(g, rns[i]) {
-				t.Errorf("winner %s refused after the end: %q", rns[i], g)
-			}
-		}
-	}
+	again("third", false)
 }
 
 // TestLineTakesNoAttemptTheBrokerRefuses: with the broker gone, Append
