@@ -49,7 +49,9 @@ func TestLuaMetricsNameTheShard(t *testing.T) {
 	if _, err := e.Occupy(context.Background(), r.order(t, 11, 1)); err == nil {
 		t.Fatal("buyer 1 again: no error, want a duplicate")
 	}
-	e.Occupy(context.Background(), r.order(t, 33, 7))
+	if _, err := e.Occupy(context.Background(), r.order(t, 33, 7)); err != nil {
+		t.Fatalf("the one unit of SKU 33: %v", err)
+	}
 	if _, err := e.Occupy(context.Background(), r.order(t, 33, 8)); err == nil {
 		t.Fatal("past the stock: no error, want sold out")
 	}
