@@ -303,10 +303,7 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 		}
 	}
 	todo := make([]int, 0, len(ats))
-	var (
-		fails   []results.Entry
-		refused []*attempt // fails' attempts
-	)
+	var fails []results.Entry
 	for i := range ats {
 		at := &ats[i]
 		switch {
@@ -318,7 +315,6 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 			// an earlier delivery, which only the ledger can tell.
 			at.err = stock.ErrSoldOut
 			fails = append(fails, failOf(at))
-			refused = append(refused, at)
 		default:
 			todo = append(todo, i)
 		}
@@ -371,7 +367,6 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 				d.markSoldOut(at.a.ID, at.k.ID)
 			}
 			fails = append(fails, failOf(at))
-			refused = append(refused, at)
 		}
 	}
 	for len(fails) > 0 {
@@ -386,16 +381,17 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 	for _, f := range fails {
 		d.m.decided.WithLabelValues(f.Code).Inc()
 	}
-	// A refused attempt's story: a refusal of its buyer (RefusalLog),
-	// naming the ticket, after its FAIL result is written, so a
-	// redelivery, which finds that result, records nothing again. Not a
-	// step of the ticket's own row: a ticket whose result was lost may
-	// have an order that row tells of.
+	// A refused attempt (the one kind with an error now: each is a FAIL
+	// above) is a refusal of its buyer (RefusalLog), naming the ticket,
+	// after its FAIL result is written, so a redelivery, which finds that
+	// result, records nothing again. Not a step of the ticket's own row: a
+	// ticket whose result was lost may have an order that row tells of.
 	if rl, ok := d.e.reqlog.(RefusalLog); ok {
-		for _, at := range refused {
-			m := &at.m
-			rl.Refused(m.ActivityID, m.SKUID, m.UserID, m.Quantity, stock.OutcomeOf(at.err).Wire(),
-				"refused in line: ticket "+m.RequestNo, m.TraceID)
+		for i := range ats {
+			if m := &ats[i].m; ats[i].err != nil {
+				rl.Refused(m.ActivityID, m.SKUID, m.UserID, m.Quantity, stock.OutcomeOf(ats[i].err).Wire(),
+					"refused in line: ticket "+m.RequestNo, m.TraceID)
+			}
 		}
 	}
 	d.unwait(ctx, ats)

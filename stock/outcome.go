@@ -106,17 +106,6 @@ func OutcomeOfWire(wire string) (Outcome, bool) {
 	return Busy, false
 }
 
-// Outcomes is how many outcomes there are: every Outcome is below it.
+// Outcomes is how many outcomes there are: every Outcome is below it. The
+// occupy metric creates the series of every outcome with a Label at 0.
 const Outcomes = int(nOutcomes)
-
-// Labels returns the occupy metric's labels in table order, for creating
-// every series at 0.
-func Labels() []string {
-	var out []string
-	for _, r := range outcomes {
-		if r.label != "" {
-			out = append(out, r.label)
-		}
-	}
-	return out
-}
