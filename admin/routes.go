@@ -365,7 +365,10 @@ func (s *Server) request(ctx *fasthttp.RequestCtx) {
 	c, cancel := opCtx(ctx)
 	defer cancel()
 	st := Story{RequestNo: rn}
-	if r, err := s.d.Results.Read(c, rn); err == nil {
+	// The written result first (its owner is the buyer's); a QUEUING
+	// ticket has none, its buyer's record is read once the request log or
+	// the order names the buyer.
+	if r, err := s.d.Results.Read(c, 0, rn); err == nil {
 		st.Result = &r
 	} else if !errors.Is(err, results.ErrNotFound) {
 		s.fail(ctx, err)
@@ -389,6 +392,23 @@ func (s *Server) request(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	st.History = hist
+	var owner int64
+	switch {
+	case st.Result != nil && st.Result.Owner > 0:
+		owner = st.Result.Owner
+	case st.Log != nil:
+		owner = st.Log.UserID
+	case st.Order != nil:
+		owner = st.Order.UserID
+	}
+	if st.Result == nil && owner > 0 {
+		if r, err := s.d.Results.Read(c, owner, rn); err == nil {
+			st.Result = &r
+		} else if !errors.Is(err, results.ErrNotFound) {
+			s.fail(ctx, err)
+			return
+		}
+	}
 	if st.Result == nil && st.Log == nil && st.Order == nil && len(hist) == 0 {
 		writeErr(ctx, fasthttp.StatusNotFound, "NOT_FOUND", "no trace of ticket "+rn)
 		return

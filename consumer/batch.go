@@ -243,7 +243,8 @@ func (c *Consumer) released(ctx context.Context, tickets []*ticket) error {
 	var prevs []results.Entry
 	err := c.retry(ctx, "read results", func(ctx context.Context) error {
 		var err error
-		prevs, err = c.res.ReadMany(ctx, rns)
+		// The fields alone: the records no longer name these tickets.
+		prevs, err = c.res.ReadMany(ctx, rns, nil)
 		return err
 	})
 	if err != nil {

@@ -179,7 +179,7 @@ func (r *rig) result(t *testing.T, req string) results.Entry {
 	var e results.Entry
 	testenv.EventuallyOK(t, "the final result of "+req, 15*time.Second, func() error {
 		var err error
-		e, err = r.res.Read(context.Background(), req)
+		e, err = r.res.Read(context.Background(), 0, req)
 		switch {
 		case err != nil && !errors.Is(err, results.ErrNotFound):
 			t.Fatal(err)
@@ -567,7 +567,7 @@ func TestCloseLetsTheBatchInProgressComplete(t *testing.T) {
 			t.Fatalf("Close: %v", err)
 		}
 		// Everything of the batch is done by the time Close returns.
-		e, err := r.res.Read(context.Background(), m.RequestNo)
+		e, err := r.res.Read(context.Background(), m.UserID, m.RequestNo)
 		if err != nil || e.State != sale.ResultSuccess {
 			t.Errorf("result after Close: %+v, %v", e, err)
 		}
@@ -614,7 +614,7 @@ func TestDatabaseOutageFailsNoTicket(t *testing.T) {
 		// Two sessions' worth of retries: the batch was left uncommitted
 		// and delivered again.
 		eventually(t, "a redelivery", func() bool { return f.attempts.Load() > int32(2*(c.cfg.Retries+1)) })
-		if e, err := r.res.Read(context.Background(), m.RequestNo); err != nil || e.State != sale.ResultQueuing {
+		if e, err := r.res.Read(context.Background(), m.UserID, m.RequestNo); err != nil || e.State != sale.ResultQueuing {
 			t.Errorf("the occupy script's QUEUING result did not stay during the outage: %+v %v", e, err)
 		}
 		if got := r.committed(t, c.cfg.Group); got != 0 {

@@ -133,7 +133,7 @@ func TestBatchRedisWorkDoesNotGrowWithTheBatch(t *testing.T) {
 			t.Fatalf("batch of %d: %d marked, %d commits", n, sess.marked, sess.commits)
 		}
 		for rn, w := range want {
-			e, err := r.res.Read(ctx, rn)
+			e, err := r.res.Read(ctx, 0, rn)
 			g := e.State
 			if e.Code != "" {
 				g += " " + e.Code

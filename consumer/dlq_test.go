@@ -208,7 +208,7 @@ func TestMissingDeadLetterTopicQuarantines(t *testing.T) {
 		eventually(t, "offsets committed past the poison", func() bool { return r.committed(t, cfg.Group) == 4 })
 		// The unsigned copy named a ticket the consumer does not touch:
 		// it stays as the engine left it, for the sweeper.
-		if e, err := r.res.Read(context.Background(), forged.RequestNo); err != nil || e.State != sale.ResultQueuing {
+		if e, err := r.res.Read(context.Background(), forged.UserID, forged.RequestNo); err != nil || e.State != sale.ResultQueuing {
 			t.Errorf("the named ticket was touched: %+v %v", e, err)
 		}
 		evs, err := r.st.RequestEvents(context.Background(), forged.RequestNo)

@@ -139,7 +139,7 @@ func TestUnreadablePriceFailsNoTicket(t *testing.T) {
 		r.produce(t, m)
 		c := r.start(t)
 		eventually(t, "a redelivery", func() bool { return s.calls.Load() > int32(2*(c.cfg.Retries+1)) })
-		if e, err := r.res.Read(context.Background(), m.RequestNo); err != nil || e.State != sale.ResultQueuing {
+		if e, err := r.res.Read(context.Background(), m.UserID, m.RequestNo); err != nil || e.State != sale.ResultQueuing {
 			t.Errorf("the ticket did not stay QUEUING while the price was unreadable: %+v %v", e, err)
 		}
 		if got := r.committed(t, c.cfg.Group); got != 0 {

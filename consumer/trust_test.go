@@ -64,7 +64,7 @@ func TestForgedUnsignedAndOverLimitMessagesAreDeadLettered(t *testing.T) {
 		if k := r.counts(t, skuID); k.Claimed != 0 || k.Pending != 1 || k.Remaining != stockN-1 {
 			t.Errorf("redis counts %+v: the held ticket must stay as the engine left it", k)
 		}
-		if e, err := r.res.Read(ctx, real.RequestNo); err != nil || e.State != sale.ResultQueuing {
+		if e, err := r.res.Read(ctx, real.UserID, real.RequestNo); err != nil || e.State != sale.ResultQueuing {
 			t.Errorf("a result was written for the forged copies: %+v %v, want the occupy script's QUEUING", e, err)
 		}
 		if n := r.orders(t, skuID); n != 0 {

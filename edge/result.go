@@ -37,13 +37,23 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
-	e, err := s.res.Read(rctx, rn)
+	e, err := s.res.Read(rctx, user, rn)
 	cancel()
 	if errors.Is(err, results.ErrNotFound) && s.resultFallback != nil {
 		// Redis lost the result (a restart without persistence) or it
 		// expired: the database still knows how the ticket ended.
 		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
 		e, err = s.dbBound.Fallback(s.resultFallback)(rctx, user, rn)
+		cancel()
+	} else if err == nil && e.Claimed && s.resultFallback != nil {
+		// QUEUING, claimed: the consumer is writing its order, or wrote
+		// it and Redis lost the final result. The database tells which;
+		// anything but a final answer leaves it QUEUING.
+		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
+		if f, ferr := s.dbBound.Fallback(s.resultFallback)(rctx, user, rn); ferr == nil && f.Owner == user &&
+			(f.State == sale.ResultSuccess || f.State == sale.ResultFail) {
+			e = f
+		}
 		cancel()
 	}
 	if err == nil && e.State == sale.ResultQueuing && e.Owner == user && s.resultSettle != nil {

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -115,5 +116,53 @@ func TestResultIsBusyWhenRedisIsDown(t *testing.T) {
 		if r := e.do("GET", "/api/v1/flash-sale/result/"+down.rn, "5", ""); r.status != 503 || r.code() != "BUSY" {
 			t.Fatalf("%s down: got %d %s, want 503 BUSY", down.name, r.status, r.raw)
 		}
+	}
+}
+
+// TestQueuingIsTheBuyersRecordAndAClaimAsksTheDatabase: a ticket with no
+// result field reads QUEUING to the user whose record names it (the
+// occupy script writes no QUEUING field) and is unknown to anyone else; a
+// claimed one (the consumer is writing its order, or Redis lost its final
+// result) is asked of the database, whose final answer wins and whose
+// in-flight answer leaves it QUEUING.
+func TestQueuingIsTheBuyersRecordAndAClaimAsksTheDatabase(t *testing.T) {
+	const (
+		queuing = "7-1001-385465232614494301" // user 5's record, unclaimed
+		written = "7-1001-385465232614494302" // user 6's record, claimed, order in the database
+		writing = "7-1001-385465232614494303" // user 8's record, claimed, order not yet committed
+	)
+	asked := map[string]int{}
+	fallback := func(_ context.Context, rn string) (results.Entry, error) {
+		asked[rn]++
+		switch rn {
+		case written:
+			return results.Entry{RequestNo: rn, Activity: 7, SKU: 1001, Owner: 6, State: sale.ResultSuccess, OrderNo: "O" + rn}, nil
+		case writing:
+			return results.Entry{RequestNo: rn, Activity: 7, SKU: 1001, Owner: 8, State: sale.ResultQueuing}, nil
+		}
+		return results.Entry{}, results.ErrNotFound
+	}
+	e := newEdge(t, withOptions(WithResultFallback(fallback)))
+	users := sale.KeysFor(7, 1001).Users
+	e.redis.Do(t, "HSET", users, "5", queuing, "6", written, "8", writing)
+	e.redis.Do(t, "SADD", sale.KeysFor(7, 1001).Claim, written, writing)
+	for _, c := range []struct {
+		rn, user string
+		status   int
+		code     string
+	}{
+		{queuing, "5", 200, "QUEUING"},
+		{queuing, "6", 404, "NOT_FOUND"},
+		{written, "6", 200, "SUCCESS"},
+		{writing, "8", 200, "QUEUING"},
+		{writing, "5", 404, "NOT_FOUND"},
+	} {
+		r := e.do("GET", "/api/v1/flash-sale/result/"+c.rn, c.user, "")
+		if r.status != c.status || r.body["code"] != c.code {
+			t.Errorf("%s as user %s: %d %s, want %d %s", c.rn, c.user, r.status, r.raw, c.status, c.code)
+		}
+	}
+	if asked[queuing] != 1 || asked[written] != 1 || asked[writing] != 2 {
+		t.Errorf("database asked %v: want the unclaimed ticket only by the stranger, the claimed ones by their owners (and the stranger)", asked)
 	}
 }

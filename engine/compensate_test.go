@@ -66,7 +66,7 @@ func TestFailResultIsWrittenOnceRedisIsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.EventuallyOK(t, "the FAIL result written once the SKU's shard is back", 10*time.Second, func() error {
-		got, err := r.res.Read(context.Background(), rn)
+		got, err := r.res.Read(context.Background(), 0, rn)
 		if err != nil {
 			return err
 		}

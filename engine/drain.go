@@ -287,15 +287,16 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 		return true
 	}
 	// A redelivered attempt whose ticket has a result past WAITING was
-	// decided already.
+	// decided already (QUEUING: the buyer's record names it).
 	rns := make([]string, len(ats))
+	users := make([]int64, len(ats))
 	for i := range ats {
-		rns[i] = ats[i].m.RequestNo
+		rns[i], users[i] = ats[i].m.RequestNo, ats[i].m.UserID
 	}
 	var have []results.Entry
 	for {
 		var err error
-		if have, err = d.e.res.ReadMany(ctx, rns); err == nil {
+		if have, err = d.e.res.ReadMany(ctx, rns, users); err == nil {
 			break
 		}
 		if !d.backoff(ctx, err) {
@@ -310,9 +311,9 @@ func (d *Drainer) window(ctx context.Context, part int32, win []*sarama.Consumer
 		case have[i].State != "" && have[i].State != sale.ResultWaiting:
 			d.m.decided.WithLabelValues("redelivered").Inc()
 		case have[i].State == sale.ResultWaiting && d.isSoldOut(at.a.ID, at.k.ID):
-			// Only a ticket readable as WAITING: one whose result is
-			// gone (a shard lost it, or it expired) may hold stock from
-			// an earlier delivery, which only the ledger can tell.
+			// Only a ticket readable as WAITING: one with nothing to
+			// read (no field, no record naming it: its field expired,
+			// or a shard lost it) goes to the ledger, which tells.
 			at.err = stock.ErrSoldOut
 			fails = append(fails, failOf(at))
 		default:

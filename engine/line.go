@@ -91,7 +91,7 @@ func (l *Line) Append(ctx context.Context, r *Request, now int64) (Waiting, erro
 		if !stale {
 			// A record whose ticket has ended is stale (its removal
 			// failed): the buyer waits no more.
-			e, err := l.res.Read(ctx, held)
+			e, err := l.res.Read(ctx, r.UserID, held)
 			if err != nil && !errors.Is(err, results.ErrNotFound) {
 				return Waiting{}, fmt.Errorf("%w: waiting ticket: %w", ErrBusy, err)
 			}

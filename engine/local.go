@@ -79,7 +79,7 @@ func New(cfg Config, st *stock.Stock, res *results.Store, log *zap.Logger, reg p
 	e.bufs.New = func() any { b := make([]byte, 0, 384); return &b } // a signed message is ~300 bytes
 	e.batch = newBatcher(cfg, st, e.m)
 	e.occupyTimeout = timeouts.New(cfg.OccupyTimeout)
-	e.extras.Store(&stock.Extras{ResultTTL: cfg.ResultTTL, WindowLimit: cfg.Window.Limit, WindowPeriod: cfg.Window.Period})
+	e.extras.Store(&stock.Extras{WindowLimit: cfg.Window.Limit, WindowPeriod: cfg.Window.Period})
 	// One pair of children per shard index (-1 = default … the last hot
 	// shard, then one for a SKU naming a shard not configured), so the
 	// hot path picks its labels by index.

@@ -33,7 +33,7 @@ func testOccupyQueuesADurableMessage(t *testing.T, r *rig, k *testenv.Kafka, e E
 	if tk.RequestNo == "" || tk.Remaining != 4 {
 		t.Fatalf("ticket %+v", tk)
 	}
-	got, err := r.res.Read(ctx, tk.RequestNo)
+	got, err := r.res.Read(ctx, req.UserID, tk.RequestNo)
 	if err != nil || got.State != sale.ResultQueuing || got.Owner != 42 {
 		t.Fatalf("result %+v %v", got, err)
 	}

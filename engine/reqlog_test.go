@@ -76,7 +76,7 @@ func TestDrainedAttemptReleasedLeavesTheRequestLogAlone(t *testing.T) {
 	if _, err := e.Occupy(context.Background(), req); !errors.Is(err, ErrBusy) {
 		t.Fatalf("occupy with the broker gone: %v", err)
 	}
-	res, err := r.res.Read(context.Background(), req.RequestNo)
+	res, err := r.res.Read(context.Background(), req.UserID, req.RequestNo)
 	if err != nil || res.State != sale.ResultWaiting || res.Code != "0:7" {
 		t.Fatalf("result %+v %v, want WAITING at 0:7", res, err)
 	}

@@ -6,8 +6,10 @@
 -- the batch is DUPLICATE naming the requestNo the earlier one took, a buyer
 -- whose quantity no longer fits is SOLD_OUT while a smaller one after it may
 -- still be OK. The call is all the Redis work an accepted buyer costs: it
--- also counts the buyer's attempt in the user x SKU window and writes the
--- QUEUING result of each buyer it accepts (both keys in the SKU's slot).
+-- also counts the buyer's attempt in the user x SKU window (a key in the
+-- SKU's slot). It writes no result: an accepted buyer's QUEUING is its
+-- record in KEYS[3], which the results store reads with the ticket's field
+-- (stock/results), until the consumer or a compensation writes the end.
 -- KEYS[1] meta    hash: status, start_ms, end_ms, limit, soldout ("1": on-call
 --                 marked the SKU sold out whatever its stock), rebuy ("0": a
 --                 buyer whose order was closed unpaid may not buy again)
@@ -19,9 +21,7 @@
 --                 sells more than one unit per ticket (meta limit > 1)
 -- KEYS[7] pending sorted set: "userId:requestNo" -> accept time (server ms)
 --                 of every record not claimed yet (the orphan sweeper's index)
--- KEYS[8] results hash: requestNo -> "STATE|owner|orderNo|code" of the SKU's
---                 tickets (sk:{a<A>:s<S>}:r; sale.AppendResultValue)
--- KEYS[9] the user x SKU window's hash, only where the window is on (ARGV[4]
+-- KEYS[8] the user x SKU window's hash, only where the window is on (ARGV[3]
 --         > 0): sk:{a<A>:s<S>}:rl:<bucket>, bucket = the caller's unix ms /
 --         the window's ms; userId -> attempts in this window that took no
 --         ticket (an attempt that takes one is not stored: the buyer's
@@ -29,18 +29,16 @@
 --         window, with one expiry (the window's end), instead of a counter
 --         key per buyer
 -- ARGV[1] activity id, ARGV[2] sku id (named by every requestNo too)
--- ARGV[3] the results hash's TTL in seconds (engine.result_ttl), set again by
---         every call that accepts anyone
--- ARGV[4] attempts allowed per user x SKU and window (edge.rate.user_sku_limit;
---         0: no window, no KEYS[9], no counter touched)
--- ARGV[5] the end of KEYS[9]'s window, unix ms by the caller's clock:
+-- ARGV[3] attempts allowed per user x SKU and window (edge.rate.user_sku_limit;
+--         0: no window, no KEYS[8], no counter touched)
+-- ARGV[4] the end of KEYS[8]'s window, unix ms by the caller's clock:
 --         (bucket + 1) x the window (edge.rate.user_sku_window)
--- ARGV[5+3i-2] userId, ARGV[5+3i-1] requestNo, ARGV[5+3i] quantity of buyer i
+-- ARGV[4+3i-2] userId, ARGV[4+3i-1] requestNo, ARGV[4+3i] quantity of buyer i
 --              (quantity a positive integer; anything else is OVER_LIMIT —
 --              outside 1..limit — and takes nothing)
 -- Returns a flat array of 3n values, {code, remaining, holder} of buyer i at
 -- 3i-2, 3i-1, 3i (one buyer: {code, remaining, holder}):
---   "OK"           stock taken, QUEUING result written; remaining after this
+--   "OK"           stock taken, the record written; remaining after this
 --                  buyer's decrement; holder = its requestNo
 --   "RATE_LIMITED" the buyer's attempts in the window are over the limit
 --                  (counted first, before any other rule, whatever the sale's
@@ -65,22 +63,21 @@
 -- of users (and one of closed where rebuy is "0"); where anyone may buy, one
 -- GET; where anyone bought, one DECRBY, one INCRBY, one HSET of the new
 -- records, one ZADD of their pending entries (and one HSET of their units
--- where limit > 1), one HSET of their QUEUING results and one EXPIRE of the
--- results hash; where the window is on, one HMGET of its hash, and where any
--- buyer took no ticket, one HSET and one PEXPIRE of it. One new buyer who
--- buys runs 11 commands inside the call (TIME, HMGET x3, GET, DECRBY, INCRBY,
--- HSET x2, ZADD, EXPIRE); 10 without the window; a batch of n new buyers who
--- all buy, 11 as well.
-local n = (#ARGV - 5) / 3
+-- where limit > 1); where the window is on, one HMGET of its hash, and where
+-- any buyer took no ticket, one HSET and one PEXPIRE of it. One new buyer
+-- who buys runs 9 commands inside the call (TIME, HMGET x3, GET, DECRBY,
+-- INCRBY, HSET, ZADD); 8 without the window; a batch of n new buyers who all
+-- buy, 9 as well.
+local n = (#ARGV - 4) / 3
 local out = {}
-local base = 5
+local base = 4
 local uids = {}
 for i = 1, n do
   uids[i] = ARGV[base + 3 * i - 2]
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local window = tonumber(ARGV[4])
+local window = tonumber(ARGV[3])
 local limited = {} -- i -> true: over the window's limit, judged no further
 local open = n     -- buyers not rate-limited
 local count = {}   -- userId -> attempts in the window, this call's included
@@ -89,7 +86,7 @@ local order = {}   -- userIds in first-seen order
 local took = {}    -- userId -> true: took a ticket in this call
 local reset = 1    -- ms until the window ends, by Redis' clock (at least 1)
 if window > 0 then
-  reset = math.max(tonumber(ARGV[5]) - now, 1)
+  reset = math.max(tonumber(ARGV[4]) - now, 1)
 end
 -- flush stores the window's counts, less the attempt that took a ticket:
 -- the buyer's record answers every later one (DUPLICATE), so that attempt
@@ -110,15 +107,15 @@ local function flush()
     end
   end
   if #counts > 0 then
-    redis.call('HSET', KEYS[9], unpack(counts))
+    redis.call('HSET', KEYS[8], unpack(counts))
     -- Every write sets the expiry, so the hash never outlives its window
     -- without one; the second of grace keeps an engine whose clock runs a
     -- little behind counting into a hash that still exists.
-    redis.call('PEXPIRE', KEYS[9], reset + 1000)
+    redis.call('PEXPIRE', KEYS[8], reset + 1000)
   end
 end
 if window > 0 then
-  local stored = redis.call('HMGET', KEYS[9], unpack(uids))
+  local stored = redis.call('HMGET', KEYS[8], unpack(uids))
   for i = 1, n do
     local uid = uids[i]
     local c = count[uid]
@@ -178,7 +175,6 @@ local seen = {}  -- userId -> requestNo taken earlier in this batch
 local set = {}   -- field, value pairs for one HSET of users
 local pend = {}  -- score, member pairs for one ZADD of pending
 local units = {} -- requestNo, quantity pairs for the qty HSET (limit > 1)
-local ok = {}    -- buyers accepted, for their results
 for i = 1, n do
   if not limited[i] then
     local uid, rn, q = uids[i], ARGV[base + 3 * i - 1], tonumber(ARGV[base + 3 * i])
@@ -208,7 +204,6 @@ for i = 1, n do
           units[#units + 1] = rn
           units[#units + 1] = q
         end
-        ok[#ok + 1] = i
         took[uid] = true
         out[j], out[j + 1], out[j + 2] = 'OK', stock, rn
       end
@@ -223,17 +218,6 @@ if #set > 0 then
   if #units > 0 then
     redis.call('HSET', KEYS[6], unpack(units))
   end
-  -- The QUEUING results, before the engine produces any message: the
-  -- consumer's SUCCESS or FAIL always comes after, so QUEUING never
-  -- overwrites it. One field each of the SKU's results hash, one HSET for
-  -- the batch; the value's form is sale.AppendResultValue's.
-  local res = {}
-  for _, i in ipairs(ok) do
-    res[#res + 1] = ARGV[base + 3 * i - 1]
-    res[#res + 1] = 'QUEUING|' .. uids[i] .. '||'
-  end
-  redis.call('HSET', KEYS[8], unpack(res))
-  redis.call('EXPIRE', KEYS[8], ARGV[3])
 end
 flush()
 return out

@@ -367,7 +367,7 @@ func TestClosedOrdersUnitSellsAgain(t *testing.T) {
 		if rem, ordered := r.books(t); rem != 1 || ordered != 1 {
 			t.Fatalf("after the close: %d remaining, %d ordered", rem, ordered)
 		}
-		res, err := r.res.Read(ctx, a.RequestNo)
+		res, err := r.res.Read(ctx, a.UserID, a.RequestNo)
 		if err != nil || res.State != sale.ResultFail || res.Code != sale.FailClosed || res.OrderNo != a.OrderNo {
 			t.Errorf("closed buyer's result %+v, %v", res, err)
 		}

@@ -318,7 +318,7 @@ func TestInjectedDriftIsFoundAndOnlySafeKindsRepaired(t *testing.T) {
 			t.Errorf("504's hand-edited stock was changed: %+v", n)
 		}
 		for _, m := range []sale.Message{orphan, stuck} {
-			e, err := r.res.Read(ctx, m.RequestNo)
+			e, err := r.res.Read(ctx, m.UserID, m.RequestNo)
 			if err != nil || e.State != sale.ResultFail || e.Code != sale.FailReleased {
 				t.Errorf("released ticket %s: %+v %v", m.RequestNo, e, err)
 			}
@@ -376,7 +376,7 @@ func TestSweepReleasesOnlyProvenOrphans(t *testing.T) {
 		if rn, _, _ := r.stock.Holder(ctx, r.act.ID, 501, 3); rn != claimed.RequestNo {
 			t.Errorf("the claimed ticket was released")
 		}
-		e, err := r.res.Read(ctx, orphan.RequestNo)
+		e, err := r.res.Read(ctx, orphan.UserID, orphan.RequestNo)
 		if err != nil || e.State != sale.ResultFail || e.Code != sale.FailReleased {
 			t.Errorf("orphan's result %+v %v", e, err)
 		}
@@ -596,7 +596,7 @@ func TestMultiUnitOrphansReleasedExactly(t *testing.T) {
 		if n := counts6(t, r); n.Remaining != 1+3 || n.Sold != 6 || n.Holders != 3 {
 			t.Fatalf("after the sweep: %+v, want the orphan's 3 units back", n)
 		}
-		e, err := r.res.Read(ctx, orphan.RequestNo)
+		e, err := r.res.Read(ctx, orphan.UserID, orphan.RequestNo)
 		if err != nil || e.State != sale.ResultFail || e.Code != sale.FailReleased {
 			t.Errorf("orphan's result %+v %v", e, err)
 		}

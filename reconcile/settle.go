@@ -97,7 +97,7 @@ func (r *Reconciler) Settle(ctx context.Context, e results.Entry) (results.Entry
 	}
 	// The sweeper, the closer or the consumer may have written the end
 	// meanwhile: theirs stands, and nothing is written twice.
-	if cur, err := r.res.Read(ctx, e.RequestNo); err == nil && cur.State != sale.ResultQueuing {
+	if cur, err := r.res.Read(ctx, e.Owner, e.RequestNo); err == nil && cur.State != sale.ResultQueuing {
 		return cur, nil
 	}
 	if err := r.res.Write(ctx, end); err != nil {

@@ -59,9 +59,14 @@ func TestSettleEndsOnlyWhatTheBooksProve(t *testing.T) {
 		if got, err := rc.Settle(ctx, qGone); err != nil || got.State != sale.ResultFail || got.Code != sale.FailReleased {
 			t.Fatalf("the released ticket: %+v %v", got, err)
 		}
-		for rn, want := range map[string]string{ordered.RequestNo: sale.ResultSuccess, gone.RequestNo: sale.ResultFail,
-			held.RequestNo: sale.ResultQueuing} {
-			if e, err := r.res.Read(ctx, rn); err != nil || e.State != want {
+		for _, c := range []struct {
+			rn   string
+			user int64
+			want string
+		}{{ordered.RequestNo, ordered.UserID, sale.ResultSuccess}, {gone.RequestNo, gone.UserID, sale.ResultFail},
+			{held.RequestNo, held.UserID, sale.ResultQueuing}} {
+			rn, want := c.rn, c.want
+			if e, err := r.res.Read(ctx, c.user, rn); err != nil || e.State != want {
 				t.Errorf("Redis result of %s: %+v %v, want %s", rn, e, err, want)
 			}
 		}

@@ -159,7 +159,7 @@ func TestSweepEndsADeadLetteredTicketAndSaysWhy(t *testing.T) {
 		if n, err := rc.Sweep(ctx); err != nil || n != 1 {
 			t.Fatalf("sweep: %d %v, want the dead-lettered ticket released", n, err)
 		}
-		if e, err := r.res.Read(ctx, m.RequestNo); err != nil || e.State != sale.ResultFail || e.Code != sale.FailReleased {
+		if e, err := r.res.Read(ctx, m.UserID, m.RequestNo); err != nil || e.State != sale.ResultFail || e.Code != sale.FailReleased {
 			t.Errorf("result %+v %v, want FAIL RELEASED", e, err)
 		}
 		e, err := r.st.RequestLog(ctx, m.RequestNo)

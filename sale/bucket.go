@@ -104,6 +104,25 @@ func ResultsKeyIn(activity, sku int64, b int) string {
 	return string(append(appendBucketPrefix(buf[:0], activity, sku, b), 'r'))
 }
 
+// UsersKeyIn is the users hash (userId -> requestNo of the ticket the user
+// holds) of bucket b of (activity, sku), NoBucket for a SKU not split: one
+// allocation, not KeysIn's eleven.
+func UsersKeyIn(activity, sku int64, b int) string { return keyIn(activity, sku, b, "users") }
+
+// ClaimedKeyIn is the set of claimed requestNos of bucket b of (activity,
+// sku), NoBucket for a SKU not split.
+func ClaimedKeyIn(activity, sku int64, b int) string { return keyIn(activity, sku, b, "claimed") }
+
+// keyIn is the key name of bucket b of (activity, sku) (the SKU's own for
+// NoBucket), in one allocation.
+func keyIn(activity, sku int64, b int, name string) string {
+	var buf [64]byte
+	if b < 0 {
+		return string(append(appendPrefix(buf[:0], activity, sku), name...))
+	}
+	return string(append(appendBucketPrefix(buf[:0], activity, sku, b), name...))
+}
+
 // TransfersKey is bucket b's record of the transfers it took part in
 // (lua/transfer_debit.lua, transfer_credit.lua): field "d:<id>" the units a
 // transfer debited from it, "c:<id>" the units one credited to it (each

@@ -10,7 +10,6 @@ import (
 
 	"seckill/lua"
 	"seckill/sale"
-	"seckill/stock/results"
 )
 
 // maxBatch bounds the buyers of one batch script call (engine.batch.max_size)
@@ -38,13 +37,9 @@ type Buyer struct {
 
 // Extras is what the occupy script does for each buyer beside the stock
 // rules, so that an accepted buyer costs Redis one call (DESIGN §5): it
-// writes the QUEUING result of every buyer it accepts and counts every
-// buyer's attempt in the user × SKU window. The zero value writes results
-// with results.DefaultTTL and counts nothing.
+// counts every buyer's attempt in the user × SKU window (but the one that
+// takes a ticket). The zero value counts nothing.
 type Extras struct {
-	// ResultTTL is the QUEUING result's TTL (engine.result_ttl); <= 0
-	// means results.DefaultTTL.
-	ResultTTL time.Duration
 	// WindowLimit attempts per user and SKU are allowed per WindowPeriod
 	// (edge.rate.user_sku_limit and user_sku_window); past it the buyer is
 	// RATE_LIMITED. 0 turns the window off: no counter is touched. The
@@ -120,7 +115,7 @@ func (s *Stock) occupyBucket(ctx context.Context, a *sale.Activity, sku *sale.SK
 // sends batch after batch of one SKU rebuilds them only when the window
 // turns.
 func appendBatchKeys(keys []string, k *sale.SKUKeys, x Extras, now time.Time) []string {
-	keys = append(keys, k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending, k.Results)
+	keys = append(keys, k.Meta, k.Stock, k.Users, k.Sold, k.Closed, k.Qty, k.Pending)
 	if x.window() {
 		var buf [20]byte
 		keys = append(keys, k.Rate+string(strconv.AppendInt(buf[:0], x.bucket(now), 10)))
@@ -132,16 +127,11 @@ func appendBatchKeys(keys []string, k *sale.SKUKeys, x Extras, now time.Time) []
 // args: the SKU's ids, x's settings (the window's end where it is on),
 // then each buyer's triple.
 func appendBatchArgs(args []string, activity, sku int64, x Extras, now time.Time, buyers []Buyer) []string {
-	ttl := x.ResultTTL
-	if ttl <= 0 {
-		ttl = results.DefaultTTL
-	}
 	limit, end := "0", "0"
 	if x.window() {
 		limit, end = strconv.Itoa(x.WindowLimit), strconv.FormatInt((x.bucket(now)+1)*x.WindowPeriod.Milliseconds(), 10)
 	}
-	args = append(args, strconv.FormatInt(activity, 10), strconv.FormatInt(sku, 10),
-		strconv.FormatInt(int64(max(ttl/time.Second, 1)), 10), limit, end)
+	args = append(args, strconv.FormatInt(activity, 10), strconv.FormatInt(sku, 10), limit, end)
 	for _, b := range buyers {
 		args = append(args, strconv.FormatInt(b.UserID, 10), b.RequestNo, strconv.FormatInt(b.Quantity, 10))
 	}

@@ -69,7 +69,7 @@ func benchmarkOccupyBatch(b *testing.B, n int, x Extras) {
 
 // devExtras are the engine's extras with the dev defaults: the user × SKU
 // window counted and the QUEUING results written in the call.
-var devExtras = Extras{ResultTTL: 48 * time.Hour, WindowLimit: 10, WindowPeriod: 10 * time.Second}
+var devExtras = Extras{WindowLimit: 10, WindowPeriod: 10 * time.Second}
 
 // redisCPU is the redis-server's CPU time so far (INFO cpu, user + sys).
 func redisCPU(b *testing.B, c rueidis.Client) time.Duration {

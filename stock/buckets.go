@@ -362,7 +362,7 @@ func (s *Stock) splitResults(ctx context.Context, a *sale.Activity, sku *sale.SK
 				retry[j] = buyers[i]
 			}
 			// The window counted these attempts in the first call.
-			rx := Extras{ResultTTL: x.ResultTTL}
+			rx := Extras{}
 			k := sale.KeysIn(a.ID, sku.ID, b)
 			now := time.Now()
 			again, rerr := s.occupyBatchArgs(ctx, a, sku, b, rx, false, appendBatchKeys(nil, &k, rx, now), retry,

@@ -446,7 +446,7 @@ func TestBucketedTicketIsFoundByItsNumber(t *testing.T) {
 		t.Fatalf("occupy: %+v %v", res, err)
 	}
 	res := results.New(r.st.shards.Default, r.st.BucketClient, 0)
-	if e, err := res.Read(ctx, rn); err != nil || e.State != sale.ResultQueuing || e.Owner != u {
+	if e, err := res.Read(ctx, u, rn); err != nil || e.State != sale.ResultQueuing || e.Owner != u {
 		t.Fatalf("result of %s: %+v %v", rn, e, err)
 	}
 	page, _, err := r.st.PendingIn(ctx, a.ID, k, 3, time.Now().Add(time.Minute), 0, 10)

@@ -207,10 +207,18 @@ func (h *ResultEvents) give(user int64) {
 func (h *ResultEvents) read(user int64, rn string) (e results.Entry, fromDB bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	e, err = h.results.Read(ctx, rn)
+	e, err = h.results.Read(ctx, user, rn)
 	if errors.Is(err, results.ErrNotFound) && h.fallback != nil {
 		e, err = h.fallback(ctx, user, rn)
 		return e, true, err
+	}
+	if err == nil && e.Claimed && h.fallback != nil {
+		// QUEUING, claimed: the database tells whether the order was
+		// written and Redis lost its final result.
+		if f, ferr := h.fallback(ctx, user, rn); ferr == nil && f.Owner == user &&
+			(f.State == sale.ResultSuccess || f.State == sale.ResultFail) {
+			return f, true, nil
+		}
 	}
 	return e, false, err
 }

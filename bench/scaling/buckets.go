@@ -68,7 +68,7 @@ func measureBuckets(o options) ([]figure, error) {
 	cat := catalog.New(shards.Default)
 	st := stock.New(shards, cat)
 	ctx := context.Background()
-	extras := stock.Extras{ResultTTL: 48 * time.Hour, WindowLimit: 10, WindowPeriod: 10 * time.Second}
+	extras := stock.Extras{WindowLimit: 10, WindowPeriod: 10 * time.Second}
 	if !o.window {
 		extras.WindowLimit = 0
 	}

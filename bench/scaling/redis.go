@@ -52,7 +52,7 @@ func measureRedis(o options) ([]figure, error) {
 	}
 	// What the engine passes with the dev defaults: the QUEUING result
 	// written and the user × SKU window counted in the same call.
-	extras := stock.Extras{ResultTTL: 48 * time.Hour, WindowLimit: 10, WindowPeriod: 10 * time.Second}
+	extras := stock.Extras{WindowLimit: 10, WindowPeriod: 10 * time.Second}
 	if !o.window {
 		extras.WindowLimit = 0
 	}

@@ -227,6 +227,16 @@ func (s *System) readBooks(skus map[int64]int64) (*books, error) {
 		if err := readResults(ctx, c, k.Results, b.Results); err != nil {
 			return nil, fmt.Errorf("sku %d results: %w", sku, err)
 		}
+		// A ticket with no final result that the buyer's record names
+		// reads QUEUING (DESIGN §5: the record is its QUEUING result) —
+		// unless claimed: a claimed ticket without a final result is
+		// answered from the database (an order being written, or one
+		// whose result Redis lost), so its result counts as missing.
+		for uid, rn := range sb.Users {
+			if r := b.Results[rn]; (r == nil || r[fieldState] == stateWaiting) && !sb.Claimed[rn] {
+				b.Results[rn] = map[string]string{fieldState: stateQueuing, fieldOwner: uid}
+			}
+		}
 	}
 	if err := s.readOrders(ctx, b); err != nil {
 		return nil, err

@@ -23,7 +23,8 @@ import "strconv"
 
 // skuKeys are the Redis keys of one SKU of one activity.
 // Results is the results hash of the SKU's tickets, sk:{a<activity>:s<sku>}:r,
-// requestNo -> STATE|owner|orderNo|code.
+// requestNo -> STATE|owner|orderNo|code; a ticket with no final result that
+// its buyer's record in Users names reads QUEUING.
 type skuKeys struct {
 	Meta, Stock, Users, Sold, Claimed, Results string
 }

@@ -88,10 +88,22 @@ func TestWriteOnCluster(t *testing.T) {
 	if err := st.Write(ctx, es...); err != nil {
 		t.Fatal(err)
 	}
+	users := make([]int64, len(rns))
 	for i, rn := range rns {
-		e, err := st.Read(ctx, rn)
+		users[i] = int64(i + 1)
+		e, err := st.Read(ctx, users[i], rn)
 		if err != nil || e.State != sale.ResultSuccess || e.OrderNo != "O"+rn || e.Owner != int64(i+1) {
 			t.Errorf("%s: %+v %v", rn, e, err)
+		}
+	}
+	// With the owners' records, in one call across the slots.
+	many, err := st.ReadMany(ctx, rns, users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range many {
+		if e.State != sale.ResultSuccess || e.Owner != users[i] {
+			t.Errorf("ReadMany %s: %+v", rns[i], e)
 		}
 	}
 	select {

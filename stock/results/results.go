@@ -1,16 +1,20 @@
 // Package results reads and writes ticket results: one field per ticket of
 // its SKU's results hash, sk:{a<activity>:s<sku>}:r on the shard that holds
 // the SKU (the ticket number names its SKU, sale.ParseRequestNo; the value
-// is sale.AppendResultValue's). The occupy script writes QUEUING when the
-// engine accepts; the consumer writes SUCCESS or FAIL when it is done, and
-// a compensation FAIL. The buyer's polling reads them by requestNo alone;
-// a SKU's results expire a TTL after its last result was written.
+// is sale.AppendResultValue's). A ticket the engine accepted has no field
+// until it ends: its QUEUING is the user's record (the SKU's users hash,
+// userId -> requestNo, which the occupy script writes anyway), so Read and
+// ReadMany, told the owner, answer QUEUING where the record names the
+// ticket and no final result is written. The consumer writes SUCCESS or
+// FAIL when it is done, a compensation FAIL, the line WAITING. A SKU's
+// results expire a TTL after its last result was written.
 package results
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -35,6 +39,10 @@ type Entry struct {
 	State     string `json:"state"` // sale.ResultQueuing, ResultSuccess, ResultFail
 	OrderNo   string `json:"orderNo"`
 	Code      string `json:"code"` // failure code for FAIL
+	// Claimed is set on a QUEUING that Read found claimed by the consumer
+	// (its order is being written, or was and its final result is lost:
+	// the orders database can tell).
+	Claimed bool `json:"-"`
 }
 
 // Router returns the client of the shard that holds bucket b of SKU
@@ -220,34 +228,86 @@ func (s *Store) Write(ctx context.Context, es ...Entry) error {
 	return nil
 }
 
-// Read returns the result of requestNo, read from the shard its SKU names,
-// or ErrNotFound (also for a requestNo that is not a ticket number).
-func (s *Store) Read(ctx context.Context, requestNo string) (Entry, error) {
+// Read returns the result of requestNo as user reads it, from the shard
+// its SKU names: the final result (SUCCESS, FAIL) where one is written,
+// else QUEUING (owner user) where user's record names the ticket, else
+// the field as written (WAITING), else ErrNotFound (also for a requestNo
+// that is not a ticket number). The result, the record and whether the
+// ticket is claimed (Entry.Claimed) are read in one round trip. user <= 0
+// reads the field alone (no QUEUING but a written one).
+func (s *Store) Read(ctx context.Context, user int64, requestNo string) (Entry, error) {
 	a, k, b, _, ok := sale.ParseTicket(requestNo)
 	if !ok {
 		return Entry{}, ErrNotFound
 	}
 	c := s.route(a, k, b)
-	v, err := c.Do(ctx, c.B().Hget().Key(sale.ResultsKeyIn(a, k, b)).Field(requestNo).Build()).ToString()
-	if rueidis.IsRedisNil(err) {
-		return Entry{}, ErrNotFound
+	get := c.B().Hget().Key(sale.ResultsKeyIn(a, k, b)).Field(requestNo).Build()
+	var v, held string
+	var claimed bool
+	var err error
+	if user <= 0 {
+		v, err = c.Do(ctx, get).ToString()
+	} else {
+		rs := c.DoMulti(ctx, get, c.B().Hget().Key(sale.UsersKeyIn(a, k, b)).Field(strconv.FormatInt(user, 10)).Build(),
+			c.B().Sismember().Key(sale.ClaimedKeyIn(a, k, b)).Member(requestNo).Build())
+		if v, err = rs[0].ToString(); err == nil || rueidis.IsRedisNil(err) {
+			var herr error
+			if held, herr = rs[1].ToString(); herr != nil && !rueidis.IsRedisNil(herr) {
+				err = herr
+			} else if claimed, herr = rs[2].AsBool(); herr != nil {
+				err = herr
+			}
+		}
 	}
-	if err != nil {
+	if err != nil && !rueidis.IsRedisNil(err) {
 		return Entry{}, fmt.Errorf("read result %s: %w", requestNo, err)
 	}
-	e, ok := entry(requestNo, v)
-	if !ok {
-		return Entry{}, fmt.Errorf("read result %s: unreadable value %q", requestNo, v)
+	var e Entry
+	if err == nil {
+		if e, ok = entry(requestNo, v); !ok {
+			return Entry{}, fmt.Errorf("read result %s: unreadable value %q", requestNo, v)
+		}
 	}
+	if e, ok = implied(e, requestNo, user, held); !ok {
+		return Entry{}, ErrNotFound
+	}
+	e.Claimed = claimed && e.State == sale.ResultQueuing
 	return e, nil
 }
 
-// ReadMany reads the results of requestNos, one pipelined round trip per
-// shard (in parallel): out[i] is requestNos[i]'s, with an empty State
-// where it has none (or requestNos[i] is not a ticket number).
-func (s *Store) ReadMany(ctx context.Context, requestNos []string) ([]Entry, error) {
+// implied is the result e read for requestNo (State empty where no field
+// was written) as user reads it, held being the requestNo user's record
+// names: a final result stands; a ticket the record names is QUEUING; any
+// other field stands. ok is false where there is nothing to read.
+func implied(e Entry, requestNo string, user int64, held string) (Entry, bool) {
+	if e.State == sale.ResultSuccess || e.State == sale.ResultFail {
+		return e, true
+	}
+	if user > 0 && held == requestNo {
+		q := Entry{RequestNo: requestNo, Owner: user, State: sale.ResultQueuing}
+		q.Activity, q.SKU, _, _ = sale.ParseRequestNo(requestNo)
+		return q, true
+	}
+	return e, e.State != ""
+}
+
+// ReadMany reads the results of requestNos as Read does, users[i] being
+// requestNos[i]'s owner (users nil, or users[i] <= 0: the field alone),
+// one pipelined round trip per shard (in parallel): out[i] is
+// requestNos[i]'s, with an empty State where it has none (or requestNos[i]
+// is not a ticket number).
+func (s *Store) ReadMany(ctx context.Context, requestNos []string, users []int64) ([]Entry, error) {
 	if len(requestNos) == 0 {
 		return nil, nil
+	}
+	if users != nil && len(users) != len(requestNos) {
+		return nil, fmt.Errorf("read %d results of %d users", len(requestNos), len(users))
+	}
+	user := func(i int) int64 {
+		if users == nil {
+			return 0
+		}
+		return users[i]
 	}
 	out := make([]Entry, len(requestNos))
 	var gs []group
@@ -260,26 +320,40 @@ func (s *Store) ReadMany(ctx context.Context, requestNos []string) ([]Entry, err
 		var g *group
 		gs, g = groupOf(gs, s.route(a, k, b))
 		g.cmds = append(g.cmds, g.c.B().Hget().Key(sale.ResultsKeyIn(a, k, b)).Field(rn).Build())
+		if u := user(i); u > 0 {
+			g.cmds = append(g.cmds, g.c.B().Hget().Key(sale.UsersKeyIn(a, k, b)).Field(strconv.FormatInt(u, 10)).Build())
+		}
 		g.idx = append(g.idx, i)
 	}
 	if len(gs) == 0 {
 		return out, nil
 	}
 	err := doGroups(ctx, gs, func(g *group, rs []rueidis.RedisResult) error {
-		for j, r := range rs {
-			i := g.idx[j]
-			v, err := r.ToString()
-			if rueidis.IsRedisNil(err) {
-				continue
+		j := 0
+		for _, i := range g.idx {
+			v, err := rs[j].ToString()
+			j++
+			var held string
+			if user(i) > 0 {
+				var herr error
+				if held, herr = rs[j].ToString(); herr != nil && !rueidis.IsRedisNil(herr) {
+					return fmt.Errorf("%s: %w", requestNos[i], herr)
+				}
+				j++
 			}
-			if err != nil {
+			if err != nil && !rueidis.IsRedisNil(err) {
 				return fmt.Errorf("%s: %w", requestNos[i], err)
 			}
-			e, ok := entry(requestNos[i], v)
-			if !ok {
-				return fmt.Errorf("%s: unreadable value %q", requestNos[i], v)
+			e := Entry{RequestNo: requestNos[i]}
+			if err == nil {
+				var ok bool
+				if e, ok = entry(requestNos[i], v); !ok {
+					return fmt.Errorf("%s: unreadable value %q", requestNos[i], v)
+				}
 			}
-			out[i] = e
+			if e, ok := implied(e, requestNos[i], user(i), held); ok {
+				out[i] = e
+			}
 		}
 		return nil
 	})

@@ -20,7 +20,7 @@
 //
 //   - current: lua/occupy_batch.lua as the engine runs it (through the
 //     ledger, stock.Stock.OccupyWith), with the user ×
-//     SKU window of configs/bench.yaml (10 per 10s) and the QUEUING result.
+//     SKU window of configs/bench.yaml (10 per 10s).
 //
 //     evalsha -listen 127.0.0.1:18081 -redis 127.0.0.1:6379 -stock 100000000 [-script seed|stock|current]
 //

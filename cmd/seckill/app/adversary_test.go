@@ -114,12 +114,14 @@ func TestAdversarialTrafficKeepsTheBooks(t *testing.T) {
 
 	ctx := context.Background()
 	pending := map[string]bool{}
+	owner := map[string]int64{}
 	for _, tk := range tickets {
 		pending[tk.rn] = true
+		owner[tk.rn] = tk.user
 	}
 	testenv.EventuallyOK(t, "every accepted ticket ended", 60*time.Second, func() error {
 		for rn := range pending {
-			e, err := c.sys.Results.Read(ctx, rn)
+			e, err := c.sys.Results.Read(ctx, owner[rn], rn)
 			if err != nil && !errors.Is(err, results.ErrNotFound) {
 				t.Fatal(err)
 			}

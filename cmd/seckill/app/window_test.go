@@ -14,8 +14,8 @@ import (
 // them on the SKU's shard: past the limit, a buyer's attempt on a hot SKU
 // within the window is 429 RATE_LIMITED with the window's time left as
 // Retry-After (the attempt that took a ticket is not counted).
-// The attempt counter and the ticket's result live on the hot shard, and
-// the result is read by the requestNo alone.
+// The attempt counter and the buyer's record (the ticket's QUEUING) live
+// on the hot shard, and the result is read by the requestNo and its owner.
 func TestUserSKUWindowIsCountedByTheOccupyScript(t *testing.T) {
 	for _, m := range []mode{{driver: "sqlite"}, {driver: "sqlite", sidecar: true}} {
 		t.Run(m.String(), func(t *testing.T) {
@@ -57,9 +57,10 @@ func TestUserSKUWindowIsCountedByTheOccupyScript(t *testing.T) {
 			if n := c.hot.Int(t, "HEXISTS", window, "6"); n != 0 {
 				t.Fatalf("%s counts buyer 6's ticket", window)
 			}
-			results := "sk:{a1:s1001}:r"
-			if n := c.hot.Int(t, "HEXISTS", results, first.RequestNo); n != 1 {
-				t.Fatalf("%s %s is not on the hot shard", results, first.RequestNo)
+			// The ticket's QUEUING is buyer 5's record, on the hot shard.
+			users := "sk:{a1:s1001}:users"
+			if rn, err := c.hot.Do(t, "HGET", users, "5").ToString(); err != nil || rn != first.RequestNo {
+				t.Fatalf("%s 5 on the hot shard: %q %v, want %s", users, rn, err, first.RequestNo)
 			}
 			if keys, err := c.redis.Do(t, "KEYS", "sk:{a1:s1001}*").AsStrSlice(); err != nil || len(keys) != 0 {
 				t.Fatalf("the default Redis holds the hot SKU's keys %v", keys)
