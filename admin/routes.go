@@ -401,7 +401,9 @@ func (s *Server) request(ctx *fasthttp.RequestCtx) {
 	case st.Order != nil:
 		owner = st.Order.UserID
 	}
-	if st.Result == nil && owner > 0 {
+	if owner > 0 && (st.Result == nil || st.Result.State == sale.ResultWaiting) {
+		// As the owner: a ticket that holds stock reads QUEUING from the
+		// record, whether its field is missing or still WAITING.
 		if r, err := s.d.Results.Read(c, owner, rn); err == nil {
 			st.Result = &r
 		} else if !errors.Is(err, results.ErrNotFound) {

@@ -47,11 +47,12 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 		cancel()
 	} else if err == nil && e.Claimed && s.resultFallback != nil {
 		// QUEUING, claimed: the consumer is writing its order, or wrote
-		// it and Redis lost the final result. The database tells which;
-		// anything but a final answer leaves it QUEUING.
+		// it and Redis lost the final result. Only an order answers it
+		// (SUCCESS, or FAIL CLOSED once closed unpaid): a request log's
+		// FAILED row may be committed before the consumer writes the
+		// true end to Redis, so anything else leaves it QUEUING.
 		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
-		if f, ferr := s.dbBound.Fallback(s.resultFallback)(rctx, user, rn); ferr == nil && f.Owner == user &&
-			(f.State == sale.ResultSuccess || f.State == sale.ResultFail) {
+		if f, ferr := s.dbBound.Fallback(s.resultFallback)(rctx, user, rn); ferr == nil && f.Owner == user && ofOrder(f) {
 			e = f
 		}
 		cancel()
@@ -119,15 +120,22 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 	ctx.SetBody(b)
 }
 
-// validRequestNo admits 1 to 64 characters of [0-9A-Za-z_-]: anything else
-// cannot be a ticket and is answered without a Redis call.
+// ofOrder reports a fallback's answer that an order gave: SUCCESS with its
+// number, or FAIL CLOSED.
+func ofOrder(e results.Entry) bool {
+	return e.State == sale.ResultSuccess && e.OrderNo != "" || e.State == sale.ResultFail && e.Code == sale.FailClosed
+}
+
+// validRequestNo admits 1 to 64 characters of [0-9A-Za-z_.-] (a bucket's
+// ticket is <activity>-<sku>.<bucket>-<id>): anything else cannot be a
+// ticket and is answered without a Redis call.
 func validRequestNo(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-') {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-' || c == '.') {
 			return false
 		}
 	}

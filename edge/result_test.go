@@ -124,12 +124,15 @@ func TestResultIsBusyWhenRedisIsDown(t *testing.T) {
 // occupy script writes no QUEUING field) and is unknown to anyone else; a
 // claimed one (the consumer is writing its order, or Redis lost its final
 // result) is asked of the database, whose final answer wins and whose
-// in-flight answer leaves it QUEUING.
+// in-flight answer, or a request log's FAILED row, leaves it QUEUING. A
+// bucket's ticket (<activity>-<sku>.<bucket>-<id>) is read like any other.
 func TestQueuingIsTheBuyersRecordAndAClaimAsksTheDatabase(t *testing.T) {
 	const (
-		queuing = "7-1001-385465232614494301" // user 5's record, unclaimed
-		written = "7-1001-385465232614494302" // user 6's record, claimed, order in the database
-		writing = "7-1001-385465232614494303" // user 8's record, claimed, order not yet committed
+		queuing = "7-1001-385465232614494301"   // user 5's record, unclaimed
+		written = "7-1001-385465232614494302"   // user 6's record, claimed, order in the database
+		writing = "7-1001-385465232614494303"   // user 8's record, claimed, order not yet committed
+		logged  = "7-1001-385465232614494304"   // user 9's record, claimed, a FAILED request-log row only
+		bucket  = "7-1001.2-385465232614494305" // a bucket's ticket, its SUCCESS written
 	)
 	asked := map[string]int{}
 	fallback := func(_ context.Context, rn string) (results.Entry, error) {
@@ -139,13 +142,19 @@ func TestQueuingIsTheBuyersRecordAndAClaimAsksTheDatabase(t *testing.T) {
 			return results.Entry{RequestNo: rn, Activity: 7, SKU: 1001, Owner: 6, State: sale.ResultSuccess, OrderNo: "O" + rn}, nil
 		case writing:
 			return results.Entry{RequestNo: rn, Activity: 7, SKU: 1001, Owner: 8, State: sale.ResultQueuing}, nil
+		case logged:
+			return results.Entry{RequestNo: rn, Activity: 7, SKU: 1001, Owner: 9, State: sale.ResultFail, Code: sale.FailReleased}, nil
 		}
 		return results.Entry{}, results.ErrNotFound
 	}
 	e := newEdge(t, withOptions(WithResultFallback(fallback)))
 	users := sale.KeysFor(7, 1001).Users
-	e.redis.Do(t, "HSET", users, "5", queuing, "6", written, "8", writing)
-	e.redis.Do(t, "SADD", sale.KeysFor(7, 1001).Claim, written, writing)
+	e.redis.Do(t, "HSET", users, "5", queuing, "6", written, "8", writing, "9", logged)
+	e.redis.Do(t, "SADD", sale.KeysFor(7, 1001).Claim, written, writing, logged)
+	if err := e.res.Write(t.Context(), results.Entry{RequestNo: bucket, Activity: 7, SKU: 1001, Owner: 5,
+		State: sale.ResultSuccess, OrderNo: "O" + bucket}); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		rn, user string
 		status   int
@@ -156,6 +165,10 @@ func TestQueuingIsTheBuyersRecordAndAClaimAsksTheDatabase(t *testing.T) {
 		{written, "6", 200, "SUCCESS"},
 		{writing, "8", 200, "QUEUING"},
 		{writing, "5", 404, "NOT_FOUND"},
+		// The request log may say FAILED before the consumer writes the
+		// true end: only an order answers a claimed ticket.
+		{logged, "9", 200, "QUEUING"},
+		{bucket, "5", 200, "SUCCESS"},
 	} {
 		r := e.do("GET", "/api/v1/flash-sale/result/"+c.rn, c.user, "")
 		if r.status != c.status || r.body["code"] != c.code {

@@ -23,11 +23,9 @@
 --                 of every record not claimed yet (the orphan sweeper's index)
 -- KEYS[8] the user x SKU window's hash, only where the window is on (ARGV[3]
 --         > 0): sk:{a<A>:s<S>}:rl:<bucket>, bucket = the caller's unix ms /
---         the window's ms; userId -> attempts in this window that took no
---         ticket (an attempt that takes one is not stored: the buyer's
---         record answers each later attempt DUPLICATE). One hash per SKU and
---         window, with one expiry (the window's end), instead of a counter
---         key per buyer
+--         the window's ms; userId -> attempts in this window. One hash per
+--         SKU and window, with one expiry (the window's end), instead of a
+--         counter key per buyer
 -- ARGV[1] activity id, ARGV[2] sku id (named by every requestNo too)
 -- ARGV[3] attempts allowed per user x SKU and window (edge.rate.user_sku_limit;
 --         0: no window, no KEYS[8], no counter touched)
@@ -42,10 +40,8 @@
 --                  buyer's decrement; holder = its requestNo
 --   "RATE_LIMITED" the buyer's attempts in the window are over the limit
 --                  (counted first, before any other rule, whatever the sale's
---                  state; within one call every attempt counts as it comes,
---                  and the one that took a ticket is taken off the stored
---                  count at the end); holder = milliseconds until the window
---                  ends (by Redis' clock, at least 1)
+--                  state); holder = milliseconds until the window ends (by
+--                  Redis' clock, at least 1)
 --   "MISSING"      no meta hash: Redis lost the SKU (restart without
 --                  persistence, FLUSHALL) and the watcher has not rebuilt it
 --                  from the database yet, or it is not preheated yet. Not a
@@ -63,11 +59,10 @@
 -- of users (and one of closed where rebuy is "0"); where anyone may buy, one
 -- GET; where anyone bought, one DECRBY, one INCRBY, one HSET of the new
 -- records, one ZADD of their pending entries (and one HSET of their units
--- where limit > 1); where the window is on, one HMGET of its hash, and where
--- any buyer took no ticket, one HSET and one PEXPIRE of it. One new buyer
--- who buys runs 9 commands inside the call (TIME, HMGET x3, GET, DECRBY,
--- INCRBY, HSET, ZADD); 8 without the window; a batch of n new buyers who all
--- buy, 9 as well.
+-- where limit > 1); where the window is on, one HMGET, one HSET and one
+-- PEXPIRE of its hash. One new buyer who buys runs 11 commands inside the
+-- call (TIME, HMGET x3, GET, DECRBY, INCRBY, HSET x2, ZADD, PEXPIRE); 8
+-- without the window; a batch of n new buyers who all buy, 11 as well.
 local n = (#ARGV - 4) / 3
 local out = {}
 local base = 4
@@ -81,30 +76,23 @@ local window = tonumber(ARGV[3])
 local limited = {} -- i -> true: over the window's limit, judged no further
 local open = n     -- buyers not rate-limited
 local count = {}   -- userId -> attempts in the window, this call's included
-local before = {}  -- userId -> attempts stored before this call
 local order = {}   -- userIds in first-seen order
-local took = {}    -- userId -> true: took a ticket in this call
 local reset = 1    -- ms until the window ends, by Redis' clock (at least 1)
 if window > 0 then
   reset = math.max(tonumber(ARGV[4]) - now, 1)
 end
--- flush stores the window's counts, less the attempt that took a ticket:
--- the buyer's record answers every later one (DUPLICATE), so that attempt
--- needs no count. A call whose every buyer took a ticket writes nothing.
+-- flush stores the window's counts, every attempt included: the one that
+-- took a ticket too, for a released ticket's buyer may try again, and a
+-- count that forgot it would let a buyer whose tickets keep being released
+-- (a broker that refuses every message) retry without end.
 local function flush()
   if window <= 0 then
     return
   end
   local counts = {}
   for _, uid in ipairs(order) do
-    local c = count[uid]
-    if took[uid] then
-      c = c - 1
-    end
-    if c ~= before[uid] then
-      counts[#counts + 1] = uid
-      counts[#counts + 1] = c
-    end
+    counts[#counts + 1] = uid
+    counts[#counts + 1] = count[uid]
   end
   if #counts > 0 then
     redis.call('HSET', KEYS[8], unpack(counts))
@@ -121,7 +109,6 @@ if window > 0 then
     local c = count[uid]
     if not c then
       c = tonumber(stored[i]) or 0
-      before[uid] = c
       order[#order + 1] = uid
     end
     c = c + 1
@@ -204,7 +191,6 @@ for i = 1, n do
           units[#units + 1] = rn
           units[#units + 1] = q
         end
-        took[uid] = true
         out[j], out[j + 1], out[j + 2] = 'OK', stock, rn
       end
     end
