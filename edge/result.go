@@ -48,11 +48,9 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 	} else if err == nil && e.Claimed && s.resultFallback != nil {
 		// QUEUING, claimed: the consumer is writing its order, or wrote
 		// it and Redis lost the final result. Only an order answers it
-		// (SUCCESS, or FAIL CLOSED once closed unpaid): a request log's
-		// FAILED row may be committed before the consumer writes the
-		// true end to Redis, so anything else leaves it QUEUING.
+		// (Entry.Ordered); anything else leaves it QUEUING.
 		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
-		if f, ferr := s.dbBound.Fallback(s.resultFallback)(rctx, user, rn); ferr == nil && f.Owner == user && ofOrder(f) {
+		if f, ferr := s.dbBound.Fallback(s.resultFallback)(rctx, user, rn); ferr == nil && f.Owner == user && f.Ordered() {
 			e = f
 		}
 		cancel()
@@ -118,12 +116,6 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentTypeBytes(contentTypeJSON)
 	ctx.SetBody(b)
-}
-
-// ofOrder reports a fallback's answer that an order gave: SUCCESS with its
-// number, or FAIL CLOSED.
-func ofOrder(e results.Entry) bool {
-	return e.State == sale.ResultSuccess && e.OrderNo != "" || e.State == sale.ResultFail && e.Code == sale.FailClosed
 }
 
 // validRequestNo admits 1 to 64 characters of [0-9A-Za-z_.-] (a bucket's

@@ -75,40 +75,20 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window = tonumber(ARGV[3])
 local limited = {} -- i -> true: over the window's limit, judged no further
 local open = n     -- buyers not rate-limited
-local count = {}   -- userId -> attempts in the window, this call's included
-local order = {}   -- userIds in first-seen order
-local reset = 1    -- ms until the window ends, by Redis' clock (at least 1)
 if window > 0 then
-  reset = math.max(tonumber(ARGV[4]) - now, 1)
-end
--- flush stores the window's counts, every attempt included: the one that
--- took a ticket too, for a released ticket's buyer may try again, and a
--- count that forgot it would let a buyer whose tickets keep being released
--- (a broker that refuses every message) retry without end.
-local function flush()
-  if window <= 0 then
-    return
+  local key = KEYS[8]
+  local reset = tonumber(ARGV[4]) - now
+  if reset < 1 then
+    reset = 1
   end
-  local counts = {}
-  for _, uid in ipairs(order) do
-    counts[#counts + 1] = uid
-    counts[#counts + 1] = count[uid]
-  end
-  if #counts > 0 then
-    redis.call('HSET', KEYS[8], unpack(counts))
-    -- Every write sets the expiry, so the hash never outlives its window
-    -- without one; the second of grace keeps an engine whose clock runs a
-    -- little behind counting into a hash that still exists.
-    redis.call('PEXPIRE', KEYS[8], reset + 1000)
-  end
-end
-if window > 0 then
-  local stored = redis.call('HMGET', KEYS[8], unpack(uids))
+  local before = redis.call('HMGET', key, unpack(uids))
+  local count = {} -- userId -> attempts, this call's included
+  local order = {} -- userIds in first-seen order, for one HSET
   for i = 1, n do
     local uid = uids[i]
     local c = count[uid]
     if not c then
-      c = tonumber(stored[i]) or 0
+      c = tonumber(before[i]) or 0
       order[#order + 1] = uid
     end
     c = c + 1
@@ -119,8 +99,17 @@ if window > 0 then
       open = open - 1
     end
   end
+  local counts = {}
+  for _, uid in ipairs(order) do
+    counts[#counts + 1] = uid
+    counts[#counts + 1] = count[uid]
+  end
+  redis.call('HSET', key, unpack(counts))
+  -- Every call sets the expiry, so the hash never outlives its window
+  -- without one; the second of grace keeps an engine whose clock runs a
+  -- little behind counting into a hash that still exists.
+  redis.call('PEXPIRE', key, reset + 1000)
   if open == 0 then
-    flush()
     return out
   end
 end
@@ -130,7 +119,6 @@ local function all(code)
       out[3 * i - 2], out[3 * i - 1], out[3 * i] = code, -1, ''
     end
   end
-  flush()
   return out
 end
 local meta = redis.call('HMGET', KEYS[1], 'status', 'start_ms', 'end_ms', 'limit', 'soldout', 'rebuy')
@@ -205,5 +193,4 @@ if #set > 0 then
     redis.call('HSET', KEYS[6], unpack(units))
   end
 end
-flush()
 return out

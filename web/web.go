@@ -215,10 +215,8 @@ func (h *ResultEvents) read(user int64, rn string) (e results.Entry, fromDB bool
 	if err == nil && e.Claimed && h.fallback != nil {
 		// QUEUING, claimed: the database tells whether the order was
 		// written and Redis lost its final result.
-		// Only an order answers it: a request log's FAILED row may be
-		// committed before the consumer writes the true end to Redis.
-		if f, ferr := h.fallback(ctx, user, rn); ferr == nil && f.Owner == user &&
-			(f.State == sale.ResultSuccess && f.OrderNo != "" || f.State == sale.ResultFail && f.Code == sale.FailClosed) {
+		// Only an order answers it (Entry.Ordered).
+		if f, ferr := h.fallback(ctx, user, rn); ferr == nil && f.Owner == user && f.Ordered() {
 			return f, true, nil
 		}
 	}

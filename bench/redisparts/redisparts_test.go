@@ -61,7 +61,7 @@ func redisCPU(b *testing.B, c rueidis.Client) float64 {
 // buyer's QUEUING field into the results hash KEYS[9], and its EXPIRE, as
 // it did before the record stood for it.
 func withQueuingResults(b *testing.B) string {
-	const end = "\nflush()\nreturn out"
+	const end = "\nreturn out"
 	i := strings.LastIndex(lua.OccupyBatch, end)
 	if i < 0 {
 		b.Fatalf("occupy_batch.lua does not end with %q: update the variant", end)

@@ -45,6 +45,15 @@ type Entry struct {
 	Claimed bool `json:"-"`
 }
 
+// Ordered reports an end only an order gives: SUCCESS with its number, or
+// FAIL CLOSED (closed unpaid). What a request log alone says (FAIL RELEASED
+// from a FAILED row) may be written before the consumer writes the true end
+// to Redis, so a claimed QUEUING takes only an Ordered answer from the
+// database.
+func (e *Entry) Ordered() bool {
+	return e.State == sale.ResultSuccess && e.OrderNo != "" || e.State == sale.ResultFail && e.Code == sale.FailClosed
+}
+
 // Router returns the client of the shard that holds bucket b of SKU
 // (activity, sku) — sale.NoBucket for a SKU not split —:
 // (*stock.Stock).BucketClient. A ticket number names its bucket.
