@@ -135,7 +135,8 @@ func (e *Local) Occupy(ctx context.Context, r *Request) (Ticket, error) {
 
 	start := time.Now()
 	// One script call is all the Redis work of an accepted buyer: it counts
-	// the window, takes the stock and writes the QUEUING result.
+	// the window, takes the stock and writes the buyer's record (read as
+	// its QUEUING result).
 	x := *e.extras.Load()
 	x.Queued = r.Queued
 	if r.Place != "" {
@@ -202,9 +203,9 @@ func (e *Local) queue(ctx context.Context, a *sale.Activity, sku *sale.SKU, r *R
 	if m.TraceID == "" {
 		m.TraceID = rn
 	}
-	// The QUEUING result is written already, by the occupy script, before
-	// the message exists: the consumer's SUCCESS, which may come as soon as
-	// the message is acked, is never overwritten by QUEUING.
+	// The buyer's record, read as QUEUING, is written already by the
+	// occupy script, before the message exists: nothing here writes a
+	// result the consumer's SUCCESS could race.
 	if e.fault != nil {
 		if err := e.fault("before_produce"); err != nil {
 			return fmt.Errorf("%w: fault before produce: %w", ErrBusy, err)
@@ -263,6 +264,15 @@ func (e *Local) compensate(m *sale.Message, place string, cause error) error {
 	}
 	if place == "" {
 		e.record(m, StateFailed, "compensated: "+out.String())
+		// The occupy script did not count the attempt that took this
+		// ticket: count it now, or a buyer whose every ticket is given
+		// back (a broker refusing each message) would retry without end,
+		// never RATE_LIMITED. A drained attempt is not the buyer's (its
+		// occupy counts nothing either).
+		if err := e.stock.CountAttempt(ctx, m, *e.extras.Load()); err != nil {
+			e.log.Warn("counting a given-back ticket's attempt in the window failed",
+				zap.String("requestNo", m.RequestNo), zap.Error(err))
+		}
 	}
 	if e.fault != nil {
 		if err := e.fault("after_release"); err != nil {
@@ -275,11 +285,11 @@ func (e *Local) compensate(m *sale.Message, place string, cause error) error {
 		fail.State, fail.Code = sale.ResultWaiting, place
 	}
 	if err := e.res.Write(ctx, fail); err != nil {
-		// The occupy script wrote QUEUING: a result left QUEUING would
-		// tell a released ticket is on its way forever. The ticket holds
-		// nothing now and can never become an order (released or not
-		// held: its claim fails), so FAIL is its end; keep trying (the
-		// SKU's shard may be restarting or LOADING).
+		// Released, the ticket has no record to read as QUEUING: without
+		// FAIL the buyer would poll a ticket not found. It holds nothing
+		// now and can never become an order (released or not held: its
+		// claim fails), so FAIL is its end; keep trying (the SKU's shard
+		// may be restarting or LOADING).
 		// A drained attempt's retry writes its own result: a late WAITING
 		// could overwrite it.
 		if place == "" {

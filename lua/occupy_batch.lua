@@ -7,7 +7,8 @@
 -- whose quantity no longer fits is SOLD_OUT while a smaller one after it may
 -- still be OK. The call is all the Redis work an accepted buyer costs: it
 -- also counts the buyer's attempt in the user x SKU window (a key in the
--- SKU's slot). It writes no result: an accepted buyer's QUEUING is its
+-- SKU's slot), but does not store the attempt that takes a ticket. It
+-- writes no result: an accepted buyer's QUEUING is its
 -- record in KEYS[3], which the results store reads with the ticket's field
 -- (stock/results), until the consumer or a compensation writes the end.
 -- KEYS[1] meta    hash: status, start_ms, end_ms, limit, soldout ("1": on-call
@@ -23,9 +24,12 @@
 --                 of every record not claimed yet (the orphan sweeper's index)
 -- KEYS[8] the user x SKU window's hash, only where the window is on (ARGV[3]
 --         > 0): sk:{a<A>:s<S>}:rl:<bucket>, bucket = the caller's unix ms /
---         the window's ms; userId -> attempts in this window. One hash per
---         SKU and window, with one expiry (the window's end), instead of a
---         counter key per buyer
+--         the window's ms; userId -> attempts in this window that took no
+--         ticket. The attempt that takes one is not stored: the buyer's
+--         record answers each later attempt DUPLICATE, and a caller that
+--         gives the ticket back counts it then (Stock.CountAttempt). One
+--         hash per SKU and window, with one expiry (the window's end),
+--         instead of a counter key per buyer
 -- ARGV[1] activity id, ARGV[2] sku id (named by every requestNo too)
 -- ARGV[3] attempts allowed per user x SKU and window (edge.rate.user_sku_limit;
 --         0: no window, no KEYS[8], no counter touched)
@@ -40,8 +44,10 @@
 --                  buyer's decrement; holder = its requestNo
 --   "RATE_LIMITED" the buyer's attempts in the window are over the limit
 --                  (counted first, before any other rule, whatever the sale's
---                  state); holder = milliseconds until the window ends (by
---                  Redis' clock, at least 1)
+--                  state; within one call every attempt counts as it comes,
+--                  and the one that took a ticket is taken off the stored
+--                  count at the end); holder = milliseconds until the window
+--                  ends (by Redis' clock, at least 1)
 --   "MISSING"      no meta hash: Redis lost the SKU (restart without
 --                  persistence, FLUSHALL) and the watcher has not rebuilt it
 --                  from the database yet, or it is not preheated yet. Not a
@@ -59,10 +65,11 @@
 -- of users (and one of closed where rebuy is "0"); where anyone may buy, one
 -- GET; where anyone bought, one DECRBY, one INCRBY, one HSET of the new
 -- records, one ZADD of their pending entries (and one HSET of their units
--- where limit > 1); where the window is on, one HMGET, one HSET and one
--- PEXPIRE of its hash. One new buyer who buys runs 11 commands inside the
--- call (TIME, HMGET x3, GET, DECRBY, INCRBY, HSET x2, ZADD, PEXPIRE); 8
--- without the window; a batch of n new buyers who all buy, 11 as well.
+-- where limit > 1); where the window is on, one HMGET of its hash, and
+-- where any buyer took no ticket, one HSET and one PEXPIRE of it. One new
+-- buyer who buys runs 9 commands inside the call (TIME, HMGET x3, GET,
+-- DECRBY, INCRBY, HSET, ZADD); 8 without the window; a batch of n new
+-- buyers who all buy, 9 as well.
 local n = (#ARGV - 4) / 3
 local out = {}
 local base = 4
@@ -75,20 +82,45 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window = tonumber(ARGV[3])
 local limited = {} -- i -> true: over the window's limit, judged no further
 local open = n     -- buyers not rate-limited
-if window > 0 then
-  local key = KEYS[8]
-  local reset = tonumber(ARGV[4]) - now
-  if reset < 1 then
-    reset = 1
+local count = {}   -- userId -> attempts in the window, this call's included
+local before = {}  -- userId -> attempts stored before this call
+local order = {}   -- userIds in first-seen order, for one HSET
+local took = {}    -- userId -> true: took a ticket in this call
+local reset = 1    -- ms until the window ends, by Redis' clock (at least 1)
+-- flush stores the window's counts, less the attempt that took a ticket
+-- (see KEYS[8]). A call whose every buyer took a ticket writes nothing.
+local function flush()
+  if window <= 0 then
+    return
   end
-  local before = redis.call('HMGET', key, unpack(uids))
-  local count = {} -- userId -> attempts, this call's included
-  local order = {} -- userIds in first-seen order, for one HSET
+  local counts = {}
+  for _, uid in ipairs(order) do
+    local c = count[uid]
+    if took[uid] then
+      c = c - 1
+    end
+    if c ~= before[uid] then
+      counts[#counts + 1] = uid
+      counts[#counts + 1] = c
+    end
+  end
+  if #counts > 0 then
+    redis.call('HSET', KEYS[8], unpack(counts))
+    -- Every write sets the expiry, so the hash never outlives its window
+    -- without one; the second of grace keeps an engine whose clock runs a
+    -- little behind counting into a hash that still exists.
+    redis.call('PEXPIRE', KEYS[8], reset + 1000)
+  end
+end
+if window > 0 then
+  reset = math.max(tonumber(ARGV[4]) - now, 1)
+  local stored = redis.call('HMGET', KEYS[8], unpack(uids))
   for i = 1, n do
     local uid = uids[i]
     local c = count[uid]
     if not c then
-      c = tonumber(before[i]) or 0
+      c = tonumber(stored[i]) or 0
+      before[uid] = c
       order[#order + 1] = uid
     end
     c = c + 1
@@ -99,17 +131,8 @@ if window > 0 then
       open = open - 1
     end
   end
-  local counts = {}
-  for _, uid in ipairs(order) do
-    counts[#counts + 1] = uid
-    counts[#counts + 1] = count[uid]
-  end
-  redis.call('HSET', key, unpack(counts))
-  -- Every call sets the expiry, so the hash never outlives its window
-  -- without one; the second of grace keeps an engine whose clock runs a
-  -- little behind counting into a hash that still exists.
-  redis.call('PEXPIRE', key, reset + 1000)
   if open == 0 then
+    flush()
     return out
   end
 end
@@ -119,6 +142,7 @@ local function all(code)
       out[3 * i - 2], out[3 * i - 1], out[3 * i] = code, -1, ''
     end
   end
+  flush()
   return out
 end
 local meta = redis.call('HMGET', KEYS[1], 'status', 'start_ms', 'end_ms', 'limit', 'soldout', 'rebuy')
@@ -179,6 +203,7 @@ for i = 1, n do
           units[#units + 1] = rn
           units[#units + 1] = q
         end
+        took[uid] = true
         out[j], out[j + 1], out[j + 2] = 'OK', stock, rn
       end
     end
@@ -193,4 +218,5 @@ if #set > 0 then
     redis.call('HSET', KEYS[6], unpack(units))
   end
 end
+flush()
 return out

@@ -47,6 +47,7 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 		units        map[string]string // the qty hash (limit > 1): requestNo -> units
 		counts       map[int64]string  // the window's hash (window on): userId -> attempts
 		stale        map[int64]string  // attempts already in the previous window's hash
+		prior        map[int64]string  // attempts set in this window's hash after before
 	}{
 		{
 			name:  "stock 3 sells to a, b and c; a's second ticket is a duplicate of its first; d finds it sold out",
@@ -146,28 +147,29 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			remaining: 5, sold: 0, users: map[int64]string{},
 		},
 		{
-			name:  "the window counts every attempt first: a's third is rate-limited before its duplicate is judged",
+			name:  "the window counts every attempt first: a's third is rate-limited before its duplicate is judged; the attempts that took a ticket are not stored",
 			stock: 5, limit: 1, window: 2,
 			buyers:    []Buyer{{a, "ra", 1}, {a, "ra2", 1}, {b, "rb", 1}, {a, "ra3", 1}},
 			want:      []want{{"OK", 4, "ra"}, {"DUPLICATE", -1, "ra"}, {"OK", 3, "rb"}, {"RATE_LIMITED", -1, ""}},
 			remaining: 3, sold: 2, users: map[int64]string{a: "ra", b: "rb"},
 			pending: []string{"1:ra", "2:rb"},
-			counts:  map[int64]string{a: "3", b: "1"},
+			counts:  map[int64]string{a: "2"},
 		},
 		{
-			name:  "attempts of an earlier call count: over the window a buyer is rate-limited though stock is left",
+			name:  "an earlier call's attempt that took a ticket does not count: a's next is a duplicate; over the window b is rate-limited though stock is left",
 			stock: 5, limit: 1, window: 1,
 			before:    []Buyer{{a, "r0", 1}},
 			buyers:    []Buyer{{a, "ra", 1}, {b, "rb", 1}, {b, "rb2", 1}},
-			want:      []want{{"RATE_LIMITED", -1, ""}, {"OK", 3, "rb"}, {"RATE_LIMITED", -1, ""}},
+			want:      []want{{"DUPLICATE", -1, "r0"}, {"OK", 3, "rb"}, {"RATE_LIMITED", -1, ""}},
 			remaining: 3, sold: 2, users: map[int64]string{a: "r0", b: "rb"},
 			pending: []string{"1:r0", "2:rb"},
-			counts:  map[int64]string{a: "2", b: "2"},
+			counts:  map[int64]string{a: "1", b: "1"},
 		},
 		{
-			name:  "every buyer over the window: nothing but the counts changes",
+			name:  "attempts already counted in this window count: every buyer over the window, nothing but the counts changes",
 			stock: 5, limit: 1, window: 1,
 			before:    []Buyer{{a, "r0", 1}},
+			prior:     map[int64]string{a: "1"},
 			buyers:    []Buyer{{a, "ra", 1}, {a, "ra2", 1}},
 			want:      []want{{"RATE_LIMITED", -1, ""}, {"RATE_LIMITED", -1, ""}},
 			remaining: 4, sold: 1, users: map[int64]string{a: "r0"},
@@ -184,24 +186,23 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			counts: map[int64]string{a: "2", b: "1"},
 		},
 		{
-			name:  "a buyer named three times in one batch is counted three times: the third is over a window of two",
+			name:  "a buyer named three times in one batch is counted as it comes: the third is over a window of two; the ticket's attempt is then taken off",
 			stock: 5, limit: 2, window: 2,
 			buyers:    []Buyer{{a, "ra", 1}, {b, "rb", 1}, {a, "ra2", 1}, {a, "ra3", 1}},
 			want:      []want{{"OK", 4, "ra"}, {"OK", 3, "rb"}, {"DUPLICATE", -1, "ra"}, {"RATE_LIMITED", -1, ""}},
 			remaining: 3, sold: 2, users: map[int64]string{a: "ra", b: "rb"},
 			pending: []string{"1:ra", "2:rb"},
 			units:   map[string]string{"ra": "1", "rb": "1"},
-			counts:  map[int64]string{a: "3", b: "1"},
+			counts:  map[int64]string{a: "2"},
 		},
 		{
-			name:  "the previous window's attempts do not count in this one, and its hash is left as it was",
+			name:  "the previous window's attempts do not count in this one, and its hash is left as it was; buyers who all take a ticket write no count",
 			stock: 5, limit: 1, window: 1,
 			stale:     map[int64]string{a: "7", c: "1"},
 			buyers:    []Buyer{{a, "ra", 1}, {b, "rb", 1}},
 			want:      []want{{"OK", 4, "ra"}, {"OK", 3, "rb"}},
 			remaining: 3, sold: 2, users: map[int64]string{a: "ra", b: "rb"},
 			pending: []string{"1:ra", "2:rb"},
-			counts:  map[int64]string{a: "1", b: "1"},
 		},
 		{
 			name:  "an offline activity sells nothing inside its window",
@@ -245,6 +246,11 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 					if g.Code != "OK" {
 						t.Fatalf("earlier buyer %d: %+v", j, g)
 					}
+				}
+			}
+			for u, n := range tc.prior {
+				if err := rdb.Do(ctx, rdb.B().Hset().Key(rl+strconv.FormatInt(bucket, 10)).FieldValue().FieldValue(strconv.FormatInt(u, 10), n).Build()).Error(); err != nil {
+					t.Fatal(err)
 				}
 			}
 			if tc.mark {

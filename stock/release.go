@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"seckill/lua"
 	"seckill/sale"
@@ -135,4 +136,34 @@ func (s *Stock) releaseBatch(ctx context.Context, msgs []*sale.Message, force, c
 // appendRelease appends a ticket's userId, requestNo and quantity.
 func appendRelease(args []string, m *sale.Message) []string {
 	return append(args, strconv.FormatInt(m.UserID, 10), m.RequestNo, strconv.FormatInt(m.Quantity, 10))
+}
+
+// CountAttempt counts m's attempt in the user × SKU window of x (nothing
+// where x's window is off): the window that holds now by this clock, as the occupy script
+// would have counted it. The occupy script does not store the attempt of a
+// buyer who takes a ticket, because the buyer's record answers every later
+// attempt DUPLICATE; a caller that gives such a ticket back (the engine's
+// compensation after a failed produce) counts it here, so a buyer whose
+// tickets are given back again and again is RATE_LIMITED past the window's
+// limit, as if every attempt had been stored. One HINCRBY and one PEXPIRE
+// on the ticket's shard, in one round trip.
+func (s *Stock) CountAttempt(ctx context.Context, m *sale.Message, x Extras) error {
+	if !x.window() {
+		return nil
+	}
+	now := time.Now()
+	b := sale.TicketBucket(m.RequestNo)
+	c := s.shards.Client(s.shardIn(m.ActivityID, m.SKUID, b))
+	bucket := x.bucket(now)
+	key := sale.KeysIn(m.ActivityID, m.SKUID, b).Rate + strconv.FormatInt(bucket, 10)
+	// The occupy script's expiry: the window's end and a second of grace.
+	ttl := (bucket+1)*x.WindowPeriod.Milliseconds() - now.UnixMilli() + 1000
+	for _, r := range c.DoMulti(ctx,
+		c.B().Hincrby().Key(key).Field(strconv.FormatInt(m.UserID, 10)).Increment(1).Build(),
+		c.B().Pexpire().Key(key).Milliseconds(ttl).Build()) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("count attempt %s: %w", m.RequestNo, err)
+		}
+	}
+	return nil
 }

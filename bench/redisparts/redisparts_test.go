@@ -10,7 +10,8 @@
 // reference server's connections do). Variants drop one write of the
 // occupy script (the pending index entry), to price it, or add one that
 // occupy leaves out: a QUEUING field per accepted buyer in the results
-// hash (with its EXPIRE; the buyer's record is the QUEUING). Each runs without persistence and with
+// hash (with its EXPIRE; the buyer's record is the QUEUING), or the
+// window's count of the attempts that took a ticket. Each runs without persistence and with
 // seckill dev's (the append-only file and its rewrites, whose forked
 // children's CPU is counted), with that file never rewritten, and with
 // Redis' own rewrite policy (at 64 MB, then at twice the last image). "occupy+consumer" adds what the consumer
@@ -98,6 +99,9 @@ func BenchmarkRedisPerBuyer(b *testing.B) {
 			{"occupy", lua.OccupyBatch},
 			{"occupy-with-queuing-results", withQueuingResults(b)},
 			{"occupy-no-pending", without(b, "redis.call('ZADD', KEYS[7], unpack(pend))")},
+			// The window's count of the attempts that took a ticket, which
+			// occupy does not store: what storing them would cost.
+			{"occupy-counting-tickets", without(b, "c = c - 1")},
 		} {
 			b.Run(p.name+"/"+v.name, func(b *testing.B) { runOccupy(b, p.args, v.src, false) })
 		}
