@@ -69,7 +69,9 @@ type Config struct {
 
 // Window is the user × SKU attempt window: at most Limit purchase attempts
 // of one user on one SKU per Period, counted in the occupy script on the
-// SKU's shard and shared by every engine. Limit 0 turns it off.
+// SKU's shard and shared by every engine — besides the one that took a
+// ticket, which the release that gives the ticket back counts. Limit 0
+// turns it off.
 type Window struct {
 	Limit  int
 	Period time.Duration

@@ -80,6 +80,8 @@ func New(cfg Config, st *stock.Stock, res *results.Store, log *zap.Logger, reg p
 	e.batch = newBatcher(cfg, st, e.m)
 	e.occupyTimeout = timeouts.New(cfg.OccupyTimeout)
 	e.extras.Store(&stock.Extras{WindowLimit: cfg.Window.Limit, WindowPeriod: cfg.Window.Period})
+	// The releases count a given-back ticket's attempt in the same window.
+	st.SetWindow(cfg.Window.Limit, cfg.Window.Period)
 	// One pair of children per shard index (-1 = default … the last hot
 	// shard, then one for a SKU naming a shard not configured), so the
 	// hot path picks its labels by index.
@@ -97,8 +99,10 @@ func New(cfg Config, st *stock.Stock, res *results.Store, log *zap.Logger, reg p
 
 // SetWindow changes the user × SKU window (edge.rate.user_sku_limit and
 // user_sku_window) of every occupy that starts after it returns; a bad
-// window is refused, naming its key. Counts already made stand (they live
-// in Redis); limit 0 turns the window off. Safe for concurrent use.
+// window is refused, naming its key, and of its Stock's releases, which
+// count a given-back ticket's attempt in it (stock.Stock.SetWindow). Counts
+// already made stand (they live in Redis); limit 0 turns the window off.
+// Safe for concurrent use.
 func (e *Local) SetWindow(w Window) error {
 	c := e.cfg
 	c.Window = w
@@ -108,6 +112,7 @@ func (e *Local) SetWindow(w Window) error {
 	x := *e.extras.Load()
 	x.WindowLimit, x.WindowPeriod = w.Limit, w.Period
 	e.extras.Store(&x)
+	e.stock.SetWindow(w.Limit, w.Period)
 	return nil
 }
 
@@ -249,7 +254,16 @@ func (e *Local) compensate(m *sale.Message, place string, cause error) error {
 	if place == "" {
 		e.record(m, StateCompensating, cause.Error())
 	}
-	out, err := e.stock.Release(ctx, m, false)
+	// The release counts the ticket's attempt in the user × SKU window
+	// (Stock.SetWindow), which the occupy script did not store: a buyer
+	// whose every ticket is given back (a broker refusing each message)
+	// is RATE_LIMITED past the limit instead of retrying without end. A
+	// drained attempt is not the buyer's (its occupy counts nothing).
+	release := func() (stock.ReleaseOutcome, error) { return e.stock.Release(ctx, m, false) }
+	if place != "" {
+		release = func() (stock.ReleaseOutcome, error) { return e.stock.ReleaseUncounted(ctx, m) }
+	}
+	out, err := release()
 	if err != nil {
 		e.m.releases.WithLabelValues("error").Inc()
 		e.log.Error("release after failure failed; left to the orphan sweeper",
@@ -264,15 +278,6 @@ func (e *Local) compensate(m *sale.Message, place string, cause error) error {
 	}
 	if place == "" {
 		e.record(m, StateFailed, "compensated: "+out.String())
-		// The occupy script did not count the attempt that took this
-		// ticket: count it now, or a buyer whose every ticket is given
-		// back (a broker refusing each message) would retry without end,
-		// never RATE_LIMITED. A drained attempt is not the buyer's (its
-		// occupy counts nothing either).
-		if err := e.stock.CountAttempt(ctx, m, *e.extras.Load()); err != nil {
-			e.log.Warn("counting a given-back ticket's attempt in the window failed",
-				zap.String("requestNo", m.RequestNo), zap.Error(err))
-		}
 	}
 	if e.fault != nil {
 		if err := e.fault("after_release"); err != nil {

@@ -26,8 +26,8 @@
 --         > 0): sk:{a<A>:s<S>}:rl:<bucket>, bucket = the caller's unix ms /
 --         the window's ms; userId -> attempts in this window that took no
 --         ticket. The attempt that takes one is not stored: the buyer's
---         record answers each later attempt DUPLICATE, and a caller that
---         gives the ticket back counts it then (Stock.CountAttempt). One
+--         record answers each later attempt DUPLICATE, and the release
+--         that gives the ticket back counts it then (release_batch.lua). One
 --         hash per SKU and window, with one expiry (the window's end),
 --         instead of a counter key per buyer
 -- ARGV[1] activity id, ARGV[2] sku id (named by every requestNo too)

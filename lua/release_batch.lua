@@ -10,6 +10,13 @@
 -- KEYS[5] closed  hash: userId -> requestNo of the buyer's order closed unpaid
 -- KEYS[6] qty     hash: requestNo -> units (SKUs of several units per ticket)
 -- KEYS[7] pending sorted set: "userId:requestNo" -> accept ms (unclaimed)
+-- KEYS[8] the user x SKU window's hash of the window that holds the
+--         caller's now (occupy_batch.lua's KEYS[8]), only where ARGV[3] > 0:
+--         each released ticket's attempt is counted in it. The occupy
+--         script does not store the attempt that took a ticket (the
+--         buyer's record answers every later one DUPLICATE); a ticket given
+--         back is counted here, once, so a buyer whose tickets keep being
+--         released is RATE_LIMITED past the window's limit
 -- ARGV[1] "1" to release claimed tickets too (the order failed for good or
 --         was closed unpaid); anything else leaves a claimed ticket alone
 -- ARGV[2] "1" when the tickets' orders were closed unpaid: closed[userId] =
@@ -17,10 +24,12 @@
 --         (idempotent, so a retried close leaves the same fact), for occupy
 --         to refuse the buyer where the activity forbids buying again after
 --         a close
+-- ARGV[3] the end of KEYS[8]'s window, unix ms by the caller's clock ("0":
+--         no window, no KEYS[8])
 -- ARGV    then n triples, ticket i = 1..n:
---   ARGV[3i]   userId
---   ARGV[3i+1] requestNo
---   ARGV[3i+2] quantity as the message says: an integer >= 1 (else an error
+--   ARGV[3i+1] userId
+--   ARGV[3i+2] requestNo
+--   ARGV[3i+3] quantity as the message says: an integer >= 1 (else an error
 --              reply, nothing changed); never trusted for the units: a
 --              ticket without a qty entry took one unit (occupy records
 --              every ticket of a SKU of limit > 1, and one of limit 1 takes
@@ -38,10 +47,12 @@
 -- Redis work per call, whatever n is: one ZREM and one HMGET; where a
 -- ticket is held one SMISMEMBER; where one is released one HMGET and one
 -- HDEL of qty, one HDEL of users, one DECRBY and one INCRBY (and one SREM
--- where a claimed one is released by force); one HSET of closed for a close.
-local n = (#ARGV - 2) / 3
+-- where a claimed one is released by force; where the window is on, one
+-- TIME, one HMGET, one HSET and one PEXPIRE of its hash); one HSET of
+-- closed for a close.
+local n = (#ARGV - 3) / 3
 for i = 1, n do
-  local q = tonumber(ARGV[3 * i + 2])
+  local q = tonumber(ARGV[3 * i + 3])
   if not q or q < 1 or q ~= math.floor(q) then
     return redis.error_reply('ERR release: quantity must be an integer >= 1')
   end
@@ -49,8 +60,8 @@ end
 local force, closing = ARGV[1] == '1', ARGV[2] == '1'
 local uids, rns, pend, closed = {}, {}, {}, {}
 for i = 1, n do
-  uids[i] = ARGV[3 * i]
-  rns[i] = ARGV[3 * i + 1]
+  uids[i] = ARGV[3 * i + 1]
+  rns[i] = ARGV[3 * i + 2]
   pend[i] = uids[i] .. ':' .. rns[i]
   if closing then
     closed[2 * i - 1], closed[2 * i] = uids[i], rns[i]
@@ -114,4 +125,18 @@ redis.call('HDEL', KEYS[6], unpack(relRns))
 redis.call('HDEL', KEYS[2], unpack(relUids))
 redis.call('DECRBY', KEYS[3], total)
 redis.call('INCRBY', KEYS[1], total)
+local wend = tonumber(ARGV[3]) or 0
+if wend > 0 then
+  -- relUids are distinct: a user's record is released once per call.
+  local before = redis.call('HMGET', KEYS[8], unpack(relUids))
+  local counts = {}
+  for j, u in ipairs(relUids) do
+    counts[2 * j - 1], counts[2 * j] = u, (tonumber(before[j]) or 0) + 1
+  end
+  redis.call('HSET', KEYS[8], unpack(counts))
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  -- The occupy script's expiry: the window's end and a second of grace.
+  redis.call('PEXPIRE', KEYS[8], math.max(wend - now, 1) + 1000)
+end
 return out

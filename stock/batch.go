@@ -37,8 +37,9 @@ type Buyer struct {
 
 // Extras is what the occupy script does for each buyer beside the stock
 // rules, so that an accepted buyer costs Redis one call (DESIGN §5): it
-// counts every buyer's attempt in the user × SKU window (but the one that
-// takes a ticket). The zero value counts nothing.
+// counts every buyer's attempt in the user × SKU window but the one that
+// takes a ticket, which the release that gives the ticket back counts
+// (Stock.SetWindow). The zero value counts nothing.
 type Extras struct {
 	// WindowLimit attempts per user and SKU are allowed per WindowPeriod
 	// (edge.rate.user_sku_limit and user_sku_window); past it the buyer is

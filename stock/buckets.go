@@ -361,7 +361,10 @@ func (s *Stock) splitResults(ctx context.Context, a *sale.Activity, sku *sale.SK
 			for j, i := range short {
 				retry[j] = buyers[i]
 			}
-			// The window counted these attempts in the first call.
+			// The window counted these attempts in the first call (as
+			// SOLD_OUT there, stored). One that takes a ticket here keeps
+			// that count, and its release counts it once more: twice for
+			// one attempt, stricter than the rule, never looser.
 			rx := Extras{}
 			k := sale.KeysIn(a.ID, sku.ID, b)
 			now := time.Now()

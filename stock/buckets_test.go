@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -463,8 +464,16 @@ func TestBucketedTicketIsFoundByItsNumber(t *testing.T) {
 	if b3 := r.bucketStock(t, k, 3); b3 != 1 {
 		t.Fatalf("bucket 3 holds %d after one sale of its 2", b3)
 	}
+	// The release counts the ticket's attempt in bucket 3's window, on
+	// its shard, where the occupy would have counted it.
+	r.st.SetWindow(5, time.Hour)
 	if out, err := r.st.Release(ctx, m, true); err != nil {
 		t.Fatalf("release: %v %v", out, err)
+	}
+	window := sale.KeysIn(a.ID, k.ID, 3).Rate + strconv.FormatInt(time.Now().UnixMilli()/time.Hour.Milliseconds(), 10)
+	b3c := r.st.BucketClient(a.ID, k.ID, 3)
+	if n, err := b3c.Do(ctx, b3c.B().Hget().Key(window).Field(strconv.FormatInt(u, 10)).Build()).AsInt64(); err != nil || n != 1 {
+		t.Fatalf("%s %d on bucket 3's shard: %d %v, want the released ticket's attempt", window, u, n, err)
 	}
 	if b3 := r.bucketStock(t, k, 3); b3 != 2 {
 		t.Fatalf("bucket 3 holds %d after the release, want its 2 back", b3)

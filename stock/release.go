@@ -49,7 +49,7 @@ func (o ReleaseOutcome) String() string {
 // the second time. A release that restores stock publishes "available".
 // It is ReleaseBatch with one ticket (release_batch.lua).
 func (s *Stock) Release(ctx context.Context, m *sale.Message, force bool) (ReleaseOutcome, error) {
-	out, err := s.releaseBatch(ctx, []*sale.Message{m}, force, false)
+	out, err := s.releaseBatch(ctx, []*sale.Message{m}, force, false, true)
 	if err != nil {
 		return 0, err
 	}
@@ -63,7 +63,7 @@ func (s *Stock) Release(ctx context.Context, m *sale.Message, force bool) (Relea
 // (meta rebuy "0"), occupy refuses that buyer as a duplicate naming the
 // closed ticket, while the unit goes back on sale for everyone else.
 func (s *Stock) ReleaseClosed(ctx context.Context, m *sale.Message) (ReleaseOutcome, error) {
-	out, err := s.releaseBatch(ctx, []*sale.Message{m}, true, true)
+	out, err := s.releaseBatch(ctx, []*sale.Message{m}, true, true, true)
 	if err != nil {
 		return 0, err
 	}
@@ -80,20 +80,43 @@ func (s *Stock) ReleaseClosed(ctx context.Context, m *sale.Message) (ReleaseOutc
 // retries them all. Each SKU with a ticket released publishes
 // "available" once.
 func (s *Stock) ReleaseBatch(ctx context.Context, msgs []*sale.Message, force bool) ([]ReleaseOutcome, error) {
-	return s.releaseBatch(ctx, msgs, force, false)
+	return s.releaseBatch(ctx, msgs, force, false, true)
 }
 
-func (s *Stock) releaseBatch(ctx context.Context, msgs []*sale.Message, force, closed bool) ([]ReleaseOutcome, error) {
+// ReleaseUncounted is Release, not forced, without counting the ticket's
+// attempt in the user × SKU window: a drained attempt's (engine queue
+// mode), whose occupy counted nothing — the line, not the window, bounds
+// its buyer.
+func (s *Stock) ReleaseUncounted(ctx context.Context, m *sale.Message) (ReleaseOutcome, error) {
+	out, err := s.releaseBatch(ctx, []*sale.Message{m}, false, false, false)
+	if err != nil {
+		return 0, err
+	}
+	return out[0], nil
+}
+
+// releaseBatch releases msgs; count: each released ticket's attempt is
+// counted in the window (SetWindow), where it is on.
+func (s *Stock) releaseBatch(ctx context.Context, msgs []*sale.Message, force, closed, count bool) ([]ReleaseOutcome, error) {
 	out := make([]ReleaseOutcome, len(msgs))
-	head := []string{"0", "0"}
+	head := []string{"0", "0", "0"}
 	if force {
 		head[0] = "1"
 	}
 	if closed {
 		head[1] = "1"
 	}
+	keys := releaseKeys
+	if x := s.window.Load(); count && x != nil && x.window() {
+		// Each released ticket's attempt is counted in the window that
+		// holds now (release_batch.lua's KEYS[8]).
+		now := time.Now()
+		bucket := strconv.FormatInt(x.bucket(now), 10)
+		head[2] = strconv.FormatInt((x.bucket(now)+1)*x.WindowPeriod.Milliseconds(), 10)
+		keys = func(k sale.SKUKeys) []string { return append(releaseKeys(k), k.Rate+bucket) }
+	}
 	var failed error
-	for _, sc := range s.ticketCalls(msgs, releaseKeys, head, appendRelease) {
+	for _, sc := range s.ticketCalls(msgs, keys, head, appendRelease) {
 		for j, r := range releaseBatchScript.exec(ctx, sc.c, sc.execs) {
 			call := sc.calls[j]
 			codes, err := r.AsStrSlice()
@@ -136,34 +159,4 @@ func (s *Stock) releaseBatch(ctx context.Context, msgs []*sale.Message, force, c
 // appendRelease appends a ticket's userId, requestNo and quantity.
 func appendRelease(args []string, m *sale.Message) []string {
 	return append(args, strconv.FormatInt(m.UserID, 10), m.RequestNo, strconv.FormatInt(m.Quantity, 10))
-}
-
-// CountAttempt counts m's attempt in the user × SKU window of x (nothing
-// where x's window is off): the window that holds now by this clock, as the occupy script
-// would have counted it. The occupy script does not store the attempt of a
-// buyer who takes a ticket, because the buyer's record answers every later
-// attempt DUPLICATE; a caller that gives such a ticket back (the engine's
-// compensation after a failed produce) counts it here, so a buyer whose
-// tickets are given back again and again is RATE_LIMITED past the window's
-// limit, as if every attempt had been stored. One HINCRBY and one PEXPIRE
-// on the ticket's shard, in one round trip.
-func (s *Stock) CountAttempt(ctx context.Context, m *sale.Message, x Extras) error {
-	if !x.window() {
-		return nil
-	}
-	now := time.Now()
-	b := sale.TicketBucket(m.RequestNo)
-	c := s.shards.Client(s.shardIn(m.ActivityID, m.SKUID, b))
-	bucket := x.bucket(now)
-	key := sale.KeysIn(m.ActivityID, m.SKUID, b).Rate + strconv.FormatInt(bucket, 10)
-	// The occupy script's expiry: the window's end and a second of grace.
-	ttl := (bucket+1)*x.WindowPeriod.Milliseconds() - now.UnixMilli() + 1000
-	for _, r := range c.DoMulti(ctx,
-		c.B().Hincrby().Key(key).Field(strconv.FormatInt(m.UserID, 10)).Increment(1).Build(),
-		c.B().Pexpire().Key(key).Milliseconds(ttl).Build()) {
-		if err := r.Error(); err != nil {
-			return fmt.Errorf("count attempt %s: %w", m.RequestNo, err)
-		}
-	}
-	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -31,6 +32,9 @@ type Stock struct {
 	onEvent func(sale.Event)
 	ordered OrderedFunc
 	now     func() time.Time
+	// window is the user × SKU window a release counts a given-back
+	// ticket's attempt in (SetWindow); nil or off: none.
+	window atomic.Pointer[Extras]
 }
 
 // Option is a test seam or wiring hook.
@@ -39,6 +43,23 @@ type Option func(*Stock)
 // WithEventHook calls fn for every event Stock publishes, before publishing
 // (the in-process edge uses it to update its flags without a round trip).
 func WithEventHook(fn func(sale.Event)) Option { return func(s *Stock) { s.onEvent = fn } }
+
+// WithWindow is SetWindow at construction.
+func WithWindow(limit int, period time.Duration) Option {
+	return func(s *Stock) { s.SetWindow(limit, period) }
+}
+
+// SetWindow sets the user × SKU window (edge.rate.user_sku_limit per
+// user_sku_window) that every release counts the attempt of a ticket it
+// gives back in: the occupy script does not store the attempt that takes a
+// ticket (the buyer's record answers each later one DUPLICATE), so a
+// ticket released — by the engine after a failed produce, the consumer,
+// the orphan sweeper, an unpaid close — is counted then, once, in the
+// window that holds the release. Limit 0 turns it off. Safe for concurrent
+// use; the engine sets it from its own window (engine.Local.SetWindow).
+func (s *Stock) SetWindow(limit int, period time.Duration) {
+	s.window.Store(&Extras{WindowLimit: limit, WindowPeriod: period})
+}
 
 // New returns a Stock over shards; cat routes SKUs (hot or not).
 func New(shards *shard.Set, cat *catalog.Catalog, opts ...Option) *Stock {

@@ -3,7 +3,6 @@ package stock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -60,49 +59,70 @@ func TestWindowTripsAndRecovers(t *testing.T) {
 }
 
 // TestWindowCountsTicketsThatAreReleased: the attempt that took a ticket
-// is not stored by the occupy script, and a release alone does not count
-// it: buyer 78's tickets, released twice, leave a third attempt OK. The
-// caller that gives a ticket back counts it (CountAttempt, as the engine's
-// compensation after a broker refused the message does): with a limit of
-// 2, buyer 77's third attempt in the window is RATE_LIMITED though the
-// first two were given back.
+// is not stored by the occupy script; the release that gives the ticket
+// back counts it (Stock.SetWindow), whichever path releases it — Release
+// (the engine's compensation after a broker refused the message),
+// ReleaseBatch (the consumer, the sweeper, a WAIT that failed),
+// ReleaseClosed (an unpaid close). With a limit of 2 a buyer's third
+// attempt after two tickets given back is RATE_LIMITED. ReleaseUncounted
+// (a drained attempt's) and a Stock without a window count nothing: that
+// buyer's third attempt is OK.
 func TestWindowCountsTicketsThatAreReleased(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	a, k := r.preheat(t, activity(3, 33, 100, false))
 	x := Extras{WindowLimit: 2, WindowPeriod: time.Hour}
-	for _, user := range []int64{77, 78} {
+	ids := sale.NewRequestNos(1)
+	// The windows are fixed hours of the epoch: start early in one.
+	if left := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour)); left < time.Minute {
+		time.Sleep(left)
+	}
+	releases := map[string]func(m *sale.Message) (ReleaseOutcome, error){
+		"Release": func(m *sale.Message) (ReleaseOutcome, error) { return r.stock.Release(ctx, m, false) },
+		"ReleaseBatch": func(m *sale.Message) (ReleaseOutcome, error) {
+			o, err := r.stock.ReleaseBatch(ctx, []*sale.Message{m}, true)
+			return o[0], err
+		},
+		"ReleaseClosed":    func(m *sale.Message) (ReleaseOutcome, error) { return r.stock.ReleaseClosed(ctx, m) },
+		"ReleaseUncounted": func(m *sale.Message) (ReleaseOutcome, error) { return r.stock.ReleaseUncounted(ctx, m) },
+		"no window": func(m *sale.Message) (ReleaseOutcome, error) {
+			r.stock.SetWindow(0, 0)
+			defer r.stock.SetWindow(x.WindowLimit, x.WindowPeriod)
+			return r.stock.Release(ctx, m, false)
+		},
+	}
+	r.stock.SetWindow(x.WindowLimit, x.WindowPeriod)
+	user := int64(70)
+	for name, release := range releases {
+		user++
 		for i := 1; i <= 2; i++ {
-			rn := fmt.Sprintf("t%d-%d", user, i)
+			rn := ids.Next(a.ID, k.ID)
 			res, err := r.stock.OccupyWith(ctx, a, k, x, user, rn, 1)
 			if err != nil || res.Code != CodeOK {
-				t.Fatalf("buyer %d attempt %d: %+v %v", user, i, res, err)
+				t.Fatalf("%s: attempt %d: %+v %v", name, i, res, err)
 			}
 			m := &sale.Message{RequestNo: rn, ActivityID: a.ID, SKUID: k.ID, UserID: user, Quantity: 1}
-			if out, err := r.stock.Release(ctx, m, false); err != nil || out != Released {
-				t.Fatalf("buyer %d release %d: %v %v", user, i, out, err)
+			if out, err := release(m); err != nil || out != Released {
+				t.Fatalf("%s: release %d: %v %v", name, i, out, err)
 			}
-			if user == 77 {
-				if err := r.stock.CountAttempt(ctx, m, x); err != nil {
-					t.Fatal(err)
-				}
+			// A ticket is given back once: a second release counts nothing.
+			if out, err := release(m); err != nil || out != NotHeld {
+				t.Fatalf("%s: release %d again: %v %v", name, i, out, err)
 			}
 		}
+		want := CodeRateLimited
+		if name == "ReleaseUncounted" || name == "no window" {
+			want = CodeOK
+		}
+		if res, err := r.stock.OccupyWith(ctx, a, k, x, user, ids.Next(a.ID, k.ID), 1); err != nil || res.Code != want {
+			t.Fatalf("%s: third attempt after two tickets given back: %+v %v, want %s", name, res, err, want)
+		}
 	}
-	if res, err := r.stock.OccupyWith(ctx, a, k, x, 77, "t77-3", 1); err != nil || res.Code != CodeRateLimited {
-		t.Fatalf("third attempt after two tickets given back and counted: %+v %v, want RATE_LIMITED", res, err)
-	}
-	if res, err := r.stock.OccupyWith(ctx, a, k, x, 78, "t78-3", 1); err != nil || res.Code != CodeOK {
-		t.Fatalf("third attempt after two releases not counted: %+v %v, want OK", res, err)
-	}
-	// The counted hash expires with its window, as the script's does.
+	// The release sets the window hash's expiry as the occupy script does:
+	// the window's end and a second of grace, by Redis' clock.
 	key := sale.RateKey(a.ID, k.ID, time.Now().UnixMilli()/time.Hour.Milliseconds())
-	if ms := r.def.Int(t, "PTTL", key); ms <= 0 || ms > time.Hour.Milliseconds()+1000 {
-		t.Fatalf("%s PTTL %d ms, want within the window's end and a second", key, ms)
-	}
-	// With the window off nothing is counted.
-	m := &sale.Message{RequestNo: "t79-1", ActivityID: a.ID, SKUID: k.ID, UserID: 79, Quantity: 1}
-	if err := r.stock.CountAttempt(ctx, m, Extras{}); err != nil || r.def.Int(t, "HEXISTS", key, "79") != 0 {
-		t.Fatalf("a count with the window off: %v", err)
+	left := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour)).Milliseconds()
+	if ms := r.def.Int(t, "PTTL", key); ms < left-5000 || ms > left+1500 {
+		t.Fatalf("%s PTTL %d ms, want the %d ms left in the window and a second", key, ms, left)
 	}
 }

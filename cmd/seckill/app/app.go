@@ -165,7 +165,11 @@ func New(cfg config.Config, log *zap.Logger, roles Roles, opts ...Option) (_ *Sy
 			return nil, err
 		}
 	}
-	stockOpts := []stock.Option{stock.WithEventHook(s.forwardEvent)}
+	// Every release counts a given-back ticket's attempt in the user × SKU
+	// window (the consumer's and the sweeper's too); the engine sets the
+	// same window again, and SIGHUP through it.
+	stockOpts := []stock.Option{stock.WithEventHook(s.forwardEvent),
+		stock.WithWindow(cfg.Engine.Window.Limit, cfg.Engine.Window.Period)}
 	if s.Store != nil {
 		st := s.Store
 		stockOpts = append(stockOpts, stock.WithOrdered(func(ctx context.Context, a, k int64) (int64, error) {
