@@ -25,7 +25,7 @@
 --         to refuse the buyer where the activity forbids buying again after
 --         a close
 -- ARGV[3] the end of KEYS[8]'s window, unix ms by the caller's clock ("0":
---         no window, no KEYS[8])
+--         no window, no KEYS[8]; without KEYS[8] nothing is counted)
 -- ARGV    then n triples, ticket i = 1..n:
 --   ARGV[3i+1] userId
 --   ARGV[3i+2] requestNo
@@ -126,7 +126,7 @@ redis.call('HDEL', KEYS[2], unpack(relUids))
 redis.call('DECRBY', KEYS[3], total)
 redis.call('INCRBY', KEYS[1], total)
 local wend = tonumber(ARGV[3]) or 0
-if wend > 0 then
+if wend > 0 and KEYS[8] then
   -- relUids are distinct: a user's record is released once per call.
   local before = redis.call('HMGET', KEYS[8], unpack(relUids))
   local counts = {}

@@ -186,7 +186,7 @@ func (s *Stock) occupyBatchArgs(ctx context.Context, a *sale.Activity, sku *sale
 		res := out[len(out)-len(buyers):]
 		err := fmt.Errorf("%w: occupy sku %d (batch of %d): %d of %d replicas within %v",
 			ErrNotReplicated, sku.ID, len(buyers), acked, w.Replicas, w.Timeout)
-		if gerr := s.giveBack(ctx, a, sku, buyers, res); gerr != nil {
+		if gerr := s.giveBack(ctx, a, sku, buyers, res, x.window()); gerr != nil {
 			err = fmt.Errorf("%w; %w", err, gerr)
 		}
 		return out[:len(out)-len(buyers)], err

@@ -64,8 +64,11 @@ func noScript(err error) bool {
 // when fewer replicas than wait_replicas acknowledged the batch: the
 // buyers are answered busy, so nothing may stay held for them. A release
 // that fails is left to the orphan sweeper, as after any failed step
-// between occupy and the order message.
-func (s *Stock) giveBack(ctx context.Context, a *sale.Activity, sku *sale.SKU, buyers []Buyer, res []OccupyResult) error {
+// between occupy and the order message. count: the call had the user × SKU
+// window on, so each given-back ticket's attempt is counted in it, as any
+// release counts it; a call without (a drained attempt's, whose occupy
+// counted nothing) releases uncounted.
+func (s *Stock) giveBack(ctx context.Context, a *sale.Activity, sku *sale.SKU, buyers []Buyer, res []OccupyResult, count bool) error {
 	var msgs []*sale.Message
 	for i, r := range res {
 		if r.Code == CodeOK {
@@ -76,7 +79,7 @@ func (s *Stock) giveBack(ctx context.Context, a *sale.Activity, sku *sale.SKU, b
 	if len(msgs) == 0 {
 		return nil
 	}
-	if _, err := s.ReleaseBatch(ctx, msgs, false); err != nil {
+	if _, err := s.releaseBatch(ctx, msgs, false, false, count); err != nil {
 		return fmt.Errorf("give back %d occupancies of sku %d: %w", len(msgs), sku.ID, err)
 	}
 	return nil

@@ -95,3 +95,39 @@ func replicatedStock(t testing.TB, n int, timeout time.Duration) (*testenv.Redis
 	t.Cleanup(set.Close)
 	return replica, New(set, catalog.New(set.Default))
 }
+
+// TestUnreplicatedBatchCountsItsBuyersAttempts: a batch given back because
+// the replica did not acknowledge it counts each buyer's attempt in the
+// user × SKU window, as every release does, where the call had the window
+// on; a call without it (a drained attempt's) counts nothing.
+func TestUnreplicatedBatchCountsItsBuyersAttempts(t *testing.T) {
+	replica, st := replicatedStock(t, 1, 200*time.Millisecond)
+	ctx := context.Background()
+	if err := st.Preheat(ctx, activity(1, 10, 5, false)); err != nil {
+		t.Fatal(err)
+	}
+	a, k, _ := st.Catalog().Lookup(1, 10)
+	x := Extras{WindowLimit: 3, WindowPeriod: time.Hour}
+	if left := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour)); left < time.Minute {
+		time.Sleep(left)
+	}
+	st.SetWindow(x.WindowLimit, x.WindowPeriod)
+	key := sale.RateKey(1, 10, time.Now().UnixMilli()/time.Hour.Milliseconds())
+	replica.Stop()
+	if _, err := st.OccupyWith(ctx, a, k, x, 3, "rn-3", 1); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("occupy with the replica down: %v, want ErrNotReplicated", err)
+	}
+	if _, err := st.OccupyWith(ctx, a, k, Extras{}, 4, "rn-4", 1); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("occupy without the window, the replica down: %v, want ErrNotReplicated", err)
+	}
+	got, err := st.shards.Default.Do(ctx, st.shards.Default.B().Hgetall().Key(key).Build()).AsStrMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["3"] != "1" {
+		t.Fatalf("window counts %v, want 3: 1 (its given-back attempt) and none for 4", got)
+	}
+	if c, err := st.Counts(ctx, 1, 10); err != nil || c.Remaining != 5 || c.Holders != 0 {
+		t.Fatalf("after the unreplicated batches: %+v %v, want every unit back", c, err)
+	}
+}

@@ -126,3 +126,49 @@ func TestWindowCountsTicketsThatAreReleased(t *testing.T) {
 		t.Fatalf("%s PTTL %d ms, want the %d ms left in the window and a second", key, ms, left)
 	}
 }
+
+// TestOneReleaseCountsEachReleasedBuyerOnce: a release of several tickets
+// in one call adds one attempt to each released buyer's own count, keeping
+// what the window held; the same ticket twice is counted once and a ticket
+// not held counts nothing.
+func TestOneReleaseCountsEachReleasedBuyerOnce(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	a, k := r.preheat(t, activity(4, 44, 100, false))
+	x := Extras{WindowLimit: 5, WindowPeriod: time.Hour}
+	if left := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour)); left < time.Minute {
+		time.Sleep(left)
+	}
+	r.stock.SetWindow(x.WindowLimit, x.WindowPeriod)
+	key := sale.RateKey(a.ID, k.ID, time.Now().UnixMilli()/time.Hour.Milliseconds())
+	ids := sale.NewRequestNos(1)
+	msg := func(user int64) *sale.Message {
+		t.Helper()
+		rn := ids.Next(a.ID, k.ID)
+		if res, err := r.stock.OccupyWith(ctx, a, k, x, user, rn, 1); err != nil || res.Code != CodeOK {
+			t.Fatalf("occupy of %d: %+v %v", user, res, err)
+		}
+		return &sale.Message{RequestNo: rn, ActivityID: a.ID, SKUID: k.ID, UserID: user, Quantity: 1}
+	}
+	m1, m2, m3 := msg(201), msg(202), msg(203)
+	// 201 was refused twice in this window before (the occupy script's
+	// count); 203's ticket is not held any more.
+	r.def.Do(t, "HSET", key, "201", "2")
+	if out, err := r.stock.ReleaseUncounted(ctx, m3); err != nil || out != Released {
+		t.Fatalf("release of 203: %v %v", out, err)
+	}
+	out, err := r.stock.ReleaseBatch(ctx, []*sale.Message{m1, m2, m2, m3}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []ReleaseOutcome{Released, Released, NotHeld, NotHeld}; len(out) != 4 || out[0] != want[0] || out[1] != want[1] || out[2] != want[2] || out[3] != want[3] {
+		t.Fatalf("outcomes %v, want %v", out, want)
+	}
+	got, err := r.def.Do(t, "HGETALL", key).AsStrMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["201"] != "3" || got["202"] != "1" {
+		t.Fatalf("window counts %v, want 201: 3 (2 + its ticket) and 202: 1, 203 none", got)
+	}
+}
