@@ -199,6 +199,15 @@ func pollTrue(expr string, opts ...chromedp.PollOption) chromedp.Action[chromedp
 	}
 }
 
+// clickLive clicks sel's element inside the page, in one step, once it is
+// there and shown: the on-call page redraws its rows as it polls, so a
+// node found by one DevTools call may be gone by the next one (Click).
+func clickLive(sel string) chromedp.Action[chromedp.Void] {
+	return pollTrue(`(() => { const e = document.querySelector(`+strconv.Quote(sel)+`);
+		if (!e || e.offsetParent === null) return false; e.click(); return true })()`,
+		chromedp.WithPollingTimeout(10*time.Second))
+}
+
 // TestPagesInABrowser buys through the buyer page and sees SUCCESS and the
 // order in "My orders", then flips sold-out on the on-call page, sees its
 // charts drawn and moving (the per-SKU accepted / rejected charts while a
@@ -264,17 +273,17 @@ func TestPagesInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#login-form button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#row-1-1001`)),
 		pollTrue(`document.querySelector("#row-1-1001 .remaining").textContent === "9"`, chromedp.WithPollingTimeout(10*time.Second)),
-		chromedp.Click(chromedp.CSS(`#soldout-1-1002`)),
+		clickLive(`#soldout-1-1002`),
 		chromedp.WaitVisible(chromedp.CSS(`#yes-soldout-1-1002`)),
 	)
 	screenshot(t, oncall, "oncall-confirm.png")
 	run(t, oncall, 30*time.Second,
-		chromedp.Click(chromedp.CSS(`#yes-soldout-1-1002`)),
+		clickLive(`#yes-soldout-1-1002`),
 		pollTrue(`document.querySelector("#row-1-1002 .soldout").textContent.startsWith("yes")`, chromedp.WithPollingTimeout(10*time.Second)),
 		// SKU 1002 into queue mode, from its row (two steps).
-		chromedp.Click(chromedp.CSS(`#mode-toggle-1-1002`)),
+		clickLive(`#mode-toggle-1-1002`),
 		chromedp.WaitVisible(chromedp.CSS(`#yes-mode-toggle-1-1002`)),
-		chromedp.Click(chromedp.CSS(`#yes-mode-toggle-1-1002`)),
+		clickLive(`#yes-mode-toggle-1-1002`),
 		pollTrue(`document.querySelector("#mode-1-1002").textContent.startsWith("queue")`, chromedp.WithPollingTimeout(10*time.Second)),
 	)
 	if _, k, ok := c.sys.Catalog.Lookup(1, 1002); !ok || k.Mode != sale.ModeQueue {
