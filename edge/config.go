@@ -194,9 +194,10 @@ type RateConfig struct {
 	// counted in Redis by the engine's occupy script, on the SKU's shard
 	// in the same call that takes the stock, and shared by every edge and
 	// engine (the attempt that takes a ticket is counted only when the
-	// ticket is released: a holder's limit attempts are besides it): the app copies them into engine.Config.Window (`seckill
-	// engine` reads this section of the same file). 0 turns the window
-	// off. Defaults 10 per 10s.
+	// ticket is released: a holder's limit attempts are besides it): the
+	// app copies them into engine.Config.Window (`seckill engine` reads
+	// this section of the same file). 0 turns the window off. Defaults 10
+	// per 10s.
 	UserSKULimit  int           `yaml:"user_sku_limit"`
 	UserSKUWindow time.Duration `yaml:"user_sku_window"`
 	// GateK and GateFloor: the edges together let at most
