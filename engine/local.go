@@ -259,11 +259,13 @@ func (e *Local) compensate(m *sale.Message, place string, cause error) error {
 	// whose every ticket is given back (a broker refusing each message)
 	// is RATE_LIMITED past the limit instead of retrying without end. A
 	// drained attempt is not the buyer's (its occupy counts nothing).
-	release := func() (stock.ReleaseOutcome, error) { return e.stock.Release(ctx, m, false) }
-	if place != "" {
-		release = func() (stock.ReleaseOutcome, error) { return e.stock.ReleaseUncounted(ctx, m) }
+	var out stock.ReleaseOutcome
+	var err error
+	if place == "" {
+		out, err = e.stock.Release(ctx, m, false)
+	} else {
+		out, err = e.stock.ReleaseUncounted(ctx, m)
 	}
-	out, err := release()
 	if err != nil {
 		e.m.releases.WithLabelValues("error").Inc()
 		e.log.Error("release after failure failed; left to the orphan sweeper",

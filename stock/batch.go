@@ -63,6 +63,9 @@ func (x *Extras) window() bool { return x.WindowLimit > 0 && x.WindowPeriod >= t
 // window's ms.
 func (x *Extras) bucket(now time.Time) int64 { return now.UnixMilli() / x.WindowPeriod.Milliseconds() }
 
+// end is the unix ms at which the window that holds now ends.
+func (x *Extras) end(now time.Time) int64 { return (x.bucket(now) + 1) * x.WindowPeriod.Milliseconds() }
+
 // OccupyBatch runs the occupy script (occupy_batch.lua) for buyers of one
 // SKU, in order: each buyer's result is the one Occupy would have given it
 // called once per buyer in that order. The results are appended to out. An
@@ -130,7 +133,7 @@ func appendBatchKeys(keys []string, k *sale.SKUKeys, x Extras, now time.Time) []
 func appendBatchArgs(args []string, activity, sku int64, x Extras, now time.Time, buyers []Buyer) []string {
 	limit, end := "0", "0"
 	if x.window() {
-		limit, end = strconv.Itoa(x.WindowLimit), strconv.FormatInt((x.bucket(now)+1)*x.WindowPeriod.Milliseconds(), 10)
+		limit, end = strconv.Itoa(x.WindowLimit), strconv.FormatInt(x.end(now), 10)
 	}
 	args = append(args, strconv.FormatInt(activity, 10), strconv.FormatInt(sku, 10), limit, end)
 	for _, b := range buyers {

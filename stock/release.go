@@ -112,7 +112,7 @@ func (s *Stock) releaseBatch(ctx context.Context, msgs []*sale.Message, force, c
 		// holds now (release_batch.lua's KEYS[8]).
 		now := time.Now()
 		bucket := strconv.FormatInt(x.bucket(now), 10)
-		head[2] = strconv.FormatInt((x.bucket(now)+1)*x.WindowPeriod.Milliseconds(), 10)
+		head[2] = strconv.FormatInt(x.end(now), 10)
 		keys = func(k sale.SKUKeys) []string { return append(releaseKeys(k), k.Rate+bucket) }
 	}
 	var failed error
