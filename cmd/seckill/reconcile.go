@@ -74,7 +74,10 @@ func runReconcile(args []string, out io.Writer) error {
 		fmt.Fprintf(os.Stderr, "seckill reconcile: no Kafka (%v): no occupancy is judged stale\n", err)
 	}
 	up.ready()
-	stock := stock.New(shards, catalog.New(shards.Default))
+	// A repair that gives a ticket back counts its attempt in the user ×
+	// SKU window, as the running parts' releases do.
+	stock := stock.New(shards, catalog.New(shards.Default),
+		stock.WithWindow(cfg.Edge.Rate.UserSKULimit, cfg.Edge.Rate.UserSKUWindow))
 	r := reconcile.New(cfg.ReconcileConfig(), stock, st, results.New(shards.Default, stock.BucketClient, cfg.Engine.ResultTTL), through, log.Named("reconcile"), nil)
 	rep, err := r.Run(ctx, *repair)
 	if err != nil {

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"seckill/catalog"
 	"seckill/internal/shard"
@@ -76,11 +79,11 @@ store: {driver: sqlite, dsn: %s}
 		t.Fatalf("repair of an unsafe kind: %v\n%s", err, out.String())
 	}
 	// The Redis half of the restock: the books add up.
-	stock := stock.New(shards, catalog.New(shards.Default))
-	if err := stock.Catalog().Load(ctx); err != nil {
+	ledger := stock.New(shards, catalog.New(shards.Default))
+	if err := ledger.Catalog().Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := stock.Restock(ctx, 9, 901, 2); err != nil {
+	if _, _, err := ledger.Restock(ctx, 9, 901, 2); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
@@ -89,5 +92,50 @@ store: {driver: sqlite, dsn: %s}
 	}
 	if !strings.Contains(out.String(), "1 SKUs, 0 drifts") {
 		t.Errorf("output:\n%s", out.String())
+	}
+
+	// User 7's order is closed unpaid and the closer's Redis half never
+	// ran: his record still holds the unit. --repair gives it back and,
+	// like every release of the running parts, counts the ticket's attempt
+	// in the user × SKU window (edge.rate's default: 10 per 10s).
+	sku := &a.SKUs[0]
+	rn := sale.NewRequestNos(1).Next(a.ID, sku.ID)
+	if res, err := ledger.Occupy(ctx, &a, sku, 7, rn, 1); err != nil || res.Code != stock.CodeOK {
+		t.Fatalf("occupy: %+v %v", res, err)
+	}
+	m := sale.Message{RequestNo: rn, ActivityID: a.ID, SKUID: sku.ID, UserID: 7, Quantity: 1, UnitPrice: 100,
+		AcceptedAt: time.Now().UnixMilli()}
+	if ok, err := ledger.Claim(ctx, &m); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if o, err := st.SaveBatch(ctx, []sale.Message{m}); err != nil || o[0].Kind != store.Created {
+		t.Fatalf("save: %+v %v", o, err)
+	}
+	if _, closed, err := st.CloseOrder(ctx, sale.OrderNo(rn), time.Now().Add(time.Hour)); err != nil || !closed {
+		t.Fatalf("close: %v %v", closed, err)
+	}
+	if err := st.ReleaseDone(ctx, rn); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	out.Reset()
+	if err := runReconcile([]string{"--config", cfgPath, "--repair"}, &out); err != nil ||
+		!strings.Contains(out.String(), "record of a closed order") {
+		t.Fatalf("repair of a closed order's record: %v\n%s", err, out.String())
+	}
+	// The repair ran in the window that held before or the one after.
+	attempts := int64(0)
+	window := (10 * time.Second).Milliseconds()
+	first, last := before.UnixMilli()/window, time.Now().UnixMilli()/window
+	for b := first; b <= last; b++ {
+		key := sale.KeysFor(a.ID, sku.ID).Rate + strconv.FormatInt(b, 10)
+		n, err := shards.Default.Do(ctx, shards.Default.B().Hget().Key(key).Field("7").Build()).AsInt64()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			t.Fatal(err)
+		}
+		attempts += n
+	}
+	if attempts != 1 {
+		t.Errorf("user 7's attempts in the window after the repair: %d, want 1 (the released ticket's)", attempts)
 	}
 }
