@@ -404,3 +404,98 @@ func TestFinishedTransfersAreTrimmed(t *testing.T) {
 		t.Errorf("sum %+v, want 40 remaining, none in flight", s.Counts)
 	}
 }
+
+// creditUnsettled runs a transfer's debit and credit but not its settle on
+// the source (the HDEL of "f:<id>" failed, or a failover lost it), then
+// dates the credit's entry an hour back.
+func (r *bucketRig) creditUnsettled(t *testing.T, k *sale.SKU, src, dst int, id string, units int64) {
+	t.Helper()
+	ctx := context.Background()
+	r.debitOnly(t, k, src, dst, id, units)
+	dc := r.st.bucketClient(1, k, dst)
+	dk := sale.KeysIn(1, k.ID, dst)
+	if err := transferCreditScript.Exec(ctx, dc, []string{dk.Stock, sale.TransfersKey(1, k.ID, dst), dk.Meta},
+		[]string{id, strconv.FormatInt(units, 10), strconv.Itoa(src)}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	old := strconv.FormatInt(units, 10) + "|" + strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
+	if err := dc.Do(ctx, dc.B().Hset().Key(sale.TransfersKey(1, k.ID, dst)).FieldValue().FieldValue("c:"+id, old).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hasCredit tells whether bucket b's record still holds transfer id's
+// credit entry.
+func (r *bucketRig) hasCredit(t *testing.T, k *sale.SKU, b int, id string) bool {
+	t.Helper()
+	c := r.st.bucketClient(1, k, b)
+	ok, err := c.Do(context.Background(), c.B().Hexists().Key(sale.TransfersKey(1, k.ID, b)).Field("c:"+id).Build()).AsBool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// TestTrimKeepsTheCreditOfATransferStillInFlight: a transfer credited long
+// ago whose source never settled it is still in flight there, and
+// FinishTransfers credits it again. The trim must not drop the credit's
+// entry that makes that repeat a no-op, however old: else the destination
+// gets the units twice and the SKU sells more than it has.
+func TestTrimKeepsTheCreditOfATransferStillInFlight(t *testing.T) {
+	r := newBucketRig(t)
+	a, k := r.bucketed(t, 40, 2)
+	ctx := context.Background()
+	r.creditUnsettled(t, k, 0, 1, "late", 3)
+	if _, err := r.st.TrimTransfers(ctx, a.ID, k, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if !r.hasCredit(t, k, 1, "late") {
+		t.Fatal("the trim dropped the credit of a transfer its source still has in flight")
+	}
+	if n, err := r.st.FinishTransfers(ctx, a.ID, k); err != nil || n != 1 {
+		t.Fatalf("finish: %d %v, want 1", n, err)
+	}
+	per, err := r.st.BucketLedgers(ctx, a.ID, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var units int64
+	for b, l := range per {
+		if l.Initial+l.In-l.Out != l.Remaining+l.Sold {
+			t.Errorf("bucket %d: %+v: books off", b, l)
+		}
+		units += l.Remaining + l.Sold
+	}
+	if units != 40 {
+		t.Fatalf("the buckets hold %d units after the transfer was finished, want the SKU's 40", units)
+	}
+	// Settled now: the next trim drops the old entry.
+	if _, err := r.st.TrimTransfers(ctx, a.ID, k, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if r.hasCredit(t, k, 1, "late") {
+		t.Error("a settled transfer's old credit entry was kept")
+	}
+}
+
+// TestTrimKeepsEveryCreditWhileABucketIsUnreadable: with the source's
+// record unreadable (here not a hash: a read that fails at once, where a
+// shard that is down fails at the caller's deadline), which transfers it
+// has in flight is not known: no credit entry is dropped anywhere, and the
+// trim says why.
+func TestTrimKeepsEveryCreditWhileABucketIsUnreadable(t *testing.T) {
+	r := newBucketRig(t)
+	a, k := r.bucketed(t, 40, 2)
+	ctx := context.Background()
+	r.creditUnsettled(t, k, 0, 1, "late", 3)
+	c := r.st.bucketClient(a.ID, k, 0)
+	if err := c.Do(ctx, c.B().Set().Key(sale.TransfersKey(a.ID, k.ID, 0)).Value("not a hash").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.TrimTransfers(ctx, a.ID, k, time.Minute); err == nil {
+		t.Error("a trim with a bucket unreadable reported no error")
+	}
+	if !r.hasCredit(t, k, 1, "late") {
+		t.Fatal("the trim dropped a credit entry while the source bucket could not be read")
+	}
+}

@@ -258,15 +258,36 @@ const TransferKeep = 10 * time.Minute
 // transfer record holds the transfers of the last keep and those in
 // flight, not every transfer of the sale; its totals stay. It answers the
 // entries dropped. The reconciler runs it every pass.
+//
+// A credit's "c:<id>" entry is what makes FinishTransfers' repeated
+// credit a no-op, and FinishTransfers repeats it for as long as the
+// source holds the transfer's "f:<id>" (the settle after the credit
+// failed, or a failover lost it): such an entry stays however old, and
+// every "c:" entry stays while some bucket's record cannot be read.
 func (s *Stock) TrimTransfers(ctx context.Context, activity int64, k *sale.SKU, keep time.Duration) (int64, error) {
 	if !k.Split() {
 		return 0, nil
 	}
-	var n int64
+	args := []string{strconv.FormatInt(max(keep.Milliseconds(), 1), 10), "0"}
 	var errs []error
 	for b := 0; b < k.Buckets; b++ {
+		c := s.bucketClient(activity, k, b)
+		fs, err := c.Do(ctx, c.B().Hkeys().Key(sale.TransfersKey(activity, k.ID, b)).Build()).AsStrSlice()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			errs = append(errs, fmt.Errorf("trim transfers of sku %d: read bucket %d: %w", k.ID, b, err))
+			args[1] = "1"
+			continue
+		}
+		for _, f := range fs {
+			if id, ok := strings.CutPrefix(f, "f:"); ok {
+				args = append(args, id)
+			}
+		}
+	}
+	var n int64
+	for b := 0; b < k.Buckets; b++ {
 		m, err := transferTrimScript.Exec(ctx, s.bucketClient(activity, k, b),
-			[]string{sale.TransfersKey(activity, k.ID, b)}, []string{strconv.FormatInt(max(keep.Milliseconds(), 1), 10)}).AsInt64()
+			[]string{sale.TransfersKey(activity, k.ID, b)}, args).AsInt64()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("trim transfers of sku %d bucket %d: %w", k.ID, b, err))
 			continue
