@@ -198,15 +198,8 @@ func TestPreheatAgainKeepsEachBucketsBooks(t *testing.T) {
 	if err := r.st.Preheat(ctx, again); err != nil {
 		t.Fatal(err)
 	}
-	per, err := r.st.BucketLedgers(ctx, a.ID, k)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var initial int64
-	for b, l := range per {
-		if l.Initial+l.In-l.Out != l.Remaining+l.Sold {
-			t.Fatalf("bucket %d: initial %d + in %d − out %d ≠ remaining %d + sold %d", b, l.Initial, l.In, l.Out, l.Remaining, l.Sold)
-		}
+	for _, l := range r.balancedBuckets(t, a, k) {
 		initial += l.Initial
 	}
 	if initial != 10 {
@@ -391,18 +384,26 @@ func TestFinishedTransfersAreTrimmed(t *testing.T) {
 	if n, err := r.st.FinishTransfers(ctx, a.ID, k); err != nil || n != 1 {
 		t.Fatalf("finish the open transfer: %d %v", n, err)
 	}
-	per, err := r.st.BucketLedgers(ctx, a.ID, k)
+	if s := SumLedgers(r.balancedBuckets(t, a, k)); s.Remaining != 40 || s.InFlight != 0 {
+		t.Errorf("sum %+v, want 40 remaining, none in flight", s.Counts)
+	}
+}
+
+// balancedBuckets reads k's bucket ledgers and fails the test for each
+// bucket whose books do not balance (initial + in − out = remaining +
+// sold).
+func (r *bucketRig) balancedBuckets(t *testing.T, a *sale.Activity, k *sale.SKU) []Ledger {
+	t.Helper()
+	per, err := r.st.BucketLedgers(context.Background(), a.ID, k)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for b, l := range per {
 		if l.Initial+l.In-l.Out != l.Remaining+l.Sold {
-			t.Errorf("bucket %d: %+v: books off", b, l)
+			t.Errorf("bucket %d: initial %d + in %d − out %d ≠ remaining %d + sold %d", b, l.Initial, l.In, l.Out, l.Remaining, l.Sold)
 		}
 	}
-	if s := SumLedgers(per); s.Remaining != 40 || s.InFlight != 0 {
-		t.Errorf("sum %+v, want 40 remaining, none in flight", s.Counts)
-	}
+	return per
 }
 
 // creditUnsettled runs a transfer's debit and credit but not its settle on
@@ -455,19 +456,8 @@ func TestTrimKeepsTheCreditOfATransferStillInFlight(t *testing.T) {
 	if n, err := r.st.FinishTransfers(ctx, a.ID, k); err != nil || n != 1 {
 		t.Fatalf("finish: %d %v, want 1", n, err)
 	}
-	per, err := r.st.BucketLedgers(ctx, a.ID, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var units int64
-	for b, l := range per {
-		if l.Initial+l.In-l.Out != l.Remaining+l.Sold {
-			t.Errorf("bucket %d: %+v: books off", b, l)
-		}
-		units += l.Remaining + l.Sold
-	}
-	if units != 40 {
-		t.Fatalf("the buckets hold %d units after the transfer was finished, want the SKU's 40", units)
+	if s := SumLedgers(r.balancedBuckets(t, a, k)); s.Remaining+s.Sold != 40 {
+		t.Fatalf("the buckets hold %d units after the transfer was finished, want the SKU's 40", s.Remaining+s.Sold)
 	}
 	// Settled now: the next trim drops the old entry.
 	if _, err := r.st.TrimTransfers(ctx, a.ID, k, time.Minute); err != nil {
