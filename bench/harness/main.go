@@ -330,6 +330,9 @@ func (o options) configPath() string {
 	if o.config == "" {
 		return ""
 	}
+	if filepath.IsAbs(o.config) {
+		return o.config
+	}
 	return filepath.Join(o.root, o.config)
 }
 
