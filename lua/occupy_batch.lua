@@ -169,6 +169,9 @@ end
 local limit = tonumber(meta[4] or '1')
 local marked = meta[5] == '1'
 local stock -- read on first need
+-- The pending entries' score, as a string: Redis would format a Lua number
+-- argument with snprintf("%.17g") once per entry.
+local score = string.format('%d', now)
 local taken = 0
 local seen = {}  -- userId -> requestNo taken earlier in this batch
 local set = {}   -- field, value pairs for one HSET of users
@@ -197,7 +200,7 @@ for i = 1, n do
         seen[uid] = rn
         set[#set + 1] = uid
         set[#set + 1] = rn
-        pend[#pend + 1] = now
+        pend[#pend + 1] = score
         pend[#pend + 1] = uid .. ':' .. rn
         if limit > 1 then
           units[#units + 1] = rn
