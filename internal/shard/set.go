@@ -76,6 +76,7 @@ func clientOption(cfg Config, r Redis) (rueidis.ClientOption, error) {
 		ConnWriteTimeout:  cfg.Timeout,
 		Dialer:            netDialer(cfg.Timeout),
 		PipelineMultiplex: cfg.PipelineMultiplex,
+		RetryDelay:        retryDelay,
 	}, nil
 }
 
