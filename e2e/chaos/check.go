@@ -593,9 +593,13 @@ func judgeAnswers(rep *report, run *Run, ex expectations) {
 		}
 		rep.add(name, len(bad[p]) == 0, "%s; %d outside %v", desc, len(bad[p]), head(bad[p], 5))
 	}
-	rep.add(vResumed, accepted[phaseAfter] > 0,
-		"%d of %d attempts sent after the fault healed (%s) and settled (+%v) were accepted",
-		accepted[phaseAfter], sent[phaseAfter], f.Healed.Format("15:04:05.000"), f.Settle)
+	resumed, how := accepted[phaseAfter] > 0, ""
+	if soldOut := seen[phaseAfter]["410 SOLD_OUT"]; !resumed && f.LineServed && soldOut > 0 {
+		resumed, how = true, fmt.Sprintf("; none could be: the line, served again after the heal, spoke for the stock (%d answered 410 SOLD_OUT)", soldOut)
+	}
+	rep.add(vResumed, resumed,
+		"%d of %d attempts sent after the fault healed (%s) and settled (+%v) were accepted%s",
+		accepted[phaseAfter], sent[phaseAfter], f.Healed.Format("15:04:05.000"), f.Settle, how)
 }
 
 // judgeAdminStock: GET /admin/v1/activities/{id}/stock answers 200 with

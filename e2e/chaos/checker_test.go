@@ -481,6 +481,36 @@ func TestCheckerFailsBrokenBooks(t *testing.T) {
 	}
 }
 
+// A queue-mode line that already spoke for the stock when the fault
+// settled answers every later attempt 410 SOLD_OUT: sales resumed if the
+// line served a ticket after the heal, and not otherwise.
+func TestCheckerJudgesALineThatSpokeForTheStock(t *testing.T) {
+	for _, served := range []bool{true, false} {
+		t.Run("served after the heal "+strconv.FormatBool(served), func(t *testing.T) {
+			h := goodState()
+			for i := range h.run.Attempts {
+				if a := &h.run.Attempts[i]; a.RequestNo == "r2" {
+					a.Status, a.Code, a.RequestNo = 410, "SOLD_OUT", ""
+				}
+			}
+			h.run.Fault.LineServed = served
+			var v *verdict
+			rep := h.judge()
+			for i := range rep.Verdicts {
+				if rep.Verdicts[i].Name == vResumed {
+					v = &rep.Verdicts[i]
+				}
+			}
+			switch {
+			case v == nil:
+				t.Fatalf("no verdict %q among %d", vResumed, len(rep.Verdicts))
+			case v.OK != served:
+				t.Errorf("%q: OK %v, want %v: %s", v.Name, v.OK, served, v.Detail)
+			}
+		})
+	}
+}
+
 // The checker is strict, not blind: a FAIL the declared loss explains —
 // answered before the emptied Redis came back, its story the consumer's
 // (the record was gone) — passes, with its result kept or lost.

@@ -355,6 +355,11 @@ func (l *redisLoss) covers(sku int64) bool {
 type faultRun struct {
 	faultPlan
 	Injected, Healed time.Time
+	// LineServed, set by a queue scenario, says a ticket of the line was
+	// served (its result QUEUING or SUCCESS) after the heal: sales
+	// resumed even if the line already spoke for the stock by the time
+	// the fault settled, so that no later attempt could take a place.
+	LineServed bool
 }
 
 // phase is when an attempt met the fault.
