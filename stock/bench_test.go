@@ -165,3 +165,44 @@ func benchmarkOccupyReplicated(b *testing.B, wait int) {
 
 func BenchmarkStockOccupyBatch16ReplicatedWait0(b *testing.B) { benchmarkOccupyReplicated(b, 0) }
 func BenchmarkStockOccupyBatch16ReplicatedWait1(b *testing.B) { benchmarkOccupyReplicated(b, 1) }
+
+// BenchmarkStockBuyerRedisCost is all the Redis work an accepted buyer
+// costs on its SKU's shard, as `make run` batches it: occupied 64 to a call
+// with the user × SKU window on, claimed 512 to a call, with ticket numbers
+// of the engine's shape. redis-µs/buyer is the redis-server's CPU per
+// buyer (INFO cpu), the figure bench/harness compares with the seed
+// script's per request.
+func BenchmarkStockBuyerRedisCost(b *testing.B) {
+	const occupyN, claimN = 64, 512
+	r := newRig(b)
+	a, k := r.preheat(b, activity(1, 1001, benchStock, true))
+	ctx := context.Background()
+	ids := sale.NewRequestNos(1)
+	buyers := make([]Buyer, occupyN)
+	out := make([]OccupyResult, 0, occupyN)
+	claims := make([]*sale.Message, 0, claimN)
+	rdb := r.hot.Client(b)
+	cpu0 := redisCPU(b, rdb)
+	var u int64
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range buyers {
+			u++
+			buyers[i] = Buyer{UserID: 100000 + u, RequestNo: ids.Next(a.ID, k.ID), Quantity: 1}
+		}
+		var err error
+		if out, err = r.stock.OccupyBatch(ctx, a, k, devExtras, buyers, out[:0]); err != nil || out[occupyN-1].Code != CodeOK {
+			b.Fatal(out, err)
+		}
+		for i := range buyers {
+			claims = append(claims, &sale.Message{RequestNo: buyers[i].RequestNo, ActivityID: a.ID, SKUID: k.ID, UserID: buyers[i].UserID, Quantity: 1})
+		}
+		if len(claims) == claimN {
+			if held, err := r.stock.ClaimBatch(ctx, claims); err != nil || !held[claimN-1] {
+				b.Fatal(held, err)
+			}
+			claims = claims[:0]
+		}
+	}
+	b.ReportMetric(float64((redisCPU(b, rdb)-cpu0).Microseconds())/float64(b.N*occupyN), "redis-µs/buyer")
+}
