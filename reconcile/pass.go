@@ -34,6 +34,7 @@ const (
 type passState struct {
 	mark      int64              // the id of the last order the incremental audit judged
 	audited   map[[2]int64]bool  // ended SKUs compared in full by this process
+	behind    map[[2]int64]bool  // SKUs whose orders the audit could not check (their shard down): compared in full once readable
 	expired   map[[2]int64]bool  // SKUs whose keys this process expired (or found expired)
 	forgotten map[int64]bool     // activities this process removed from the catalog
 	rows      []store.OrderRow   // the audit's page, reused
@@ -60,6 +61,12 @@ type passState struct {
 //   - once an ended activity's keys have outlived their retention
 //     (Config.KeepAfterEnd), the full comparison again and then the
 //     expiry of its keys (retire.go).
+//
+// A SKU that cannot be read (its shard down) does not stop the pass: it
+// is a warning of the report and an error of the pass, the other SKUs
+// are judged all the same, and the audit's watermark moves on. Such a SKU
+// is compared in full (Run's) at the first pass that can read it again,
+// so the orders the audit skipped are checked.
 //
 // Run stays the full comparison of every SKU, for on-call and after the
 // sale. The first pass of a process starts its watermark at 0: it pages
@@ -101,14 +108,29 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 		}
 		return full, fullErr
 	}
+	// A SKU that cannot be judged (its shard down) is reported and left
+	// for the next pass; the others are judged all the same.
+	var failed skuErrors
 	for i := range acts {
 		a := &acts[i]
 		var line SKUReport
 		retired := 0
 		for j := range a.SKUs {
+			if ctx.Err() != nil {
+				break
+			}
 			k := &a.SKUs[j]
 			key := [2]int64{a.ID, k.ID}
 			s := skus[key]
+			ended := !now.Before(a.End.Add(r.cfg.OrphanGrace))
+			if s.err != nil {
+				failed.add(&rep, a, k, s.err)
+				r.pass.behind[key] = true
+				if r.retired(a, now) {
+					held++
+				}
+				continue
+			}
 			switch {
 			case r.retired(a, now):
 				in, err := inputs()
@@ -117,25 +139,32 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 				}
 				var ok bool
 				if line, ok, err = r.retire(ctx, a, k, in, repair); err != nil {
-					return fail(fmt.Errorf("activity %d sku %d: %w", a.ID, k.ID, err))
+					failed.add(&rep, a, k, err)
+					held++
+					continue
 				}
 				if ok {
 					retired++
 				} else {
 					held++
 				}
-			case !r.pass.audited[key] && !now.Before(a.End.Add(r.cfg.OrphanGrace)):
+			case r.pass.behind[key] || !r.pass.audited[key] && ended:
 				in, err := inputs()
 				if err != nil {
 					return fail(err)
 				}
 				if line, err = r.checkSKU(ctx, a, k, in.through, in.pending, repair); err != nil {
-					return fail(fmt.Errorf("activity %d sku %d: %w", a.ID, k.ID, err))
+					failed.add(&rep, a, k, err)
+					continue
 				}
-				r.pass.audited[key] = true
+				delete(r.pass.behind, key)
+				if ended {
+					r.pass.audited[key] = true
+				}
 			default:
 				if line, err = r.counters(ctx, a, k, now); err != nil {
-					return fail(fmt.Errorf("activity %d sku %d: %w", a.ID, k.ID, err))
+					failed.add(&rep, a, k, err)
+					continue
 				}
 			}
 			line.Drifts = append(line.Drifts, s.drifts...)
@@ -144,12 +173,15 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 		}
 		if retired == len(a.SKUs) && len(a.SKUs) > 0 {
 			if err := r.forget(ctx, a); err != nil {
-				return fail(err)
+				failed.add(&rep, a, nil, err)
 			}
 		}
 	}
 	r.m.held.Set(float64(held))
 	sortLines(rep.SKUs)
+	if err := failed.err(ctx); err != nil {
+		return fail(err)
+	}
 	r.m.runs.WithLabelValues("ok").Inc()
 	if rep.Drifts > 0 {
 		r.log.Warn("reconciled with drift", zap.Int("skus", len(rep.SKUs)), zap.Int("drifts", rep.Drifts),
@@ -165,6 +197,7 @@ type skuOf struct {
 	k       *sale.SKU
 	drifts  []Drift
 	repairs []Repair
+	err     error // the audit could not check its orders
 }
 
 // fullInputs is what a full comparison needs besides the SKU.
@@ -309,7 +342,12 @@ func (r *Reconciler) auditNew(ctx context.Context, skus map[[2]int64]*skuOf, now
 		}
 		for key, idx := range p.bySKU {
 			if err := r.auditGroup(ctx, skus[key], rows, idx, repair); err != nil {
-				return err
+				if ctx.Err() != nil {
+					return err
+				}
+				// Its shard down: the watermark moves on for the others,
+				// and this SKU is compared in full once it can be read.
+				skus[key].err = err
 			}
 		}
 		if n > 0 {

@@ -12,6 +12,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -184,7 +185,7 @@ func WithClock(now func() time.Time) Option { return func(r *Reconciler) { r.now
 func New(cfg Config, stock *stock.Stock, st store.Store, res *results.Store, through Through, log *zap.Logger,
 	reg prometheus.Registerer, opts ...Option) *Reconciler {
 	r := &Reconciler{stock: stock, st: st, res: res, through: through, log: log, cfg: cfg, now: time.Now, m: newMetrics(reg),
-		pass: passState{audited: map[[2]int64]bool{}, expired: map[[2]int64]bool{}, forgotten: map[int64]bool{}, bySKU: map[[2]int64][]int{}}}
+		pass: passState{audited: map[[2]int64]bool{}, behind: map[[2]int64]bool{}, expired: map[[2]int64]bool{}, forgotten: map[int64]bool{}, bySKU: map[[2]int64][]int{}}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -258,18 +259,28 @@ func (r *Reconciler) Run(ctx context.Context, repair bool) (Report, error) {
 		rep.Warnings = append(rep.Warnings, "catalog not loaded: "+err.Error())
 	}
 	r.m.know(acts)
+	// A SKU that cannot be compared (its shard down) is reported; the
+	// others are compared all the same.
+	var failed skuErrors
 	for i := range acts {
 		a := &acts[i]
 		for j := range a.SKUs {
+			if ctx.Err() != nil {
+				break
+			}
 			line, err := r.checkSKU(ctx, a, &a.SKUs[j], through, pending, repair)
 			if err != nil {
-				r.m.runs.WithLabelValues("error").Inc()
-				return rep, fmt.Errorf("reconcile activity %d sku %d: %w", a.ID, a.SKUs[j].ID, err)
+				failed.add(&rep, a, &a.SKUs[j], err)
+				continue
 			}
 			r.report(&rep, a, line)
 		}
 	}
 	sortLines(rep.SKUs)
+	if err := failed.err(ctx); err != nil {
+		r.m.runs.WithLabelValues("error").Inc()
+		return rep, fmt.Errorf("reconcile: %w", err)
+	}
 	r.m.runs.WithLabelValues("ok").Inc()
 	if rep.Drifts == 0 {
 		r.log.Debug("reconciled: the books add up", zap.Int("skus", len(rep.SKUs)))
@@ -278,6 +289,36 @@ func (r *Reconciler) Run(ctx context.Context, repair bool) (Report, error) {
 			zap.Int("repairs", rep.Repairs), zap.Bool("repair", repair))
 	}
 	return rep, nil
+}
+
+// skuErrors are the SKUs a pass, a full comparison or a sweep could not
+// judge, each with its error: a SKU whose shard is down (a read gives up
+// after its retries, internal/shard) or whose reads fail does not keep the
+// SKUs of the other shards from being judged. Each is also a warning of
+// the report.
+type skuErrors []error
+
+// add records that k of a (nil: the activity itself) could not be judged.
+func (e *skuErrors) add(rep *Report, a *sale.Activity, k *sale.SKU, err error) {
+	if k != nil {
+		err = fmt.Errorf("activity %d sku %d: %w", a.ID, k.ID, err)
+	} else {
+		err = fmt.Errorf("activity %d: %w", a.ID, err)
+	}
+	*e = append(*e, err)
+	if rep != nil {
+		rep.Warnings = append(rep.Warnings, "not judged: "+err.Error())
+	}
+}
+
+// err is every SKU's error joined, and ctx's if it ended the pass before
+// every SKU was judged; nil when there is neither.
+func (e skuErrors) err(ctx context.Context) error {
+	errs := []error(e)
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("cut short: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 // orderCutoff: orders created after the Redis read minus this margin are

@@ -64,15 +64,24 @@ func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
 	}
 	before = before.Add(-r.cfg.OrphanGrace)
 	n := 0
+	// A SKU whose shard is down is left for the next sweep; the others
+	// are swept all the same.
+	var failed skuErrors
 	for i := range acts {
 		a := &acts[i]
 		for j := range a.SKUs {
+			if ctx.Err() != nil {
+				break
+			}
 			m, err := r.sweepSKU(ctx, a, &a.SKUs[j], before, now, through)
 			n += m
 			if err != nil {
-				return n, fmt.Errorf("sweep: %w", err)
+				failed.add(nil, a, &a.SKUs[j], err)
 			}
 		}
+	}
+	if err := failed.err(ctx); err != nil {
+		return n, fmt.Errorf("sweep: %w", err)
 	}
 	return n, nil
 }

@@ -79,17 +79,13 @@ func runReconcile(args []string, out io.Writer) error {
 	stock := stock.New(shards, catalog.New(shards.Default),
 		stock.WithWindow(cfg.Edge.Rate.UserSKULimit, cfg.Edge.Rate.UserSKUWindow))
 	r := reconcile.New(cfg.ReconcileConfig(), stock, st, results.New(shards.Default, stock.BucketClient, cfg.Engine.ResultTTL), through, log.Named("reconcile"), nil)
-	rep, err := r.Run(ctx, *repair)
-	if err != nil {
-		return err
-	}
+	// A SKU that could not be compared (its shard down) fails the command,
+	// after the report of the SKUs that could.
+	rep, runErr := r.Run(ctx, *repair)
 	reps := []reconcile.Report{rep}
-	if *repair {
+	if *repair && runErr == nil {
 		after, err := r.Run(ctx, false)
-		if err != nil {
-			return err
-		}
-		reps = append(reps, after)
+		reps, runErr = append(reps, after), err
 	}
 	if *asJSON {
 		enc := json.NewEncoder(out)
@@ -104,6 +100,9 @@ func runReconcile(args []string, out io.Writer) error {
 			}
 			renderReconcile(rp, out)
 		}
+	}
+	if runErr != nil {
+		return runErr
 	}
 	if left := reps[len(reps)-1].Drifts; left > 0 {
 		return fmt.Errorf("%d drifts left (see docs/operations-ledger.md)", left)

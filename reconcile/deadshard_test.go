@@ -1,0 +1,123 @@
+package reconcile
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+	"time"
+
+	"seckill/internal/shard"
+	"seckill/internal/testenv"
+	"seckill/sale"
+	"seckill/stock/stocktest"
+	"seckill/store"
+)
+
+// TestADeadShardDoesNotStopTheOthers: SKU 801 lives on a hot shard that is
+// down, SKU 802 on the default shard holds an orphan. The sweep, the
+// periodic pass and the full comparison each fail naming SKU 801, and
+// still judge SKU 802: the sweep releases its orphan, the pass and the
+// comparison report it. SKU 801 comes first, so a pass that stopped at
+// the first SKU it could not read would never reach SKU 802. Once the
+// shard is back, the next pass compares SKU 801 in full (the audit could
+// not check its orders while it was down), and the one after that only
+// its counters again.
+func TestADeadShardDoesNotStopTheOthers(t *testing.T) {
+	stocktest.EachStore(t, func(t *testing.T, cfg store.Config) {
+		dsn := cfg.DSN
+		if cfg.Driver == "sqlite" {
+			dsn += "?_pragma=busy_timeout(5000)"
+		}
+		hot := testenv.StartRedis(t, testenv.WithRedisArgs("--appendonly", "yes", "--appendfsync", "always"))
+		l := stocktest.NewLedger(t, cfg, stocktest.Options{Shards: func(c *shard.Config) {
+			c.Hot = append(c.Hot, shard.Redis{Addrs: []string{hot.Addr}})
+		}})
+		r := &rig{redis: l.Redis, stock: l.Stock, res: l.Results, st: l.Store, ids: sale.NewRequestNos(7), later: time.Now().Add(time.Hour)}
+		var err error
+		if r.db, err = sql.Open(cfg.Driver, dsn); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.db.Close() })
+		now := time.Now()
+		r.act = sale.Activity{ID: 8, Start: now.Add(-time.Hour), End: now.Add(2 * time.Hour), State: sale.StateOnline,
+			SKUs: []sale.SKU{
+				{ID: 801, Stock: 5, Price: 100, LimitPerUser: 1, Hot: true},
+				{ID: 802, Stock: 5, Price: 100, LimitPerUser: 1},
+			}}
+		l.Sell(t, r.act)
+		r.order(t, 801, 1)
+		orphan := r.occupy(t, 802, 2) // never claimed, no message coming
+		r.order(t, 802, 3)
+		hot.Stop()
+
+		rc, _ := r.reconciler(t, r.later)
+		ctx := context.Background()
+		named := func(what string, err error) {
+			t.Helper()
+			if err == nil || !strings.Contains(err.Error(), "sku 801") || strings.Contains(err.Error(), "sku 802") {
+				t.Errorf("%s: error %v, want one naming sku 801 only", what, err)
+			}
+		}
+		n, err := rc.Sweep(ctx)
+		named("sweep", err)
+		if n != 1 {
+			t.Errorf("sweep released %d, want SKU 802's orphan", n)
+		}
+		if c := r.counts(t, 802); c.Holders != 1 {
+			t.Errorf("sku 802 after the sweep: %+v, want only the ordered buyer's record", c)
+		}
+		if e, err := r.res.Read(ctx, orphan.UserID, orphan.RequestNo); err != nil || e.State != sale.ResultFail {
+			t.Errorf("the orphan's result %+v %v, want FAIL", e, err)
+		}
+		judged := func(what string, rep Report) {
+			t.Helper()
+			var skus []int64
+			for _, l := range rep.SKUs {
+				skus = append(skus, l.SKUID)
+			}
+			if len(skus) != 1 || skus[0] != 802 {
+				t.Errorf("%s reported SKUs %v, want [802]", what, skus)
+			}
+			if len(rep.Warnings) == 0 || !strings.Contains(strings.Join(rep.Warnings, "; "), "sku 801") {
+				t.Errorf("%s warnings %q, want one naming sku 801", what, rep.Warnings)
+			}
+		}
+		rep, err := rc.Pass(ctx, true)
+		named("pass", err)
+		judged("pass", rep)
+		rep, err = rc.Run(ctx, false)
+		named("full comparison", err)
+		judged("full comparison", rep)
+		for _, l := range rep.SKUs {
+			if len(l.Drifts) != 0 {
+				t.Errorf("sku %d drifts %+v after the sweep, want none", l.SKUID, l.Drifts)
+			}
+		}
+
+		if err := hot.Start(); err != nil {
+			t.Fatal(err)
+		}
+		modes := func(what string) map[int64]string {
+			t.Helper()
+			rep, err := rc.Pass(ctx, true)
+			if err != nil || len(rep.Warnings) != 0 {
+				t.Fatalf("%s: %v, warnings %q", what, err, rep.Warnings)
+			}
+			out := map[int64]string{}
+			for _, l := range rep.SKUs {
+				out[l.SKUID] = l.Mode
+				if len(l.Drifts) != 0 {
+					t.Errorf("%s: sku %d drifts %+v, want none", what, l.SKUID, l.Drifts)
+				}
+			}
+			return out
+		}
+		if m := modes("the pass after the shard came back"); m[801] != ModeFull || m[802] != ModeCounters {
+			t.Errorf("the pass after the shard came back: modes %v, want 801 full, 802 counters", m)
+		}
+		if m := modes("the pass after that"); m[801] != ModeCounters || m[802] != ModeCounters {
+			t.Errorf("the pass after that: modes %v, want counters for both", m)
+		}
+	})
+}
