@@ -59,7 +59,7 @@ func (s *Server) order(ctx *fasthttp.RequestCtx) {
 		s.out.write(ctx, ansEnded)
 		v.tally.free(reasonEnded)
 		return
-	case s.flags.soldOut(o.SKUID, v.activity):
+	case s.flags.soldOutAt(o.SKUID, v.activity, ctx.Time()):
 		s.out.write(ctx, ansSoldOut)
 		v.tally.free(reasonSoldOut)
 		return

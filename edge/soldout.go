@@ -17,7 +17,8 @@ import (
 // the subscription was down.
 type soldOutFlag struct {
 	epoch    uint64
-	activity int64 // the activity it was raised for; 0: any
+	activity int64     // the activity it was raised for; 0: any
+	until    time.Time // when it lapses without another raise (monotonic)
 }
 
 // soldOutFlags are the edge's per-SKU sold-out flags. Three sources raise a
@@ -47,10 +48,15 @@ func (f *soldOutFlags) open() error {
 	return nil
 }
 
-// soldOut reports a live flag for sku in activity. No allocation.
-func (f *soldOutFlags) soldOut(sku, activity int64) bool {
+// soldOut reports a live flag for sku in activity now.
+func (f *soldOutFlags) soldOut(sku, activity int64) bool { return f.soldOutAt(sku, activity, time.Now()) }
+
+// soldOutAt reports a live flag for sku in activity at, a time.Now
+// reading (the request's, fasthttp's RequestCtx.Time): the flag carries
+// its own lapse, so a lookup reads no clock. No allocation.
+func (f *soldOutFlags) soldOutAt(sku, activity int64, at time.Time) bool {
 	fl, ok := f.cache.Get(sku)
-	return ok && fl.epoch == f.epoch.Load() && (fl.activity == 0 || fl.activity == activity)
+	return ok && fl.epoch == f.epoch.Load() && (fl.activity == 0 || fl.activity == activity) && at.Before(fl.until)
 }
 
 // raise raises (or refreshes) the flag of sku in activity for SoldOutTTL:
@@ -59,7 +65,9 @@ func (f *soldOutFlags) soldOut(sku, activity int64) bool {
 // next request already and a drop that follows (an available event)
 // cannot be overtaken by it.
 func (f *soldOutFlags) raise(sku, activity int64) {
-	f.cache.SetWithTTL(sku, soldOutFlag{epoch: f.epoch.Load(), activity: activity}, 1, f.ttl)
+	// The lapse is the flag's own, not a ristretto TTL: a cache entry with
+	// a TTL costs a clock read on every Get.
+	f.cache.Set(sku, soldOutFlag{epoch: f.epoch.Load(), activity: activity, until: time.Now().Add(f.ttl)}, 1)
 	f.cache.Wait()
 	if f.check != nil {
 		f.flagged.raise(sku, activity)

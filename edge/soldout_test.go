@@ -94,8 +94,8 @@ func TestCheckedSoldOutFlagOutlivesItsTTLWhileTheSKUIsSoldOut(t *testing.T) {
 		// earlier than answered+ttl; before, it expired earlier (the
 		// previous set came before this check asked).
 		waitFor(t, "the check to extend the flag", func() bool {
-			left, ok := e.srv.flags.cache.GetTTL(1001)
-			return ok && left >= ttl-time.Since(answered)
+			fl, ok := e.srv.flags.cache.Get(1001)
+			return ok && time.Until(fl.until) >= ttl-time.Since(answered)
 		})
 		r := e.order("5", `{"skuId":1001}`)
 		switch {

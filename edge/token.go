@@ -104,7 +104,7 @@ func (s *Server) issueToken(ctx *fasthttp.RequestCtx) {
 	case !s.views.cat.Reserved(v.activity, user):
 		s.out.write(ctx, ansNotReserved)
 		return
-	case s.flags.soldOut(o.SKUID, v.activity):
+	case s.flags.soldOutAt(o.SKUID, v.activity, ctx.Time()):
 		s.out.write(ctx, ansSoldOut)
 		return
 	}

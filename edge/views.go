@@ -104,7 +104,9 @@ func (v *views) resolve(activity, sku, now int64) (view, bool) {
 	c.tally = v.tallies.of(a.ID, k.ID)
 	c.gen = gen
 	c.until = v.nextBoundary(sku, now)
-	v.cache.SetWithTTL(sku, &c, 1, v.ttl)
+	// No ristretto TTL (it costs a clock read on every Get): until, at
+	// most now+ViewTTL, already ends the view.
+	v.cache.Set(sku, &c, 1)
 	return c, true
 }
 
