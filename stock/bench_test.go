@@ -166,12 +166,12 @@ func benchmarkOccupyReplicated(b *testing.B, wait int) {
 func BenchmarkStockOccupyBatch16ReplicatedWait0(b *testing.B) { benchmarkOccupyReplicated(b, 0) }
 func BenchmarkStockOccupyBatch16ReplicatedWait1(b *testing.B) { benchmarkOccupyReplicated(b, 1) }
 
-// BenchmarkStockBuyerRedisCost is all the Redis work an accepted buyer
-// costs on its SKU's shard, as `make run` batches it: occupied 64 to a call
-// with the user × SKU window on, claimed 512 to a call, with ticket numbers
-// of the engine's shape. redis-µs/buyer is the redis-server's CPU per
-// buyer (INFO cpu), the figure bench/harness compares with the seed
-// script's per request.
+// BenchmarkStockBuyerRedisCost is the ledger's Redis work for an accepted
+// buyer, as `make run` batches it: occupied 64 to a call with the user ×
+// SKU window on, claimed 512 to a call, with ticket numbers of the
+// engine's shape. (The consumer's SUCCESS result write, the rest of a
+// buyer's work on the shard, is in bench/redisparts' occupy+consumer.)
+// redis-µs/buyer is the redis-server's CPU per buyer (INFO cpu).
 func BenchmarkStockBuyerRedisCost(b *testing.B) {
 	const occupyN, claimN = 64, 512
 	r := newRig(b)

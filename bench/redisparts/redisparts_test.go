@@ -11,7 +11,9 @@
 // occupy script (the pending index entry), to price it, or add one that
 // occupy leaves out: a QUEUING field per accepted buyer in the results
 // hash (with its EXPIRE; the buyer's record is the QUEUING), or the
-// window's count of the attempts that took a ticket. Each runs without persistence and with
+// window's count of the attempts that took a ticket. Two variants of
+// occupy+consumer (below) price the pending index (its ZADD and ZREM) and
+// the claimed set (its SADD) in the whole of a buyer's work. Each runs without persistence and with
 // seckill dev's (the append-only file and its rewrites, whose forked
 // children's CPU is counted), with that file never rewritten, and with
 // Redis' own rewrite policy (at 64 MB, then at twice the last image). "occupy+consumer" adds what the consumer
@@ -79,12 +81,12 @@ if #set > 0 then
 end` + lua.OccupyBatch[i:]
 }
 
-// without is the occupy script with one command dropped.
-func without(b *testing.B, call string) string {
-	if !strings.Contains(lua.OccupyBatch, call) {
-		b.Fatalf("occupy_batch.lua has no %q: update the variant", call)
+// without is script src with one command dropped.
+func without(b *testing.B, src, call string) string {
+	if !strings.Contains(src, call) {
+		b.Fatalf("the script has no %q: update the variant", call)
 	}
-	return strings.Replace(lua.OccupyBatch, call, "", 1)
+	return strings.Replace(src, call, "", 1)
 }
 
 func BenchmarkRedisPerBuyer(b *testing.B) {
@@ -94,16 +96,26 @@ func BenchmarkRedisPerBuyer(b *testing.B) {
 	}{{"memory", nil}, {"aof", devserver.Persistence()}, {"aof-no-rewrite", append(devserver.Persistence(), "--auto-aof-rewrite-percentage", "0")},
 		{"aof-redis-rewrite", append(devserver.Persistence(), "--auto-aof-rewrite-percentage", "100", "--auto-aof-rewrite-min-size", "64mb")}} {
 		b.Run(p.name+"/seed", func(b *testing.B) { runSeed(b, p.args) })
-		b.Run(p.name+"/occupy+consumer", func(b *testing.B) { runOccupy(b, p.args, lua.OccupyBatch, true) })
+		b.Run(p.name+"/occupy+consumer", func(b *testing.B) { runOccupy(b, p.args, lua.OccupyBatch, lua.ClaimBatch, true) })
+		// The pending index and the claimed set priced in the whole of a
+		// buyer's work: occupy and claim without the index's ZADD and ZREM,
+		// and claim without the set's SADD.
+		b.Run(p.name+"/occupy+consumer-no-pending", func(b *testing.B) {
+			runOccupy(b, p.args, without(b, lua.OccupyBatch, "redis.call('ZADD', KEYS[7], unpack(pend))"),
+				without(b, lua.ClaimBatch, "redis.call('ZREM', KEYS[3], unpack(pend))"), true)
+		})
+		b.Run(p.name+"/occupy+consumer-no-claimed-set", func(b *testing.B) {
+			runOccupy(b, p.args, lua.OccupyBatch, without(b, lua.ClaimBatch, "redis.call('SADD', KEYS[2], unpack(add))"), true)
+		})
 		for _, v := range []struct{ name, src string }{
 			{"occupy", lua.OccupyBatch},
 			{"occupy-with-queuing-results", withQueuingResults(b)},
-			{"occupy-no-pending", without(b, "redis.call('ZADD', KEYS[7], unpack(pend))")},
+			{"occupy-no-pending", without(b, lua.OccupyBatch, "redis.call('ZADD', KEYS[7], unpack(pend))")},
 			// The window's count of the attempts that took a ticket, which
 			// occupy does not store: what storing them would cost.
-			{"occupy-counting-tickets", without(b, "c = c - 1")},
+			{"occupy-counting-tickets", without(b, lua.OccupyBatch, "c = c - 1")},
 		} {
-			b.Run(p.name+"/"+v.name, func(b *testing.B) { runOccupy(b, p.args, v.src, false) })
+			b.Run(p.name+"/"+v.name, func(b *testing.B) { runOccupy(b, p.args, v.src, lua.ClaimBatch, false) })
 		}
 	}
 }
@@ -143,7 +155,7 @@ func runSeed(b *testing.B, args []string) {
 	report(b, c, cpu0)
 }
 
-func runOccupy(b *testing.B, args []string, src string, consume bool) {
+func runOccupy(b *testing.B, args []string, src, claimSrc string, consume bool) {
 	c := start(b, args)
 	ctx := context.Background()
 	const tag = "{a1:s1}"
@@ -157,7 +169,7 @@ func runOccupy(b *testing.B, args []string, src string, consume bool) {
 		b.Fatal(err)
 	}
 	script := rueidis.NewLuaScript(src)
-	claim := rueidis.NewLuaScript(lua.ClaimBatch)
+	claim := rueidis.NewLuaScript(claimSrc)
 	var claims, results []string // the tickets not consumed yet
 	consumeAll := func() {
 		if len(claims) == 0 {
