@@ -49,7 +49,9 @@ func (f *soldOutFlags) open() error {
 }
 
 // soldOut reports a live flag for sku in activity now.
-func (f *soldOutFlags) soldOut(sku, activity int64) bool { return f.soldOutAt(sku, activity, time.Now()) }
+func (f *soldOutFlags) soldOut(sku, activity int64) bool {
+	return f.soldOutAt(sku, activity, time.Now())
+}
 
 // soldOutAt reports a live flag for sku in activity at, a time.Now
 // reading (the request's, fasthttp's RequestCtx.Time): the flag carries
