@@ -92,6 +92,11 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 			skus[[2]int64{a.ID, a.SKUs[j].ID}] = &skuOf{a: a, k: &a.SKUs[j]}
 		}
 	}
+	for key := range r.pass.behind {
+		if skus[key] == nil {
+			delete(r.pass.behind, key) // its activity is gone
+		}
+	}
 	if err := r.auditNew(ctx, skus, now, repair); err != nil {
 		return fail(err)
 	}
