@@ -34,7 +34,7 @@ const (
 type passState struct {
 	mark      int64              // the id of the last order the incremental audit judged
 	audited   map[[2]int64]bool  // ended SKUs compared in full by this process
-	behind    map[[2]int64]bool  // SKUs whose orders the audit could not check (their shard down): compared in full once readable
+	behind    map[[2]int64]int64 // SKU -> the order id after which the audit could not check its orders (its shard down)
 	expired   map[[2]int64]bool  // SKUs whose keys this process expired (or found expired)
 	forgotten map[int64]bool     // activities this process removed from the catalog
 	rows      []store.OrderRow   // the audit's page, reused
@@ -64,9 +64,10 @@ type passState struct {
 //
 // A SKU that cannot be read (its shard down) does not stop the pass: it
 // is a warning of the report and an error of the pass, the other SKUs
-// are judged all the same, and the audit's watermark moves on. Such a SKU
-// is compared in full (Run's) at the first pass that can read it again,
-// so the orders the audit skipped are checked.
+// are judged all the same, and the audit's watermark moves on. The audit
+// keeps a mark of that SKU's own and checks its orders from there at the
+// next pass that can read it (auditNew), so none goes unchecked and no
+// full comparison runs during the sale.
 //
 // Run stays the full comparison of every SKU, for on-call and after the
 // sale. The first pass of a process starts its watermark at 0: it pages
@@ -130,7 +131,6 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 			ended := !now.Before(a.End.Add(r.cfg.OrphanGrace))
 			if s.err != nil {
 				failed.add(&rep, a, k, s.err)
-				r.pass.behind[key] = true
 				if r.retired(a, now) {
 					held++
 				}
@@ -153,7 +153,7 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 				} else {
 					held++
 				}
-			case r.pass.behind[key] || !r.pass.audited[key] && ended:
+			case !r.pass.audited[key] && ended:
 				in, err := inputs()
 				if err != nil {
 					return fail(err)
@@ -162,10 +162,7 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 					failed.add(&rep, a, k, err)
 					continue
 				}
-				delete(r.pass.behind, key)
-				if ended {
-					r.pass.audited[key] = true
-				}
+				r.pass.audited[key] = true
 			default:
 				if line, err = r.counters(ctx, a, k, now); err != nil {
 					failed.add(&rep, a, k, err)
@@ -318,8 +315,18 @@ func (r *Reconciler) counters(ctx context.Context, a *sale.Activity, k *sale.SKU
 // on repair). The watermark stops before the first order younger than the
 // cutoff (its transaction's neighbours may still commit below it), so the
 // next pass starts there.
+//
+// A SKU whose records cannot be read (its shard down) does not hold the
+// watermark back for the others: it keeps a mark of its own (passState's
+// behind, the watermark before the first page it missed), is skipped for
+// the rest of the pass (each read of a dead shard takes seconds), and is
+// audited again from that mark, first thing, by every later pass until one
+// gets through.
 func (r *Reconciler) auditNew(ctx context.Context, skus map[[2]int64]*skuOf, now time.Time, repair bool) error {
 	p := &r.pass
+	if err := r.auditBehind(ctx, skus, repair); err != nil {
+		return err
+	}
 	cutoff := now.Add(-orderCutoff)
 	for {
 		rows, err := r.st.OrdersAfter(ctx, p.mark, auditPage, p.rows[:0])
@@ -334,26 +341,8 @@ func (r *Reconciler) auditNew(ctx context.Context, skus map[[2]int64]*skuOf, now
 				break
 			}
 		}
-		clear(p.bySKU)
-		for i := range rows[:n] {
-			o := &rows[i]
-			if !o.Live() {
-				continue
-			}
-			key := [2]int64{o.ActivityID, o.SKUID}
-			if skus[key] != nil {
-				p.bySKU[key] = append(p.bySKU[key], i)
-			}
-		}
-		for key, idx := range p.bySKU {
-			if err := r.auditGroup(ctx, skus[key], rows, idx, repair); err != nil {
-				if ctx.Err() != nil {
-					return err
-				}
-				// Its shard down: the watermark moves on for the others,
-				// and this SKU is compared in full once it can be read.
-				skus[key].err = err
-			}
+		if err := r.auditPageOf(ctx, skus, rows[:n], p.mark, nil, repair); err != nil {
+			return err
 		}
 		if n > 0 {
 			p.mark = rows[n-1].ID
@@ -362,6 +351,86 @@ func (r *Reconciler) auditNew(ctx context.Context, skus map[[2]int64]*skuOf, now
 			return nil
 		}
 	}
+}
+
+// auditBehind audits again the orders of the SKUs behind, from the lowest
+// of their marks up to the watermark, each SKU's from its own mark. A SKU
+// that gets through leaves behind.
+func (r *Reconciler) auditBehind(ctx context.Context, skus map[[2]int64]*skuOf, repair bool) error {
+	p := &r.pass
+	if len(p.behind) == 0 {
+		return nil
+	}
+	from := p.mark
+	for _, m := range p.behind {
+		from = min(from, m)
+	}
+	for from < p.mark {
+		rows, err := r.st.OrdersAfter(ctx, from, auditPage, p.rows[:0])
+		p.rows = rows
+		if err != nil {
+			return err
+		}
+		n := len(rows)
+		for i := range rows {
+			if rows[i].ID > p.mark {
+				n = i
+				break
+			}
+		}
+		if err := r.auditPageOf(ctx, skus, rows[:n], from, p.behind, repair); err != nil {
+			return err
+		}
+		if n < auditPage {
+			break
+		}
+		from = rows[n-1].ID
+	}
+	for key := range p.behind {
+		if s := skus[key]; s != nil && s.err == nil {
+			delete(p.behind, key)
+		}
+	}
+	return nil
+}
+
+// auditPageOf audits one page of orders (read after the order id after),
+// SKU by SKU: only the SKUs of only (nil: every SKU), each only above its
+// mark there, and none that failed already this pass. A SKU whose records
+// cannot be read gets its error and, unless it is behind already, the
+// mark after.
+func (r *Reconciler) auditPageOf(ctx context.Context, skus map[[2]int64]*skuOf, rows []store.OrderRow, after int64, only map[[2]int64]int64, repair bool) error {
+	p := &r.pass
+	clear(p.bySKU)
+	for i := range rows {
+		o := &rows[i]
+		if !o.Live() {
+			continue
+		}
+		key := [2]int64{o.ActivityID, o.SKUID}
+		s := skus[key]
+		if s == nil || s.err != nil {
+			continue
+		}
+		if only != nil {
+			if m, ok := only[key]; !ok || o.ID <= m {
+				continue
+			}
+		}
+		p.bySKU[key] = append(p.bySKU[key], i)
+	}
+	for key, idx := range p.bySKU {
+		if err := r.auditGroup(ctx, skus[key], rows, idx, repair); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			skus[key].err = err
+			if _, ok := p.behind[key]; !ok {
+				p.behind[key] = after
+			}
+		}
+	}
+	return nil
 }
 
 // auditGroup checks one page's live orders of one SKU.

@@ -185,7 +185,7 @@ func WithClock(now func() time.Time) Option { return func(r *Reconciler) { r.now
 func New(cfg Config, stock *stock.Stock, st store.Store, res *results.Store, through Through, log *zap.Logger,
 	reg prometheus.Registerer, opts ...Option) *Reconciler {
 	r := &Reconciler{stock: stock, st: st, res: res, through: through, log: log, cfg: cfg, now: time.Now, m: newMetrics(reg),
-		pass: passState{audited: map[[2]int64]bool{}, behind: map[[2]int64]bool{}, expired: map[[2]int64]bool{}, forgotten: map[int64]bool{}, bySKU: map[[2]int64][]int{}}}
+		pass: passState{audited: map[[2]int64]bool{}, behind: map[[2]int64]int64{}, expired: map[[2]int64]bool{}, forgotten: map[int64]bool{}, bySKU: map[[2]int64][]int{}}}
 	for _, o := range opts {
 		o(r)
 	}
