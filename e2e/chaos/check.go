@@ -143,7 +143,7 @@ func judge(ev evidence, ex expectations) *report {
 		rep.note("%d orders belong to attempts not answered 200 or 202 (the answer was lost: a crash, or a 503 after a send that reached Kafka after all)", n)
 	}
 
-	judgeAnswers(rep, run, ex)
+	judgeAnswers(rep, run, b, ex)
 	judgeAdminStock(rep, ev.Stock, b, ex)
 	judgeReconcile(rep, ev.Recon, b, ex)
 	rep.add(vRaces, len(ev.Races) == 0, "%d reports %v", len(ev.Races), head(ev.Races, 2))
@@ -537,7 +537,7 @@ func deadLetterExplains(dl *deadLettering, tk ticket, res map[string]string, l l
 // judgeAnswers: the crowd got only the answers the scenario allows —
 // healthy ones before the fault, the fault's own while it lasted, and
 // after it healed and settled; and sales resumed then.
-func judgeAnswers(rep *report, run *Run, ex expectations) {
+func judgeAnswers(rep *report, run *Run, b *books, ex expectations) {
 	f := run.Fault
 	if f == nil {
 		if run.Allowed != nil {
@@ -594,12 +594,45 @@ func judgeAnswers(rep *report, run *Run, ex expectations) {
 		rep.add(name, len(bad[p]) == 0, "%s; %d outside %v", desc, len(bad[p]), head(bad[p], 5))
 	}
 	resumed, how := accepted[phaseAfter] > 0, ""
-	if soldOut := seen[phaseAfter]["410 SOLD_OUT"]; !resumed && f.LineServed && soldOut > 0 {
-		resumed, how = true, fmt.Sprintf("; none could be: the line, served again after the heal, spoke for the stock (%d answered 410 SOLD_OUT)", soldOut)
+	if !resumed && sent[phaseAfter] > 0 && len(f.LineServed) > 0 {
+		resumed, how = lineSpokeForTheStock(run, b, ex)
 	}
 	rep.add(vResumed, resumed,
 		"%d of %d attempts sent after the fault healed (%s) and settled (+%v) were accepted%s",
 		accepted[phaseAfter], sent[phaseAfter], f.Healed.Format("15:04:05.000"), f.Settle, how)
+}
+
+// lineSpokeForTheStock says whether sales resumed although no attempt sent
+// after the fault settled took a place: every SKU those attempts were for
+// served, after the heal, a ticket WAITING at the heal (faultRun's
+// LineServed), and ended with its whole stock in live orders — its 410s
+// were true: the line had spoken for the stock before the fault settled.
+func lineSpokeForTheStock(run *Run, b *books, ex expectations) (bool, string) {
+	f := run.Fault
+	skus := map[int64]bool{}
+	for i := range run.Attempts {
+		if a := &run.Attempts[i]; f.phase(a) == phaseAfter {
+			skus[a.SKU] = true
+		}
+	}
+	var bad []string
+	for sku := range skus {
+		sb := b.SKUs[sku]
+		switch {
+		case !f.LineServed[sku]:
+			bad = append(bad, fmt.Sprintf("sku %d: its line served no ticket after the heal", sku))
+		case sb == nil || sb.LiveUnits != ex.SKUs[sku]:
+			live := int64(-1)
+			if sb != nil {
+				live = sb.LiveUnits
+			}
+			bad = append(bad, fmt.Sprintf("sku %d: %d of %d units in orders, so its answers after the fault were not all true", sku, live, ex.SKUs[sku]))
+		}
+	}
+	if len(bad) > 0 {
+		return false, "; none could be by the line either: " + strings.Join(bad, "; ")
+	}
+	return true, "; none could be: each SKU's line served again after the heal and sold its whole stock"
 }
 
 // judgeAdminStock: GET /admin/v1/activities/{id}/stock answers 200 with

@@ -483,17 +483,29 @@ func TestCheckerFailsBrokenBooks(t *testing.T) {
 
 // A queue-mode line that already spoke for the stock when the fault
 // settled answers every later attempt 410 SOLD_OUT: sales resumed if the
-// line served a ticket after the heal, and not otherwise.
+// SKU's line served a ticket waiting at the heal and the SKU sold its
+// whole stock, and not if its line served none or stock is left (the
+// 410s were not true).
 func TestCheckerJudgesALineThatSpokeForTheStock(t *testing.T) {
-	for _, served := range []bool{true, false} {
-		t.Run("served after the heal "+strconv.FormatBool(served), func(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		served bool
+		live   int64 // SKU 101's units in live orders at the end, of 3
+		want   bool
+	}{
+		{"served after the heal, all sold", true, 3, true},
+		{"served nobody after the heal", false, 3, false},
+		{"served after the heal, a unit left", true, 2, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			h := goodState()
 			for i := range h.run.Attempts {
 				if a := &h.run.Attempts[i]; a.RequestNo == "r2" {
 					a.Status, a.Code, a.RequestNo = 410, "SOLD_OUT", ""
 				}
 			}
-			h.run.Fault.LineServed = served
+			h.run.Fault.LineServed = map[int64]bool{skuNormal: c.served, skuHot: true}
+			h.books.SKUs[skuNormal].LiveUnits = c.live
 			var v *verdict
 			rep := h.judge()
 			for i := range rep.Verdicts {
@@ -504,8 +516,10 @@ func TestCheckerJudgesALineThatSpokeForTheStock(t *testing.T) {
 			switch {
 			case v == nil:
 				t.Fatalf("no verdict %q among %d", vResumed, len(rep.Verdicts))
-			case v.OK != served:
-				t.Errorf("%q: OK %v, want %v: %s", v.Name, v.OK, served, v.Detail)
+			case v.OK != c.want:
+				t.Errorf("%q: OK %v, want %v: %s", v.Name, v.OK, c.want, v.Detail)
+			default:
+				t.Logf("%s", v.Detail)
 			}
 		})
 	}

@@ -355,11 +355,13 @@ func (l *redisLoss) covers(sku int64) bool {
 type faultRun struct {
 	faultPlan
 	Injected, Healed time.Time
-	// LineServed, set by a queue scenario, says a ticket of the line was
-	// served (its result QUEUING or SUCCESS) after the heal: sales
-	// resumed even if the line already spoke for the stock by the time
-	// the fault settled, so that no later attempt could take a place.
-	LineServed bool
+	// LineServed, set by a queue scenario, holds the SKUs whose line
+	// served, after the heal, a ticket that was WAITING at the heal (its
+	// result now QUEUING or SUCCESS). Where no attempt sent after the
+	// fault settled could take a place, sales resumed all the same if
+	// each SKU they were sent for was served so and sold its whole stock:
+	// the line spoke for the stock before the fault settled.
+	LineServed map[int64]bool
 }
 
 // phase is when an attempt met the fault.

@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"seckill/sale"
 )
 
 // Queue mode under faults (DESIGN §13): both SKUs are switched to queue
@@ -50,7 +52,7 @@ func queueScenario(t *testing.T, o Options, load LoadSpec, skus map[int64]int64,
 	p.Healthy = healthyQueue
 	heal := p.Heal
 	type movement struct {
-		served bool
+		served map[int64]bool
 		how    string
 	}
 	moved := make(chan movement, 1)
@@ -132,27 +134,43 @@ func TestQueueBrokerKilled(t *testing.T) {
 	})
 }
 
-// lineMoves waits, up to d, until a ticket of the line is served (its
-// result becomes QUEUING or SUCCESS), and says whether one was and how
-// long that took: how long the line stood still after the fault healed.
-func (s *System) lineMoves(skus map[int64]int64, d time.Duration) (bool, string) {
-	served := func() int {
-		b, err := s.readBooks(skus)
-		if err != nil {
-			return -1
-		}
-		return len(b.inState(stateSuccess)) + len(b.inState(stateQueuing))
-	}
+// lineMoves waits, up to d, until each SKU's line serves a ticket that
+// was WAITING when it began (its result now QUEUING or SUCCESS: a claim
+// or a result write of a ticket served before does not count), and says
+// which did and how long that took: how long the line stood still after
+// the fault healed.
+func (s *System) lineMoves(skus map[int64]int64, d time.Duration) (map[int64]bool, string) {
 	start := time.Now()
-	first := served() // -1 while the books cannot be read (a broker just back)
+	var waiting map[string]int64 // requestNo -> SKU, WAITING at the first read
+	served := map[int64]bool{}
 	for time.Since(start) < d {
-		time.Sleep(200 * time.Millisecond)
-		switch n := served(); {
-		case first < 0:
-			first = n
-		case n > first:
-			return true, fmt.Sprintf("the line served again within %v", time.Since(start).Round(100*time.Millisecond))
+		b, err := s.readBooks(skus) // fails while a broker is just back
+		switch {
+		case err != nil:
+		case waiting == nil:
+			waiting = map[string]int64{}
+			for _, rn := range b.inState(stateWaiting) {
+				if _, sku, _, ok := sale.ParseRequestNo(rn); ok {
+					waiting[rn] = sku
+				}
+			}
+		default:
+			for rn, sku := range waiting {
+				if st := b.Results[rn][fieldState]; st == stateQueuing || st == stateSuccess {
+					served[sku] = true
+				}
+			}
+			left := 0
+			for _, sku := range waiting {
+				if !served[sku] {
+					left++
+				}
+			}
+			if len(waiting) > 0 && left == 0 {
+				return served, fmt.Sprintf("every line served again within %v", time.Since(start).Round(100*time.Millisecond))
+			}
 		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	return false, fmt.Sprintf("the line served nobody for %v", d)
+	return served, fmt.Sprintf("within %v the lines of SKUs %v served a ticket waiting at the heal (%d were)", d, served, len(waiting))
 }
