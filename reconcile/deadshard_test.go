@@ -132,3 +132,25 @@ func TestADeadShardDoesNotStopTheOthers(t *testing.T) {
 		}
 	})
 }
+
+// TestADeadBucketDoesNotStopTheSweepOfTheOthers: SKU 701 is split into four
+// buckets, bucket 0 on a hot shard that is down, the others on a second
+// one. The sweep fails naming bucket 0, and still releases the orphan of
+// bucket 1.
+func TestADeadBucketDoesNotStopTheSweepOfTheOthers(t *testing.T) {
+	runSharded(t, func(t *testing.T, r *rig, hot [2]*testenv.Redis, k *sale.SKU) {
+		orphan := r.occupyIn(t, k, usersOf(k, 1, 500, 1)[0]) // never claimed, no message coming
+		hot[0].Stop()
+		rc, _ := r.reconciler(t, r.later)
+		n, err := rc.Sweep(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "bucket 0") {
+			t.Errorf("sweep: %v, want an error naming bucket 0", err)
+		}
+		if n != 1 {
+			t.Errorf("sweep released %d, want bucket 1's orphan", n)
+		}
+		if e, err := r.res.Read(context.Background(), orphan.UserID, orphan.RequestNo); err != nil || e.State != sale.ResultFail {
+			t.Errorf("the orphan's result %+v %v, want FAIL", e, err)
+		}
+	})
+}

@@ -107,16 +107,21 @@ func (r *Reconciler) orphanReason(ctx context.Context, rn string) (string, error
 // sweepSKU sweeps one SKU's pending tickets accepted before before.
 func (r *Reconciler) sweepSKU(ctx context.Context, a *sale.Activity, k *sale.SKU, before, now, through time.Time) (int, error) {
 	// A SKU split into buckets has a pending index per bucket; a ticket's
-	// release goes to the bucket its number names.
+	// release goes to the bucket its number names. A bucket whose shard is
+	// down does not keep the others from being swept.
 	n := 0
+	var errs []error
 	for _, b := range k.BucketIndexes() {
+		if ctx.Err() != nil {
+			break
+		}
 		m, err := r.sweepBucket(ctx, a, k, b, before, now, through)
 		n += m
 		if err != nil {
-			return n, err
+			errs = append(errs, fmt.Errorf("bucket %d: %w", b, err))
 		}
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 // sweepBucket sweeps the pending index of bucket b of k (sale.NoBucket:
