@@ -41,6 +41,7 @@ type passState struct {
 	holders   []string           // HoldersOf's answer, reused
 	users     []int64            // the users of one SKU's group, reused
 	bySKU     map[[2]int64][]int // one page's row indexes by SKU, reused
+	down      *shardsDown        // this pass's
 }
 
 // Pass is the periodic reconciliation (reconcile.interval). Its cost
@@ -98,6 +99,8 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 			delete(r.pass.behind, key) // its activity is gone
 		}
 	}
+	r.pass.down = r.newShardsDown()
+	down := r.pass.down
 	if err := r.auditNew(ctx, skus, now, repair); err != nil {
 		return fail(err)
 	}
@@ -129,6 +132,9 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 			key := [2]int64{a.ID, k.ID}
 			s := skus[key]
 			ended := !now.Before(a.End.Add(r.cfg.OrphanGrace))
+			if s.err == nil {
+				s.err = down.skip(a, k, sale.NoBucket)
+			}
 			if s.err != nil {
 				failed.add(&rep, a, k, s.err)
 				if r.retired(a, now) {
@@ -145,6 +151,7 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 				var ok bool
 				if line, ok, err = r.retire(ctx, a, k, in, repair); err != nil {
 					failed.add(&rep, a, k, err)
+					down.failed(ctx, a, k, sale.NoBucket)
 					held++
 					continue
 				}
@@ -160,12 +167,14 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 				}
 				if line, err = r.checkSKU(ctx, a, k, in.through, in.pending, repair); err != nil {
 					failed.add(&rep, a, k, err)
+					down.failed(ctx, a, k, sale.NoBucket)
 					continue
 				}
 				r.pass.audited[key] = true
 			default:
 				if line, err = r.counters(ctx, a, k, now); err != nil {
 					failed.add(&rep, a, k, err)
+					down.failed(ctx, a, k, sale.NoBucket)
 					continue
 				}
 			}
@@ -420,11 +429,18 @@ func (r *Reconciler) auditPageOf(ctx context.Context, skus map[[2]int64]*skuOf, 
 		p.bySKU[key] = append(p.bySKU[key], i)
 	}
 	for key, idx := range p.bySKU {
-		if err := r.auditGroup(ctx, skus[key], rows, idx, repair); err != nil {
-			if ctx.Err() != nil {
-				return err
+		s := skus[key]
+		err := p.down.skip(s.a, s.k, sale.NoBucket)
+		if err == nil {
+			if err = r.auditGroup(ctx, s, rows, idx, repair); err != nil {
+				if ctx.Err() != nil {
+					return err
+				}
+				p.down.failed(ctx, s.a, s.k, sale.NoBucket)
 			}
-			skus[key].err = err
+		}
+		if err != nil {
+			s.err = err
 			if _, ok := p.behind[key]; !ok {
 				p.behind[key] = after
 			}

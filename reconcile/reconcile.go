@@ -262,15 +262,22 @@ func (r *Reconciler) Run(ctx context.Context, repair bool) (Report, error) {
 	// A SKU that cannot be compared (its shard down) is reported; the
 	// others are compared all the same.
 	var failed skuErrors
+	down := r.newShardsDown()
 	for i := range acts {
 		a := &acts[i]
 		for j := range a.SKUs {
 			if ctx.Err() != nil {
 				break
 			}
-			line, err := r.checkSKU(ctx, a, &a.SKUs[j], through, pending, repair)
+			k := &a.SKUs[j]
+			if err := down.skip(a, k, sale.NoBucket); err != nil {
+				failed.add(&rep, a, k, err)
+				continue
+			}
+			line, err := r.checkSKU(ctx, a, k, through, pending, repair)
 			if err != nil {
-				failed.add(&rep, a, &a.SKUs[j], err)
+				failed.add(&rep, a, k, err)
+				down.failed(ctx, a, k, sale.NoBucket)
 				continue
 			}
 			r.report(&rep, a, line)

@@ -67,13 +67,14 @@ func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
 	// A SKU whose shard is down is left for the next sweep; the others
 	// are swept all the same.
 	var failed skuErrors
+	down := r.newShardsDown()
 	for i := range acts {
 		a := &acts[i]
 		for j := range a.SKUs {
 			if ctx.Err() != nil {
 				break
 			}
-			m, err := r.sweepSKU(ctx, a, &a.SKUs[j], before, now, through)
+			m, err := r.sweepSKU(ctx, down, a, &a.SKUs[j], before, now, through)
 			n += m
 			if err != nil {
 				failed.add(nil, a, &a.SKUs[j], err)
@@ -105,7 +106,7 @@ func (r *Reconciler) orphanReason(ctx context.Context, rn string) (string, error
 }
 
 // sweepSKU sweeps one SKU's pending tickets accepted before before.
-func (r *Reconciler) sweepSKU(ctx context.Context, a *sale.Activity, k *sale.SKU, before, now, through time.Time) (int, error) {
+func (r *Reconciler) sweepSKU(ctx context.Context, down *shardsDown, a *sale.Activity, k *sale.SKU, before, now, through time.Time) (int, error) {
 	// A SKU split into buckets has a pending index per bucket; a ticket's
 	// release goes to the bucket its number names. A bucket whose shard is
 	// down does not keep the others from being swept.
@@ -115,10 +116,21 @@ func (r *Reconciler) sweepSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 		if ctx.Err() != nil {
 			break
 		}
+		bucketErr := func(err error) error {
+			if b >= 0 {
+				err = fmt.Errorf("bucket %d: %w", b, err)
+			}
+			return err
+		}
+		if err := down.skip(a, k, b); err != nil {
+			errs = append(errs, bucketErr(err))
+			continue
+		}
 		m, err := r.sweepBucket(ctx, a, k, b, before, now, through)
 		n += m
 		if err != nil {
-			errs = append(errs, fmt.Errorf("bucket %d: %w", b, err))
+			errs = append(errs, bucketErr(err))
+			down.failed(ctx, a, k, b)
 		}
 	}
 	return n, errors.Join(errs...)

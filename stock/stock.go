@@ -132,6 +132,13 @@ func (s *Stock) Client(activity, sku int64) rueidis.Client {
 	return s.shards.Client(s.Shard(activity, sku))
 }
 
+// PingShard asks shard idx (Place's index; -1: redis.default) for a PING:
+// whether it answers at all, for a caller that found a read of it failing.
+func (s *Stock) PingShard(ctx context.Context, idx int) error {
+	c := s.shards.Client(idx)
+	return c.Do(ctx, c.B().Ping().Build()).Error()
+}
+
 // Shard is the index (shard.Set.Place) of the shard that holds SKU
 // (activity, sku): -1 for redis.default. ShardName names it.
 func (s *Stock) Shard(activity, sku int64) int {
