@@ -2,12 +2,10 @@ package reconcile
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 	"testing"
 	"time"
 
-	"seckill/internal/shard"
 	"seckill/internal/testenv"
 	"seckill/sale"
 	"seckill/stock/stocktest"
@@ -19,11 +17,11 @@ import (
 // the periodic pass and the full comparison each fail naming SKUs 801 and
 // 803 — 803 skipped at once, its shard having not answered a PING after
 // 801's reads failed — and still judge SKU 802: the sweep releases its
-// orphan, the pass and the comparison report it. SKU 801 comes first, so a pass that stopped at
-// the first SKU it could not read would never reach SKU 802. An order of
-// SKU 801 whose buyer's record Redis does not have is made while the
-// shard is down: the audit cannot check it then, and its watermark moves
-// on for SKU 802's orders. Once the shard is back, the next pass audits
+// orphan, the pass and the comparison report it. SKU 801 comes first, so
+// a pass that stopped at the first SKU it could not read would never
+// reach SKU 802. An order of SKU 801 whose buyer's record Redis does not
+// have is made while the shard is down: the audit cannot check it then,
+// and its watermark moves on for SKU 802's orders. Once the shard is back, the next pass audits
 // SKU 801's orders from where it could not (order_without_claim, the
 // record restored), and the one after that finds nothing left.
 func TestADeadShardDoesNotStopTheOthers(t *testing.T) {
@@ -33,15 +31,7 @@ func TestADeadShardDoesNotStopTheOthers(t *testing.T) {
 			dsn += "?_pragma=busy_timeout(5000)"
 		}
 		hot := testenv.StartRedis(t, testenv.WithRedisArgs("--appendonly", "yes", "--appendfsync", "always"))
-		l := stocktest.NewLedger(t, cfg, stocktest.Options{Shards: func(c *shard.Config) {
-			c.Hot = append(c.Hot, shard.Redis{Addrs: []string{hot.Addr}})
-		}})
-		r := &rig{redis: l.Redis, stock: l.Stock, res: l.Results, st: l.Store, ids: sale.NewRequestNos(7), later: time.Now().Add(time.Hour)}
-		var err error
-		if r.db, err = sql.Open(cfg.Driver, dsn); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.db.Close() })
+		r, l := newShardedRig(t, cfg, dsn, hot)
 		now := time.Now()
 		r.act = sale.Activity{ID: 8, Start: now.Add(-time.Hour), End: now.Add(2 * time.Hour), State: sale.StateOnline,
 			SKUs: []sale.SKU{

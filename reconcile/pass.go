@@ -131,7 +131,12 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 			k := &a.SKUs[j]
 			key := [2]int64{a.ID, k.ID}
 			s := skus[key]
-			ended := !now.Before(a.End.Add(r.cfg.OrphanGrace))
+			// notJudged reports k left for the next pass, its shards PINGed
+			// so that the SKUs after it on a dead one are skipped at once.
+			notJudged := func(err error) {
+				failed.add(&rep, a, k, err)
+				down.failed(ctx, a, k, sale.NoBucket)
+			}
 			if s.err == nil {
 				s.err = down.skip(a, k, sale.NoBucket)
 			}
@@ -150,8 +155,7 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 				}
 				var ok bool
 				if line, ok, err = r.retire(ctx, a, k, in, repair); err != nil {
-					failed.add(&rep, a, k, err)
-					down.failed(ctx, a, k, sale.NoBucket)
+					notJudged(err)
 					held++
 					continue
 				}
@@ -160,21 +164,19 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 				} else {
 					held++
 				}
-			case !r.pass.audited[key] && ended:
+			case !r.pass.audited[key] && !now.Before(a.End.Add(r.cfg.OrphanGrace)):
 				in, err := inputs()
 				if err != nil {
 					return fail(err)
 				}
 				if line, err = r.checkSKU(ctx, a, k, in.through, in.pending, repair); err != nil {
-					failed.add(&rep, a, k, err)
-					down.failed(ctx, a, k, sale.NoBucket)
+					notJudged(err)
 					continue
 				}
 				r.pass.audited[key] = true
 			default:
 				if line, err = r.counters(ctx, a, k, now); err != nil {
-					failed.add(&rep, a, k, err)
-					down.failed(ctx, a, k, sale.NoBucket)
+					notJudged(err)
 					continue
 				}
 			}

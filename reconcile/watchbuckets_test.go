@@ -48,17 +48,7 @@ func runShardedWith(t *testing.T, units int64, adjust func(*sale.Activity), fn f
 			dsn += "?_pragma=busy_timeout(5000)"
 		}
 		hot := [2]*testenv.Redis{testenv.StartRedis(t), testenv.StartRedis(t)}
-		l := stocktest.NewLedger(t, cfg, stocktest.Options{Shards: func(c *shard.Config) {
-			for _, h := range hot {
-				c.Hot = append(c.Hot, shard.Redis{Addrs: []string{h.Addr}})
-			}
-		}})
-		r := &rig{redis: l.Redis, stock: l.Stock, res: l.Results, st: l.Store, ids: sale.NewRequestNos(7), later: time.Now().Add(time.Hour)}
-		var err error
-		if r.db, err = sql.Open(cfg.Driver, dsn); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.db.Close() })
+		r, l := newShardedRig(t, cfg, dsn, hot[:]...)
 		now := time.Now()
 		r.act = sale.Activity{ID: 7, Start: now.Add(-time.Hour), End: now.Add(2 * time.Hour), State: sale.StateOnline,
 			SKUs: []sale.SKU{{ID: 701, Stock: units, Price: 100, LimitPerUser: 1, Hot: true, Buckets: 4, HotShards: []int{0, 1, 1, 1}}}}
@@ -68,6 +58,25 @@ func runShardedWith(t *testing.T, units int64, adjust func(*sale.Activity), fn f
 		l.Sell(t, r.act)
 		fn(t, r, hot, &r.act.SKUs[0])
 	})
+}
+
+// newShardedRig is a rig without an activity over the orders database cfg
+// names (dsn for raw access), with hot as its hot shards, in order; the
+// caller sells its activity on the ledger.
+func newShardedRig(t *testing.T, cfg store.Config, dsn string, hot ...*testenv.Redis) (*rig, *stocktest.Ledger) {
+	t.Helper()
+	l := stocktest.NewLedger(t, cfg, stocktest.Options{Shards: func(c *shard.Config) {
+		for _, h := range hot {
+			c.Hot = append(c.Hot, shard.Redis{Addrs: []string{h.Addr}})
+		}
+	}})
+	r := &rig{redis: l.Redis, stock: l.Stock, res: l.Results, st: l.Store, ids: sale.NewRequestNos(7), later: time.Now().Add(time.Hour)}
+	var err error
+	if r.db, err = sql.Open(cfg.Driver, dsn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.db.Close() })
+	return r, l
 }
 
 // usersOf returns n user ids from `from` up whose bucket of k is b.
