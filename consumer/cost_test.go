@@ -156,11 +156,11 @@ func TestBatchRedisWorkDoesNotGrowWithTheBatch(t *testing.T) {
 		tenth := int64(n / 10)
 		return cost{
 			def: testenv.Commands{
-				"evalsha": 2 + 1, "hmget": 2 + 2, "sadd": 2, "zrem": 2 + 1, // claims + release
+				"evalsha": 2 + 1, "hmget": 2 + 2, "sadd": 2, // claims + release
 				"smismember": 1, "srem": 1, "hdel": 2, "decrby": 1, "incrby": 1, "publish": 1 + 1, // release, results
 				"hset": 2, "expire": 2, // the results hashes of the default shard's two SKUs, one HSET each
 			},
-			hot: testenv.Commands{"evalsha": 1, "hmget": 1, "sadd": 1, "zrem": 1,
+			hot: testenv.Commands{"evalsha": 1, "hmget": 1, "sadd": 1,
 				"hget": tenth, "hset": 1, "expire": 1}, // the hot SKU's results hash
 			// default: claim, results write, their PUBLISH, release, event;
 			// hot: claim, results read, results write

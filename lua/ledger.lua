@@ -5,13 +5,12 @@
 -- KEYS[3] users    hash: userId -> requestNo
 -- KEYS[4] sold     integer: units occupied or ordered
 -- KEYS[5] claimed  set of claimed requestNos
--- KEYS[6] pending  sorted set of unclaimed records ("userId:requestNo")
--- KEYS[7] xfer     hash, only for a bucket of a SKU split into buckets: its
+-- KEYS[6] xfer     hash, only for a bucket of a SKU split into buckets: its
 --                  transfer record ("out" units ever debited, "in" ever
 --                  credited; transfer_debit.lua)
 -- Returns {meta exists (0/1), initial, remaining, sold, user records,
--- claimed, pending}, and {out, in} after them where KEYS[7] is given; a
--- missing counter reads 0.
+-- claimed}, and {out, in} after them where KEYS[6] is given; a missing
+-- counter reads 0.
 local out = {
   redis.call('EXISTS', KEYS[1]),
   tonumber(redis.call('HGET', KEYS[1], 'initial') or '0'),
@@ -19,11 +18,10 @@ local out = {
   tonumber(redis.call('GET', KEYS[4]) or '0'),
   redis.call('HLEN', KEYS[3]),
   redis.call('SCARD', KEYS[5]),
-  redis.call('ZCARD', KEYS[6]),
 }
-if KEYS[7] then
-  local t = redis.call('HMGET', KEYS[7], 'out', 'in')
-  out[8] = tonumber(t[1] or '0')
-  out[9] = tonumber(t[2] or '0')
+if KEYS[6] then
+  local t = redis.call('HMGET', KEYS[6], 'out', 'in')
+  out[7] = tonumber(t[1] or '0')
+  out[8] = tonumber(t[2] or '0')
 end
 return out

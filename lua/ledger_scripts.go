@@ -24,8 +24,14 @@ var Settle string
 //go:embed rebuild.lua
 var Rebuild string
 
-// Reindex makes the pending index agree with the user records of the
-// tickets given: see reindex.lua.
+// Reindex puts unclaimed records the pending journal misses in it: see
+// reindex.lua.
 //
 //go:embed reindex.lua
 var Reindex string
+
+// PendingPage reads one page of the pending journal for the orphan sweeper,
+// removing the entries it finds spent: see pending_page.lua.
+//
+//go:embed pending_page.lua
+var PendingPage string

@@ -20,8 +20,12 @@
 -- KEYS[5] closed  hash: userId -> requestNo of the buyer's order closed unpaid
 -- KEYS[6] qty     hash: requestNo -> units, for every record of a SKU that
 --                 sells more than one unit per ticket (meta limit > 1)
--- KEYS[7] pending sorted set: "userId:requestNo" -> accept time (server ms)
---                 of every record not claimed yet (the orphan sweeper's index)
+-- KEYS[7] pending sorted set, the orphan sweeper's journal: one entry per
+--                 call that took stock, member "userId:requestNo" of each
+--                 ticket it took, joined by ",", score the accept time
+--                 (server ms). Claims and releases leave it alone: the
+--                 sweeper drops an entry once none of its tickets is held
+--                 unclaimed (pending_page.lua)
 -- KEYS[8] the user x SKU window's hash, only where the window is on (ARGV[3]
 --         > 0): sk:{a<A>:s<S>}:rl:<bucket>, bucket = the caller's unix ms /
 --         the window's ms; userId -> attempts in this window that took no
@@ -64,7 +68,7 @@
 -- Redis work per call, whatever n is: one TIME, one HMGET of meta, one HMGET
 -- of users (and one of closed where rebuy is "0"); where anyone may buy, one
 -- GET; where anyone bought, one DECRBY, one INCRBY, one HSET of the new
--- records, one ZADD of their pending entries (and one HSET of their units
+-- records, one ZADD of their one pending entry (and one HSET of their units
 -- where limit > 1); where the window is on, one HMGET of its hash, and
 -- where any buyer took no ticket, one HSET and one PEXPIRE of it. One new
 -- buyer who buys runs 9 commands inside the call (TIME, HMGET x3, GET,
@@ -169,13 +173,13 @@ end
 local limit = tonumber(meta[4] or '1')
 local marked = meta[5] == '1'
 local stock -- read on first need
--- The pending entries' score, as a string: Redis would format a Lua number
--- argument with snprintf("%.17g") once per entry.
+-- The pending entry's score, as a string: Redis would format a Lua number
+-- argument with snprintf("%.17g").
 local score = string.format('%d', now)
 local taken = 0
 local seen = {}  -- userId -> requestNo taken earlier in this batch
 local set = {}   -- field, value pairs for one HSET of users
-local pend = {}  -- score, member pairs for one ZADD of pending
+local pend = {}  -- "userId:requestNo" of each ticket taken: the pending entry
 local units = {} -- requestNo, quantity pairs for the qty HSET (limit > 1)
 for i = 1, n do
   if not limited[i] then
@@ -200,7 +204,6 @@ for i = 1, n do
         seen[uid] = rn
         set[#set + 1] = uid
         set[#set + 1] = rn
-        pend[#pend + 1] = score
         pend[#pend + 1] = uid .. ':' .. rn
         if limit > 1 then
           units[#units + 1] = rn
@@ -216,7 +219,7 @@ if #set > 0 then
   redis.call('DECRBY', KEYS[2], taken)
   redis.call('INCRBY', KEYS[4], taken)
   redis.call('HSET', KEYS[3], unpack(set))
-  redis.call('ZADD', KEYS[7], unpack(pend))
+  redis.call('ZADD', KEYS[7], score, table.concat(pend, ','))
   if #units > 0 then
     redis.call('HSET', KEYS[6], unpack(units))
   end

@@ -9,8 +9,7 @@
 -- KEYS[4] claimed set: requestNos the consumer claimed for an order
 -- KEYS[5] closed  hash: userId -> requestNo of the buyer's order closed unpaid
 -- KEYS[6] qty     hash: requestNo -> units (SKUs of several units per ticket)
--- KEYS[7] pending sorted set: "userId:requestNo" -> accept ms (unclaimed)
--- KEYS[8] the user x SKU window's hash of the window that holds the
+-- KEYS[7] the user x SKU window's hash of the window that holds the
 --         caller's now (occupy_batch.lua's KEYS[8]), only where ARGV[3] > 0:
 --         each released ticket's attempt is counted in it. The occupy
 --         script does not store the attempt that took a ticket (the
@@ -24,8 +23,8 @@
 --         (idempotent, so a retried close leaves the same fact), for occupy
 --         to refuse the buyer where the activity forbids buying again after
 --         a close
--- ARGV[3] the end of KEYS[8]'s window, unix ms by the caller's clock ("0":
---         no window, no KEYS[8]; without KEYS[8] nothing is counted)
+-- ARGV[3] the end of KEYS[7]'s window, unix ms by the caller's clock ("0":
+--         no window, no KEYS[7]; without KEYS[7] nothing is counted)
 -- ARGV    then n triples, ticket i = 1..n:
 --   ARGV[3i+1] userId
 --   ARGV[3i+2] requestNo
@@ -41,10 +40,10 @@
 --               already, or never occupied): nothing changed
 --   "CLAIMED"   the ticket was claimed for an order and ARGV[1] is not "1":
 --               nothing changed
--- Whatever the outcome a ticket is not pending afterwards: released, it
--- holds nothing; not held or claimed, it does not belong in the index.
+-- The pending journal is left alone: the orphan sweeper drops an entry once
+-- none of its tickets is held unclaimed (pending_page.lua).
 -- Stock is restored only through the user's record, never by a bare INCR.
--- Redis work per call, whatever n is: one ZREM and one HMGET; where a
+-- Redis work per call, whatever n is: one HMGET; where a
 -- ticket is held one SMISMEMBER; where one is released one HMGET and one
 -- HDEL of qty, one HDEL of users, one DECRBY and one INCRBY (and one SREM
 -- where a claimed one is released by force; where the window is on, one
@@ -58,11 +57,10 @@ for i = 1, n do
   end
 end
 local force, closing = ARGV[1] == '1', ARGV[2] == '1'
-local uids, rns, pend, closed = {}, {}, {}, {}
+local uids, rns, closed = {}, {}, {}
 for i = 1, n do
   uids[i] = ARGV[3 * i + 1]
   rns[i] = ARGV[3 * i + 2]
-  pend[i] = uids[i] .. ':' .. rns[i]
   if closing then
     closed[2 * i - 1], closed[2 * i] = uids[i], rns[i]
   end
@@ -70,7 +68,6 @@ end
 if closing then
   redis.call('HSET', KEYS[5], unpack(closed))
 end
-redis.call('ZREM', KEYS[7], unpack(pend))
 local holders = redis.call('HMGET', KEYS[2], unpack(uids))
 -- held: the tickets whose record names them, before any of this call's
 -- releases; gone: users released earlier in this call.
@@ -126,17 +123,17 @@ redis.call('HDEL', KEYS[2], unpack(relUids))
 redis.call('DECRBY', KEYS[3], total)
 redis.call('INCRBY', KEYS[1], total)
 local wend = tonumber(ARGV[3]) or 0
-if wend > 0 and KEYS[8] then
+if wend > 0 and KEYS[7] then
   -- relUids are distinct: a user's record is released once per call.
-  local before = redis.call('HMGET', KEYS[8], unpack(relUids))
+  local before = redis.call('HMGET', KEYS[7], unpack(relUids))
   local counts = {}
   for j, u in ipairs(relUids) do
     counts[2 * j - 1], counts[2 * j] = u, (tonumber(before[j]) or 0) + 1
   end
-  redis.call('HSET', KEYS[8], unpack(counts))
+  redis.call('HSET', KEYS[7], unpack(counts))
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   -- The occupy script's expiry: the window's end and a second of grace.
-  redis.call('PEXPIRE', KEYS[8], math.max(wend - now, 1) + 1000)
+  redis.call('PEXPIRE', KEYS[7], math.max(wend - now, 1) + 1000)
 end
 return out

@@ -5,8 +5,6 @@
 -- KEYS[1] users    hash: userId -> requestNo
 -- KEYS[2] claimed  set of claimed requestNos
 -- KEYS[3] qty      hash: requestNo -> units
--- KEYS[4] pending  sorted set: "userId:requestNo" -> accept ms (a restored
---                  record is claimed, so never pending)
 -- ARGV    triples: userId, requestNo, units (written to qty where > 0), ...
 -- A user who holds a record already (another ticket) keeps it.
 -- Returns the number of records restored.
@@ -14,7 +12,6 @@ local n = 0
 for i = 1, #ARGV, 3 do
   if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then
     redis.call('SADD', KEYS[2], ARGV[i + 1])
-    redis.call('ZREM', KEYS[4], ARGV[i] .. ':' .. ARGV[i + 1])
     if tonumber(ARGV[i + 2]) > 0 then
       redis.call('HSET', KEYS[3], ARGV[i + 1], ARGV[i + 2])
     end

@@ -112,7 +112,7 @@ type SKUReport struct {
 		Sold      int64 `json:"sold"`
 		Records   int64 `json:"records"`
 		Claimed   int64 `json:"claimed"`
-		Pending   int64 `json:"pending"` // entries of the pending index
+		Pending   int64 `json:"pending"` // records not claimed
 	} `json:"redis"`
 	DB struct {
 		Initial   int64 `json:"initial"`
@@ -123,10 +123,10 @@ type SKUReport struct {
 	} `json:"db"`
 	Drifts  []Drift  `json:"drifts,omitempty"`
 	Repairs []Repair `json:"repairs,omitempty"`
-	// Reindexed counts pending-index entries this run added (unclaimed
-	// records missing from it: tickets taken before the index existed) or
-	// removed (entries of no unclaimed record). Done on every run, repair
-	// or not: the index is the sweeper's view and changes no stock.
+	// Reindexed counts pending-journal entries this run added (unclaimed
+	// records no entry names: tickets taken before the journal existed, a
+	// hand edit). Done on every run, repair or not: the journal is the
+	// sweeper's view and changes no stock.
 	Reindexed int64 `json:"reindexed,omitempty"`
 }
 
@@ -542,11 +542,12 @@ func (r *Reconciler) checkSKU(ctx context.Context, a *sale.Activity, k *sale.SKU
 	return line, nil
 }
 
-// reindex puts the SKU's pending index in step with its records (see
-// SKUReport.Reindexed): every unclaimed record in it, under its requestNo's
-// time (one without a time is never judged stale by the sweeper, so it is
-// left out), nothing else. The scan of recs is not atomic; reindex.lua
-// judges each ticket again.
+// reindex puts in the SKU's pending journal every unclaimed record none of
+// its entries names (see SKUReport.Reindexed), under its requestNo's time
+// (one without a time is never judged stale by the sweeper, so it is left
+// out). Tickets an entry names that are claimed or released since are not
+// drift: the sweeper drops an entry once all its tickets are. The scan of
+// recs is not atomic; reindex.lua judges each ticket again.
 func (r *Reconciler) reindex(ctx context.Context, a *sale.Activity, k *sale.SKU, recs *stock.Records, line *SKUReport) error {
 	var fix []stock.PendingTicket
 	for u, rn := range recs.Users {
@@ -560,22 +561,17 @@ func (r *Reconciler) reindex(ctx context.Context, a *sale.Activity, k *sale.SKU,
 			fix = append(fix, stock.PendingTicket{UserID: u, RequestNo: rn, At: at})
 		}
 	}
-	for _, p := range recs.Pending {
-		if recs.Users[p.UserID] != p.RequestNo || recs.Claimed[p.RequestNo] {
-			fix = append(fix, p)
-		}
-	}
 	if len(fix) == 0 {
 		return nil
 	}
-	added, removed, err := r.stock.Reindex(ctx, a.ID, k, fix)
+	added, err := r.stock.Reindex(ctx, a.ID, k, fix)
 	if err != nil {
 		return err
 	}
-	line.Reindexed = added + removed
-	if line.Reindexed > 0 {
-		r.log.Info("pending index put in step with the records", zap.Int64("activityId", a.ID), zap.Int64("skuId", k.ID),
-			zap.Int64("added", added), zap.Int64("removed", removed))
+	line.Reindexed = added
+	if added > 0 {
+		r.log.Info("unclaimed records put in the pending journal", zap.Int64("activityId", a.ID), zap.Int64("skuId", k.ID),
+			zap.Int64("added", added))
 	}
 	return nil
 }

@@ -12,8 +12,9 @@ import (
 	"seckill/store"
 )
 
-// sweepPage is how many pending tickets one index read returns.
-const sweepPage = 256
+// sweepPage is how many pending-journal entries one read judges at most
+// (stock.Stock.PendingIn also bounds the tickets).
+const sweepPage = 64
 
 // Sweep releases orphan occupancies: user records that are not claimed,
 // whose ticket is older than the grace period, whose message Kafka proves
@@ -29,13 +30,15 @@ const sweepPage = 256
 // a verified message names, the sweeper only what Redis, the database and
 // Kafka's committed offsets together prove orphaned.
 //
-// It reads only the SKU's pending index (stock.Stock.Pending: unclaimed
-// tickets by accept time), up to min(now, consumed-through) − grace, a page
-// at a time: one ZRANGEBYSCORE per SKU when nothing is that old, whatever
-// number of buyers the SKU has had. Each candidate is then judged by its
-// requestNo's time as before (the index's time is Redis's clock, the
-// requestNo's the engine's). A ticket taken before the index existed is not
-// in it until the reconciler's next full comparison puts it there.
+// It reads only the SKU's pending journal (stock.Stock.Pending: one entry
+// per occupy call, by accept time), up to min(now, consumed-through) −
+// grace, a page at a time: one script call per SKU when nothing is that
+// old, whatever number of buyers the SKU has had. The read drops the
+// entries it finds spent (every ticket claimed or released) and returns
+// the tickets still held unclaimed; each is then judged by its requestNo's
+// time as before (the journal's time is Redis's clock, the requestNo's the
+// engine's). A ticket taken before the journal existed is not in it until
+// the reconciler's next full comparison puts it there.
 //
 // Each orphan gives back the units its ticket took: 1 on a SKU of one unit
 // per ticket, else what the SKU's qty hash recorded at occupy. A ticket of
@@ -107,7 +110,7 @@ func (r *Reconciler) orphanReason(ctx context.Context, rn string) (string, error
 
 // sweepSKU sweeps one SKU's pending tickets accepted before before.
 func (r *Reconciler) sweepSKU(ctx context.Context, down *shardsDown, a *sale.Activity, k *sale.SKU, before, now, through time.Time) (int, error) {
-	// A SKU split into buckets has a pending index per bucket; a ticket's
+	// A SKU split into buckets has a pending journal per bucket; a ticket's
 	// release goes to the bucket its number names. A bucket whose shard is
 	// down does not keep the others from being swept.
 	n := 0
@@ -136,23 +139,22 @@ func (r *Reconciler) sweepSKU(ctx context.Context, down *shardsDown, a *sale.Act
 	return n, errors.Join(errs...)
 }
 
-// sweepBucket sweeps the pending index of bucket b of k (sale.NoBucket:
+// sweepBucket sweeps the pending journal of bucket b of k (sale.NoBucket:
 // the SKU's own).
 func (r *Reconciler) sweepBucket(ctx context.Context, a *sale.Activity, k *sale.SKU, b int, before, now, through time.Time) (int, error) {
 	n := 0
 	routed := false
-	// offset skips the entries an earlier page left in the index (not stale
-	// by their requestNo, an order found, units unknown). Every release
-	// attempted removes its entry (release_batch.lua, whatever its outcome), so
-	// each page either shrinks the index below before or moves offset on.
+	// offset skips the entries earlier pages kept in the journal: an entry
+	// with a ticket held unclaimed stays until a later read finds it spent
+	// (this sweep's releases included), so each page either shrinks the
+	// journal below before or moves offset on by what it kept.
 	offset := 0
 	for {
-		page, read, err := r.stock.PendingIn(ctx, a.ID, k, b, before, offset, sweepPage)
+		page, err := r.stock.PendingIn(ctx, a.ID, k, b, before, offset, sweepPage)
 		if err != nil {
 			return n, err
 		}
-		attempted := 0
-		for _, p := range page {
+		for _, p := range page.Tickets {
 			if !r.stale(p.RequestNo, now, through) {
 				continue
 			}
@@ -183,7 +185,6 @@ func (r *Reconciler) sweepBucket(ctx context.Context, a *sale.Activity, k *sale.
 				}
 				routed = true
 			}
-			attempted++
 			reason, err := r.orphanReason(ctx, p.RequestNo)
 			if err != nil {
 				return n, err
@@ -199,9 +200,9 @@ func (r *Reconciler) sweepBucket(ctx context.Context, a *sale.Activity, k *sale.
 					zap.Int64("skuId", k.ID), zap.Int64("userId", p.UserID), zap.Time("consumedThrough", through))
 			}
 		}
-		if read < sweepPage {
+		if !page.More {
 			return n, nil
 		}
-		offset += read - attempted
+		offset += page.Kept
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"seckill/store"
 )
 
-// TestSweepCostDoesNotGrowWithTheCrowd: a sweep reads the pending index, not
+// TestSweepCostDoesNotGrowWithTheCrowd: a sweep reads the pending journal, not
 // the SKU's holders. Two sales alike but for the crowd — SKU 501 holding
 // 1,000 claimed tickets in one, 1,000,000 in the other, each with the same
 // three orphans and one young occupancy — are swept, and INFO commandstats
@@ -93,7 +93,7 @@ return 0`
 				}
 			}
 			if cost["zrangebyscore"] == 0 {
-				t.Errorf("the sweep never read the pending index: %v", cost)
+				t.Errorf("the sweep never read the pending journal: %v", cost)
 			}
 			costs[i] = cost
 			t.Logf("%d holders: %v (%v)", crowd, cost, time.Since(start).Round(time.Millisecond))
@@ -105,15 +105,15 @@ return 0`
 }
 
 // TestSweepFindsATicketFromBeforeTheIndexOnceReconciled: a ticket taken by
-// a binary older than the pending index has a record but no entry. The
-// sweeper, which reads only the index, leaves it; the reconciler's full
-// comparison reports it as an orphan and puts it in the index (whether or
-// not it repairs); the next sweep releases it.
+// a binary older than the pending journal has a record but no entry. The
+// sweeper, which reads only the journal, leaves it; the reconciler's full
+// comparison reports it as an orphan and puts it in the journal (whether
+// or not it repairs); the next sweep releases it.
 func TestSweepFindsATicketFromBeforeTheIndexOnceReconciled(t *testing.T) {
 	runTest(t, func(t *testing.T, r *rig) {
 		ctx := context.Background()
 		legacy := r.occupy(t, 501, 1)
-		r.order(t, 501, 2) // a claimed one stays out of the index
+		r.order(t, 501, 2) // a claimed one is not added back
 		r.redis.Do(t, "ZREM", sale.KeysFor(r.act.ID, 501).Pending, stock.PendingMember(1, legacy.RequestNo))
 		rc, _ := r.reconciler(t, r.later)
 		if n, err := rc.Sweep(ctx); err != nil || n != 0 {
@@ -126,8 +126,8 @@ func TestSweepFindsATicketFromBeforeTheIndexOnceReconciled(t *testing.T) {
 		if d := drifts(rep); d["501/"+KindOrphan] != 1 {
 			t.Fatalf("drift %v, want the legacy orphan reported", d)
 		}
-		if rep.SKUs[0].Reindexed != 1 || rep.SKUs[0].Redis.Pending != 0 {
-			t.Fatalf("report %+v, want one entry added to an index that was empty", rep.SKUs[0])
+		if rep.SKUs[0].Reindexed != 1 || rep.SKUs[0].Redis.Pending != 1 {
+			t.Fatalf("report %+v, want the one unclaimed record's entry added", rep.SKUs[0])
 		}
 		if n := r.counts(t, 501); n.Pending != 1 || n.Holders != 2 {
 			t.Fatalf("after the run %+v: indexed, nothing released", n)

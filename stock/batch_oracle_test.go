@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 // user's record, then the per-user limit, then the on-call mark and the
 // stock) — the oracle for single and batched occupy alike, which no longer
 // have two scripts to compare. Codes are the documented strings, and the
-// books — stock, sold, users, the pending index, the attempt counters and
+// books — stock, sold, users, the pending journal, the attempt counters and
 // every buyer's result — are read from Redis by the key names of DESIGN §5.
 func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 	const a, b, c, d = 1, 2, 3, 4 // buyers
@@ -43,7 +44,7 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 		remaining    int64             // the stock key after the call
 		sold         int64             // the sold key
 		users        map[int64]string  // the users hash: userId -> requestNo
-		pending      []string          // the pending index's members, "userId:requestNo"
+		pending      []string          // the tickets the pending entry names, "userId:requestNo"
 		units        map[string]string // the qty hash (limit > 1): requestNo -> units
 		counts       map[int64]string  // the window's hash (window on): userId -> attempts
 		stale        map[int64]string  // attempts already in the previous window's hash
@@ -309,15 +310,16 @@ func TestBatchScriptAgainstHandComputedBatches(t *testing.T) {
 			if fmt.Sprint(units) != fmt.Sprint(tc.units) {
 				t.Errorf("qty %v, want %v", units, tc.units)
 			}
-			// :pending, the sweeper's index: every record taken, by accept
-			// time (Redis server ms, so between the TIMEs read around it).
+			// :pending, the sweeper's journal: an entry per call, naming
+			// every ticket taken (one ZADD a call: cost_test.go), by accept time (Redis server ms,
+			// so between the TIMEs read around it).
 			pend, err := rdb.Do(ctx, rdb.B().Zrange().Key(p+"pending").Min("0").Max("-1").Withscores().Build()).AsZScores()
 			if err != nil {
 				t.Fatal(err)
 			}
 			var members []string
 			for _, z := range pend {
-				members = append(members, z.Member)
+				members = append(members, strings.Split(z.Member, ",")...)
 				if ms := int64(z.Score); ms < t0 || ms > t1 {
 					t.Errorf("pending %s at %d, not between %d and %d", z.Member, ms, t0, t1)
 				}

@@ -450,12 +450,12 @@ func TestBucketedTicketIsFoundByItsNumber(t *testing.T) {
 	if e, err := res.Read(ctx, u, rn); err != nil || e.State != sale.ResultQueuing || e.Owner != u {
 		t.Fatalf("result of %s: %+v %v", rn, e, err)
 	}
-	page, _, err := r.st.PendingIn(ctx, a.ID, k, 3, time.Now().Add(time.Minute), 0, 10)
-	if err != nil || len(page) != 1 || page[0].RequestNo != rn {
-		t.Fatalf("bucket 3's pending index: %+v %v", page, err)
+	page, err := r.st.PendingIn(ctx, a.ID, k, 3, time.Now().Add(time.Minute), 0, 10)
+	if err != nil || len(page.Tickets) != 1 || page.Tickets[0].RequestNo != rn {
+		t.Fatalf("bucket 3's pending journal: %+v %v", page, err)
 	}
-	if others, _, err := r.st.PendingIn(ctx, a.ID, k, 2, time.Now().Add(time.Minute), 0, 10); err != nil || len(others) != 0 {
-		t.Fatalf("bucket 2's pending index: %+v %v", others, err)
+	if others, err := r.st.PendingIn(ctx, a.ID, k, 2, time.Now().Add(time.Minute), 0, 10); err != nil || len(others.Tickets) != 0 {
+		t.Fatalf("bucket 2's pending journal: %+v %v", others, err)
 	}
 	m := &sale.Message{RequestNo: rn, ActivityID: a.ID, SKUID: k.ID, UserID: u, Quantity: 1}
 	if held, err := r.st.Claim(ctx, m); err != nil || !held {

@@ -10,13 +10,12 @@ import (
 
 var claimBatchScript = newPipelined(lua.ClaimBatch)
 
-func claimKeys(k sale.SKUKeys) []string { return []string{k.Users, k.Claim, k.Pending} }
+func claimKeys(k sale.SKUKeys) []string { return []string{k.Users, k.Claim} }
 
 // ClaimBatch claims many tickets with one claim_batch.lua call per SKU (at
 // most maxBatch tickets each), the calls of one shard in one pipeline: a
 // consumer batch costs each shard it touches one round trip, and each SKU
-// one HMGET, one SADD and one ZREM (the claimed tickets leave the pending
-// index), whatever the number of tickets. Each ticket gets the answer it
+// one HMGET and one SADD, whatever the number of tickets. Each ticket gets the answer it
 // would get claimed alone. held[i] answers msgs[i]; an error is a Redis
 // failure and holds for the whole call (claims are idempotent: retry all).
 func (s *Stock) ClaimBatch(ctx context.Context, msgs []*sale.Message) (held []bool, err error) {

@@ -81,10 +81,10 @@ func (s *Stock) BucketLedgers(ctx context.Context, activity int64, sku *sale.SKU
 // ledgerIn reads bucket b's counters (the SKU's own for sale.NoBucket).
 func (s *Stock) ledgerIn(ctx context.Context, activity int64, sku *sale.SKU, b int) (Ledger, error) {
 	k := sale.KeysIn(activity, sku.ID, b)
-	keys := []string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim, k.Pending}
-	want := 7
+	keys := []string{k.Meta, k.Stock, k.Users, k.Sold, k.Claim}
+	want := 6
 	if b >= 0 {
-		keys, want = append(keys, sale.TransfersKey(activity, sku.ID, b)), 9
+		keys, want = append(keys, sale.TransfersKey(activity, sku.ID, b)), 8
 	}
 	v, err := ledgerScript.Exec(ctx, s.recordsClient(activity, sku, b), keys, nil).AsIntSlice()
 	if err != nil {
@@ -94,9 +94,9 @@ func (s *Stock) ledgerIn(ctx context.Context, activity int64, sku *sale.SKU, b i
 		return Ledger{}, fmt.Errorf("ledger activity %d sku %d bucket %d: %d values, want %d", activity, sku.ID, b, len(v), want)
 	}
 	l := Ledger{Present: v[0] == 1, Counts: Counts{Initial: v[1], Remaining: v[2], Sold: v[3], Holders: v[4],
-		Claimed: v[5], Pending: v[6]}}
+		Claimed: v[5], Pending: v[4] - v[5]}}
 	if b >= 0 {
-		l.Out, l.In = v[7], v[8]
+		l.Out, l.In = v[6], v[7]
 	}
 	return l, nil
 }
@@ -111,13 +111,15 @@ func (s *Stock) recordsClient(activity int64, sku *sale.SKU, b int) rueidis.Clie
 }
 
 // Records are a SKU's user records, claimed requestNos, the units of its
-// tickets (SKUs of several units per ticket) and its pending index.
+// tickets (SKUs of several units per ticket) and its pending journal.
 type Records struct {
 	Users   map[int64]string // userId -> requestNo
 	Claimed map[string]bool
 	Units   map[string]int64 // requestNo -> units (the qty hash)
-	// Pending holds the entries of the pending index by their member
-	// (PendingMember), each with its accept time.
+	// Pending holds the tickets the pending journal's entries name, by
+	// PendingMember, each with its entry's accept time: every unclaimed
+	// record, and tickets claimed or released since their entry was
+	// written.
 	Pending map[string]PendingTicket
 }
 
@@ -136,7 +138,7 @@ func (r Records) UnitsOf(requestNo string, limit int64) (int64, bool) {
 }
 
 // Records scans the user records, the claimed set, the units and the
-// pending index of (activity, sku) with HSCAN/SSCAN/ZSCAN, so a large SKU
+// pending journal of (activity, sku) with HSCAN/SSCAN/ZSCAN, so a large SKU
 // does not block its shard; of a SKU split into buckets, the union of its
 // buckets' (a buyer's record lives in one bucket and a ticket number names
 // its bucket, so nothing collides). Its cost grows with every holder the
@@ -214,9 +216,9 @@ func (s *Stock) recordsIn(ctx context.Context, activity int64, sku *sale.SKU, b 
 			if err != nil {
 				return fmt.Errorf("pending activity %d sku %d: score %q: %w", activity, sku.ID, e.Elements[i+1], err)
 			}
-			if t, err := parsePending(e.Elements[i], ms); err == nil {
-				out.Pending[e.Elements[i]] = t
-			} // else not written by the scripts (a hand edit): ignored
+			for _, t := range parseEntry(nil, e.Elements[i], ms) {
+				out.Pending[PendingMember(t.UserID, t.RequestNo)] = t
+			}
 
 		}
 		if cursor = e.Cursor; cursor == 0 {
@@ -337,7 +339,7 @@ func (s *Stock) restoreIn(ctx context.Context, activity int64, sku *sale.SKU, b 
 	for len(hs) > 0 {
 		part := hs[:min(len(hs), 1000)]
 		hs = hs[len(part):]
-		v, err := restoreScript.Exec(ctx, c, []string{k.Users, k.Claim, k.Qty, k.Pending},
+		v, err := restoreScript.Exec(ctx, c, []string{k.Users, k.Claim, k.Qty},
 			recordArgs(make([]string, 0, 3*len(part)), sku, part)).AsInt64()
 		if err != nil {
 			return n, fmt.Errorf("restore records activity %d sku %d bucket %d: %w", activity, sku.ID, b, err)

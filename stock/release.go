@@ -13,7 +13,7 @@ import (
 var releaseBatchScript = newPipelined(lua.ReleaseBatch)
 
 func releaseKeys(k sale.SKUKeys) []string {
-	return []string{k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty, k.Pending}
+	return []string{k.Stock, k.Users, k.Sold, k.Claim, k.Closed, k.Qty}
 }
 
 // ReleaseOutcome is what a release did.
@@ -109,7 +109,7 @@ func (s *Stock) releaseBatch(ctx context.Context, msgs []*sale.Message, force, c
 	keys := releaseKeys
 	if x := s.window.Load(); count && x != nil && x.window() {
 		// Each released ticket's attempt is counted in the window that
-		// holds now (release_batch.lua's KEYS[8]).
+		// holds now (release_batch.lua's KEYS[7]).
 		now := time.Now()
 		bucket := strconv.FormatInt(x.bucket(now), 10)
 		head[2] = strconv.FormatInt(x.end(now), 10)

@@ -105,7 +105,7 @@ func releaseScenario(t *testing.T, r *rig) []*sale.Message {
 	}
 }
 
-// keys prints every stock key of a SKU, the pending index without its
+// keys prints every stock key of a SKU, the pending journal without its
 // scores (accept times differ between rigs).
 func (r *rig) keys(t *testing.T, a, sku int64) string {
 	t.Helper()

@@ -212,7 +212,7 @@ type Counts struct {
 	Sold      int64 // occupied or ordered
 	Holders   int64 // user records (live occupancies + orders)
 	Claimed   int64 // records claimed for an order
-	Pending   int64 // entries of the pending index (records not claimed)
+	Pending   int64 // records not claimed: Holders − Claimed
 	// A SKU split into buckets: units debited by transfers not yet
 	// credited, and (per bucket) the units transfers ever credited to it
 	// and debited from it: Initial + In − Out = Remaining + Sold holds per
@@ -284,10 +284,9 @@ func (s *Stock) countsIn(ctx context.Context, c rueidis.Client, k sale.SKUKeys, 
 		c.B().Get().Key(k.Sold).Build(),
 		c.B().Hlen().Key(k.Users).Build(),
 		c.B().Scard().Key(k.Claim).Build(),
-		c.B().Zcard().Key(k.Pending).Build(),
 	)
 	var out Counts
-	dst := []*int64{&out.Initial, &out.Remaining, &out.Sold, &out.Holders, &out.Claimed, &out.Pending}
+	dst := []*int64{&out.Initial, &out.Remaining, &out.Sold, &out.Holders, &out.Claimed}
 	for i, r := range rs {
 		v, err := r.AsInt64()
 		if err != nil && !rueidis.IsRedisNil(err) {
@@ -295,6 +294,7 @@ func (s *Stock) countsIn(ctx context.Context, c rueidis.Client, k sale.SKUKeys, 
 		}
 		*dst[i] = v
 	}
+	out.Pending = out.Holders - out.Claimed
 	return out, nil
 }
 

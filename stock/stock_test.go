@@ -221,7 +221,7 @@ func testReleaseIsBoundToTheTicket(t *testing.T, r *rig) {
 		t.Fatalf("release with a foreign requestNo: %v %v, want not_held", out, err)
 	}
 	if c := r.counts(t, 1, 11); c.Remaining != 9 || c.Pending != 1 {
-		t.Fatalf("a foreign release changed stock or the pending index: %+v", c)
+		t.Fatalf("a foreign release changed stock or the unclaimed records: %+v", c)
 	}
 	if out, err := r.stock.Release(ctx, m, false); err != nil || out != Released {
 		t.Fatalf("first release: %v %v", out, err)
@@ -259,7 +259,7 @@ func testClaimedTicketIsOnlyReleasedByForce(t *testing.T, r *rig) {
 		t.Fatalf("unforced release of a claimed ticket: %v, want claimed", out)
 	}
 	if c := r.counts(t, 1, 11); c.Remaining != 9 || c.Claimed != 1 || c.Pending != 0 {
-		t.Fatalf("counts: %+v, want the claimed ticket out of the pending index", c)
+		t.Fatalf("counts: %+v, want the claimed ticket no longer pending", c)
 	}
 	if out, _ := r.stock.Release(ctx, m, true); out != Released {
 		t.Fatalf("forced release: %v", out)
