@@ -33,6 +33,7 @@ func loadConfig(load loader, path string) (config.Config, *zap.Logger, error) {
 	if err != nil {
 		return cfg, nil, err
 	}
+	applyGC(cfg.GC, log)
 	return cfg, log, nil
 }
 

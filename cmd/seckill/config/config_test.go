@@ -216,3 +216,29 @@ func TestWaitTimeoutIsShorterThanTheOccupyBound(t *testing.T) {
 		t.Fatalf("wait_timeout = occupy_timeout: %v", err)
 	}
 }
+
+// TestGCKeysAreBoundedAndComeFromTheEnvironment: gc.percent defaults to
+// 200 and is refused outside 10..1000, a negative memory limit is
+// refused, and both come from SECKILL_GC_*.
+func TestGCKeysAreBoundedAndComeFromTheEnvironment(t *testing.T) {
+	c := Default()
+	c.Admin.Token = "t"
+	if c.GC.Percent != 200 || c.GC.MemoryLimitMB != 0 {
+		t.Fatalf("defaults %+v, want percent 200 and no limit", c.GC)
+	}
+	for _, bad := range []GC{{Percent: 9}, {Percent: 1001}, {Percent: -1}, {Percent: 100, MemoryLimitMB: -1}} {
+		c.GC = bad
+		if err := c.Validate(); err == nil || !contains(err.Error(), "gc.") {
+			t.Errorf("gc %+v: %v, want an error naming the gc key", bad, err)
+		}
+	}
+	t.Setenv("SECKILL_GC_PERCENT", "400")
+	t.Setenv("SECKILL_GC_MEMORY_LIMIT_MB", "512")
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.GC.Percent != 400 || c.GC.MemoryLimitMB != 512 {
+		t.Fatalf("gc %+v, want the environment's 400 and 512", c.GC)
+	}
+}
