@@ -67,18 +67,31 @@ func (b *DBBound) Allow(user int64) (bool, time.Duration) {
 // once, a user past the bound ErrDBReadsLimited, and a new miss is
 // remembered. A nil bound returns f as it is (user ignored).
 func (b *DBBound) Fallback(f ResultFallback) func(ctx context.Context, user int64, rn string) (results.Entry, error) {
+	return b.fallback(f, true)
+}
+
+// FallbackInFlight is Fallback for a ticket Redis holds claimed, whose
+// order the consumer may be writing now: a miss is what the database says
+// until it commits, so it is neither answered from nor remembered in the
+// misses (that would answer the buyer "not there" for edge.db_miss_ttl
+// after the order exists). The per-user bound still holds.
+func (b *DBBound) FallbackInFlight(f ResultFallback) func(ctx context.Context, user int64, rn string) (results.Entry, error) {
+	return b.fallback(f, false)
+}
+
+func (b *DBBound) fallback(f ResultFallback, remember bool) func(ctx context.Context, user int64, rn string) (results.Entry, error) {
 	return func(ctx context.Context, user int64, rn string) (results.Entry, error) {
 		if b == nil {
 			return f(ctx, rn)
 		}
-		if _, miss := b.neg.Get(rn); miss {
+		if _, miss := b.neg.Get(rn); miss && remember {
 			return results.Entry{}, results.ErrNotFound
 		}
 		if ok, _ := b.lim.Allow(uint64(user)); !ok {
 			return results.Entry{}, ErrDBReadsLimited
 		}
 		e, err := f(ctx, rn)
-		if errors.Is(err, results.ErrNotFound) {
+		if remember && errors.Is(err, results.ErrNotFound) {
 			b.neg.SetWithTTL(rn, struct{}{}, 1, b.ttl)
 		}
 		return e, err

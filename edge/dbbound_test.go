@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -123,5 +124,56 @@ func payGuard(t *testing.T, h fasthttp.RequestHandler) func(user string) *fastht
 		var r fasthttp.Response
 		ctx.Response.CopyTo(&r)
 		return &r
+	}
+}
+
+// TestAnInFlightMissIsNotRemembered: the fallback of a claimed ticket —
+// its order may be committing — reads the database on every call within
+// the bound and leaves no remembered miss: once the order is there, both
+// fallbacks find it. A plain miss is remembered as before.
+func TestAnInFlightMissIsNotRemembered(t *testing.T) {
+	var committed atomic.Bool
+	var reads atomic.Int64
+	fallback := func(_ context.Context, rn string) (results.Entry, error) {
+		reads.Add(1)
+		if !committed.Load() {
+			return results.Entry{}, results.ErrNotFound
+		}
+		return results.Entry{RequestNo: rn, Owner: 5, State: "SUCCESS", OrderNo: "o1"}, nil
+	}
+	cfg := DefaultConfig()
+	cfg.DBReadsPerUser, cfg.DBMissTTL = 100, time.Minute
+	b, err := NewDBBound(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	ctx := context.Background()
+	const rn = "7-1001-385465232614494208"
+	for range 3 {
+		if _, err := b.FallbackInFlight(fallback)(ctx, 5, rn); !errors.Is(err, results.ErrNotFound) {
+			t.Fatalf("before the commit: %v", err)
+		}
+	}
+	b.neg.Wait()
+	if n := reads.Load(); n != 3 {
+		t.Fatalf("3 in-flight reads cost the database %d, want each its own", n)
+	}
+	committed.Store(true)
+	for _, f := range []func(context.Context, int64, string) (results.Entry, error){b.FallbackInFlight(fallback), b.Fallback(fallback)} {
+		if e, err := f(ctx, 5, rn); err != nil || e.OrderNo != "o1" {
+			t.Fatalf("after the commit: %+v %v, want the order", e, err)
+		}
+	}
+	// A plain miss is remembered: the next read of that id costs nothing.
+	const other = "7-1001-385465232614494209"
+	committed.Store(false)
+	if _, err := b.Fallback(fallback)(ctx, 5, other); !errors.Is(err, results.ErrNotFound) {
+		t.Fatal(err)
+	}
+	b.neg.Wait()
+	before := reads.Load()
+	if _, err := b.Fallback(fallback)(ctx, 5, other); !errors.Is(err, results.ErrNotFound) || reads.Load() != before {
+		t.Fatalf("a remembered miss: %v, %d reads after %d", err, reads.Load(), before)
 	}
 }

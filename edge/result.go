@@ -50,7 +50,7 @@ func (s *Server) result(ctx *fasthttp.RequestCtx) {
 		// it and Redis lost the final result. Only an order answers it
 		// (Entry.Ordered); anything else leaves it QUEUING.
 		rctx, cancel := context.WithTimeout(s.bgCtx, s.cfg.RedisTimeout)
-		if f, ferr := s.dbBound.Fallback(s.resultFallback)(rctx, user, rn); ferr == nil && f.Owner == user && f.Ordered() {
+		if f, ferr := s.dbBound.FallbackInFlight(s.resultFallback)(rctx, user, rn); ferr == nil && f.Owner == user && f.Ordered() {
 			e = f
 		}
 		cancel()
