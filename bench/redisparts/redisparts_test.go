@@ -178,7 +178,7 @@ func runOccupy(b *testing.B, args []string, src, claimSrc string, consume bool) 
 		if len(claims) == 0 {
 			return
 		}
-		out, err := claim.Exec(ctx, c, []string{keys[2], tag + ":claimed", keys[6]}, claims).AsStrSlice()
+		out, err := claim.Exec(ctx, c, []string{keys[2], tag + ":claimed"}, claims).AsStrSlice()
 		if err != nil || out[len(out)-1] != "CLAIMED" {
 			b.Fatalf("claim: %v %v", out[len(out)-1:], err)
 		}
