@@ -145,6 +145,36 @@ func costBetween(name, note string, a, b snapshot, accepted int64) cost {
 
 func (c cost) ok() bool { return c.accepted > 0 && c.window > 0 }
 
+// pooled is the runs cs taken as one: their CPU, commands, requests and
+// windows summed, so that its per-request figures are the runs' weighted
+// by their requests. Runs that measured nothing are left out.
+func pooled(name string, cs ...cost) cost {
+	p := cost{name: name, cpu: map[string]time.Duration{}, cmds: map[string]map[string]cmdStat{}}
+	for _, c := range cs {
+		if !c.ok() {
+			continue
+		}
+		if p.note == "" {
+			p.note = c.note
+		}
+		p.accepted += c.accepted
+		p.window += c.window
+		for role, d := range c.cpu {
+			p.cpu[role] += d
+		}
+		for role, m := range c.cmds {
+			if p.cmds[role] == nil {
+				p.cmds[role] = map[string]cmdStat{}
+			}
+			for cmd, st := range m {
+				was := p.cmds[role][cmd]
+				p.cmds[role][cmd] = cmdStat{calls: was.calls + st.calls, usec: was.usec + st.usec}
+			}
+		}
+	}
+	return p
+}
+
 // perBuyer is µs of CPU per accepted buyer for the roles given (all when
 // none).
 func (c cost) perBuyer(rs ...string) float64 {

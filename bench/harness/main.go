@@ -1,24 +1,27 @@
 // Command harness is `make bench`'s load test: it builds and starts the
-// system (`seckill dev --config configs/bench.yaml`, its own data directory,
+// system (`seckill dev` with no config file, make run's configuration; its own data directory,
 // loopback listeners) and three reference servers, drives each with wrk on
 // 127.0.0.1, checks afterwards that every accepted ticket became exactly one
 // order, and prints one table of req/s, p50/p99 and ratios to the
 // references measured in the same run:
 //
 //   - bare:    a fasthttp handler that only answers (bench/refs/bare)
-//   - evalsha: fasthttp + one rueidis EVALSHA of the occupy script (lua/occupy_batch.lua, one buyer) per request
-//     (bench/refs/evalsha)
+//   - evalsha: fasthttp + one rueidis EVALSHA per request (bench/refs/evalsha) of seed
+//     001 §9.2's script, the yardstick, and, a second row, of the occupy script as it
+//     stood at d9a4ed0
 //   - sync:    the seed's synchronous path, UPDATE … stock - 1 … AND stock > 0
 //   - INSERT in one MariaDB transaction per request (bench/refs/syncdb)
 //
 // Scenarios on the system: (a) accept — distinct buyers on a SKU whose stock
-// outlasts the run; (b) reject — a sold-out SKU; (c) the seed's
+// outlasts the run; (b) reject — a sold-out SKU, between two bare runs
+// that its ratio is taken against, then once more CPU-profiled as (b');
+// (c) the seed's
 // bench/flash_sale.lua unmodified; (d) result polling; (e) the accept load
 // from -bigc (10,000) connections; then (f) the accept load on the parts as
 // separate processes (seckill broker, edge, consumer; -parts). It also
 // measures how fast the consumer drains the accept backlog against a raw
 // batched INSERT IGNORE reference, takes CPU and allocation profiles of (a)
-// and (b), and tells where the CPU goes: CPU-µs per accepted buyer of each
+// and (b'), and tells where the CPU goes: CPU-µs per accepted buyer of each
 // process and redis-server, and Redis commands per accepted buyer, for the
 // EVALSHA reference, (a) and (f) (cost.go).
 //
@@ -60,7 +63,7 @@ func main() {
 	flag.IntVar(&o.threads, "t", 2, "wrk threads")
 	flag.IntVar(&o.conns, "c", 256, "wrk connections")
 	flag.IntVar(&o.bigConns, "bigc", 10000, "connections of the many-connections run (e); 0 skips it")
-	flag.DurationVar(&o.profile, "profile", 5*time.Second, "CPU profile length inside (a) and (b); 0 skips profiling")
+	flag.DurationVar(&o.profile, "profile", 5*time.Second, "CPU profile length inside (a) and (b'); 0 skips profiling and (b')")
 	flag.StringVar(&o.out, "out", "bench/out", "directory for logs, wrk reports, profiles and the table")
 	flag.StringVar(&o.config, "config", "", "the system's configuration file; empty: none, seckill dev's built-in defaults (make run's configs/dev.yaml), and configs/dev.yaml for the parts of (f)")
 	flag.BoolVar(&o.noSync, "no-sync", false, "skip the MariaDB references (sync baseline, INSERT IGNORE)")
@@ -143,28 +146,14 @@ func run(o options) error {
 	r := &report{opts: o, started: time.Now()}
 
 	// References.
-	{
-		addr := benchkit.FreeAddr()
-		p, err := benchkit.Start(out, "ref-bare", filepath.Join(bin, "bare"), nil, "-listen", addr)
-		if err != nil {
-			return err
-		}
-		if err := benchkit.WaitPort(p, addr, 10*time.Second); err != nil {
-			return err
-		}
-		logf("ref bare: wrk -c%d %v", o.conns, o.dur)
-		if r.bare, err = benchkit.RunWrk(out, "ref-bare", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
-			return err
-		}
-		p.StopWithin(5 * time.Second)
-	}
-	// The EVALSHA references: the seed's §9.2 script (the yardstick), then
-	// the project's occupy script as it stood at d9a4ed0 (the heavier
-	// one), each on its own fresh redis-server.
-	if r.naive, r.naiveCost, err = runEvalsha(out, bin, "seed", refSeedName, std); err != nil {
+	if r.bare, err = runBare(out, bin, "ref-bare", "ref bare", std); err != nil {
 		return err
 	}
-	if r.evalsha, r.refCost, err = runEvalsha(out, bin, "stock", refOccupyName, std); err != nil {
+	// The EVALSHA references, each on its own fresh redis-server: the
+	// project's occupy script as it stood at d9a4ed0 (the heavier one),
+	// then, last before the system starts, the seed's §9.2 script (the
+	// yardstick), which runs once more right after (a).
+	if r.evalsha, r.refCost, err = runEvalsha(out, bin, "stock", "stock", refOccupyName, std); err != nil {
 		return err
 	}
 	if !o.noSync {
@@ -201,6 +190,10 @@ func run(o options) error {
 	}
 	r.insertRefs = append(r.insertRefs, ref)
 
+	if r.naive, r.naiveCosts[0], err = runEvalsha(out, bin, "seed", "seed", refSeedName, std); err != nil {
+		return err
+	}
+
 	// The system.
 	logf("starting %s", o.devCommand())
 	sys, err := startSystem(out, seckillBin, o.configPath())
@@ -230,17 +223,43 @@ func run(o options) error {
 	}
 	r.devCost = m.done("(a) accept, seckill dev (one process)", note, r.accept.Codes["200"])
 	r.acceptProf.analyze()
+	// The yardstick again, so that (a) is judged against the machine as it
+	// was on both sides of it: the targets take the mean of both runs.
+	if r.naiveAfter, r.naiveCosts[1], err = runEvalsha(out, bin, "seed", "seed-after", refSeedName+", again right after (a)", std); err != nil {
+		return err
+	}
+	r.naiveCost = pooled(refSeedName+", both runs", r.naiveCosts[:]...)
 
-	// (b) reject path: SKU 2002 was bought out at start.
+	// (b) reject path: SKU 2002 was bought out at start. Its ratio is
+	// against bare runs right before and right after it, so the machine's
+	// drift over the whole harness does not land in it, and (b) runs
+	// without a profiler, as the bare reference does: the profile comes
+	// from a second run, (b').
+	if r.bareNear[0], r.bareNearCost[0], err = runBareCost(out, bin, "ref-bare-b0", "ref bare (before (b))", std); err != nil {
+		return err
+	}
 	logf("(b) reject: wrk -c%d %v on sold-out SKU %d", o.conns, o.dur, soldOutSKU)
-	prof = r.startProfile(sys, out, "reject", o)
+	m = measure(sys.watch)
 	if r.reject, err = benchkit.RunWrk(out, "b-reject", std(url, fmt.Sprint(soldOutSKU), "2000000000000")); err != nil {
 		return err
 	}
-	r.rejectProf = prof()
-	r.rejectProf.analyze()
+	r.rejectCost = m.done("(b) reject", "seckill dev over the wrk run", r.reject.Requests)
 	sys.accepted[skuKey{benchActivity, soldOutSKU}] += r.reject.Codes["200"]
 	sys.unseen[skuKey{benchActivity, soldOutSKU}] += r.reject.Unanswered()
+	if r.bareNear[1], r.bareNearCost[1], err = runBareCost(out, bin, "ref-bare-b1", "ref bare (after (b))", std); err != nil {
+		return err
+	}
+	if o.profile > 0 && o.profile < o.dur {
+		logf("(b') reject, CPU-profiled: wrk -c%d %v on sold-out SKU %d", o.conns, o.dur, soldOutSKU)
+		prof = r.startProfile(sys, out, "reject", o)
+		if r.rejectProfiled, err = benchkit.RunWrk(out, "b-reject-profiled", std(url, fmt.Sprint(soldOutSKU), "2500000000000")); err != nil {
+			return err
+		}
+		r.rejectProf = prof()
+		r.rejectProf.analyze()
+		sys.accepted[skuKey{benchActivity, soldOutSKU}] += r.rejectProfiled.Codes["200"]
+		sys.unseen[skuKey{benchActivity, soldOutSKU}] += r.rejectProfiled.Unanswered()
+	}
 
 	// (c) the seed's script, unmodified.
 	logf("(c) seed flash_sale.lua: wrk -c%d %v", o.conns, o.dur)
@@ -298,20 +317,8 @@ func run(o options) error {
 	}
 
 	// The bare reference once more: how much the machine drifted.
-	{
-		addr := benchkit.FreeAddr()
-		p, err := benchkit.Start(out, "ref-bare2", filepath.Join(bin, "bare"), nil, "-listen", addr)
-		if err != nil {
-			return err
-		}
-		if err := benchkit.WaitPort(p, addr, 10*time.Second); err != nil {
-			return err
-		}
-		logf("ref bare (again): wrk -c%d %v", o.conns, o.dur)
-		if r.bare2, err = benchkit.RunWrk(out, "ref-bare2", std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")); err != nil {
-			return err
-		}
-		p.StopWithin(5 * time.Second)
+	if r.bare2, err = runBare(out, bin, "ref-bare2", "ref bare (again)", std); err != nil {
+		return err
 	}
 
 	text := r.render()
@@ -359,17 +366,45 @@ const (
 	refOccupyName = "ref: fasthttp + 1 EVALSHA occupy/req"
 )
 
+// runBare measures bench/refs/bare on a process of its own, logged and
+// reported as name.
+func runBare(out, bin, name, what string, std func(string, ...string) benchkit.Load) (benchkit.WrkResult, error) {
+	w, _, err := runBareCost(out, bin, name, what, std)
+	return w, err
+}
+
+// runBareCost is runBare with the bare server's CPU over the wrk run.
+func runBareCost(out, bin, name, what string, std func(string, ...string) benchkit.Load) (benchkit.WrkResult, cost, error) {
+	addr := benchkit.FreeAddr()
+	p, err := benchkit.Start(out, name, filepath.Join(bin, "bare"), nil, "-listen", addr)
+	if err != nil {
+		return benchkit.WrkResult{}, cost{}, err
+	}
+	defer p.StopWithin(5 * time.Second)
+	if err := benchkit.WaitPort(p, addr, 10*time.Second); err != nil {
+		return benchkit.WrkResult{}, cost{}, err
+	}
+	load := std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")
+	logf("%s: wrk -c%d %v", what, load.Conns, load.Dur)
+	m := measure([]watched{{role: roleServer, pid: p.PID()}})
+	w, err := benchkit.RunWrk(out, name, load)
+	if err != nil {
+		return w, cost{}, err
+	}
+	return w, m.done(what, "the bare server over the wrk run", w.Requests), nil
+}
+
 // runEvalsha measures bench/refs/evalsha with -script script on a fresh
 // redis-server of its own: wrk's result and the cost row of the server and
-// its Redis per request.
-func runEvalsha(out, bin, script, name string, std func(string, ...string) benchkit.Load) (benchkit.WrkResult, cost, error) {
-	rp, raddr, err := benchkit.StartRedis(out, "ref-redis-"+script, filepath.Join(out, "ref-redis-"+script))
+// its Redis per request. tag names its files in out.
+func runEvalsha(out, bin, script, tag, name string, std func(string, ...string) benchkit.Load) (benchkit.WrkResult, cost, error) {
+	rp, raddr, err := benchkit.StartRedis(out, "ref-redis-"+tag, filepath.Join(out, "ref-redis-"+tag))
 	if err != nil {
 		return benchkit.WrkResult{}, cost{}, err
 	}
 	defer rp.StopWithin(10 * time.Second)
 	addr := benchkit.FreeAddr()
-	p, err := benchkit.Start(out, "ref-evalsha-"+script, filepath.Join(bin, "evalsha"), nil, "-listen", addr, "-redis", raddr, "-script", script)
+	p, err := benchkit.Start(out, "ref-evalsha-"+tag, filepath.Join(bin, "evalsha"), nil, "-listen", addr, "-redis", raddr, "-script", script)
 	if err != nil {
 		return benchkit.WrkResult{}, cost{}, err
 	}
@@ -380,7 +415,7 @@ func runEvalsha(out, bin, script, name string, std func(string, ...string) bench
 	load := std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")
 	logf("%s: wrk -c%d %v", name, load.Conns, load.Dur)
 	m := measure([]watched{{role: roleServer, pid: p.PID()}, {role: roleRedisDef, pid: rp.PID(), redis: raddr}})
-	w, err := benchkit.RunWrk(out, "ref-evalsha-"+script, load)
+	w, err := benchkit.RunWrk(out, "ref-evalsha-"+tag, load)
 	if err != nil {
 		return w, cost{}, err
 	}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"seckill/bench/benchkit"
+)
+
+// TestRejectTargetIsAgainstTheBareRunsAroundIt: the reject ratio is taken
+// against the bare runs next to (b), not those at the harness' ends.
+func TestRejectTargetIsAgainstTheBareRunsAroundIt(t *testing.T) {
+	r := &report{opts: options{conns: 256, threads: 2}}
+	r.bare, r.bare2 = benchkit.WrkResult{RPS: 200}, benchkit.WrkResult{RPS: 200}
+	r.bareNear = [2]benchkit.WrkResult{{RPS: 90}, {RPS: 110}}
+	r.reject = benchkit.WrkResult{RPS: 95}
+	r.rejectCost = cost{name: "(b)", accepted: 1000, window: time.Second, cpu: map[string]time.Duration{roleServer: 12 * time.Millisecond}}
+	r.bareNearCost = [2]cost{
+		{name: "b0", accepted: 1000, window: time.Second, cpu: map[string]time.Duration{roleServer: 9 * time.Millisecond}},
+		{name: "b1", accepted: 3000, window: time.Second, cpu: map[string]time.Duration{roleServer: 31 * time.Millisecond}},
+	}
+	text := r.render()
+	for _, want := range []string{
+		"reject: seckill dev's CPU per answer 12.00 µs vs the bare server's per request 10.00 µs (1.20×;",
+		"- reached: reject ≥ 0.9× bare (mean of the bare runs right before and after (b)) — 0.95× (95 vs 100 req/s)",
+		"- MISSED: reject ≥ 0.9× bare (mean of the first and last run) — 0.47×",
+		"| ref: bare fasthttp, right before (b) |",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the table lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "(b') reject") {
+		t.Errorf("a (b') row without a profiled run:\n%s", text)
+	}
+}
+
+// TestSeedTargetsAreAgainstBothRunsAroundAccept: the accept targets take
+// the mean of the yardstick's runs on both sides of (a), and its CPU the
+// two runs pooled.
+func TestSeedTargetsAreAgainstBothRunsAroundAccept(t *testing.T) {
+	r := &report{opts: options{conns: 256, threads: 2}}
+	r.bare, r.bare2 = benchkit.WrkResult{RPS: 200}, benchkit.WrkResult{RPS: 200}
+	r.naive = benchkit.WrkResult{RPS: 30000, P99: 10 * time.Millisecond}
+	r.naiveAfter = benchkit.WrkResult{RPS: 50000, P99: 20 * time.Millisecond}
+	r.accept = benchkit.WrkResult{RPS: 21000, P99: 46 * time.Millisecond}
+	text := r.render()
+	for _, want := range []string{
+		"- reached: accept ≥ 0.5× the seed-script EVALSHA reference (aim 1.0×) — 0.53× (21000 vs 40000 req/s)",
+		"- MISSED: p99(accept) ≤ 3× p99 of the seed-script EVALSHA reference at -c256 — 46.00 ms vs 15.00 ms (3.07×)",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the table lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestPooledWeighsRunsByTheirRequests: two runs pooled give the CPU and
+// commands per request of both together, not the mean of their rates.
+func TestPooledWeighsRunsByTheirRequests(t *testing.T) {
+	a := cost{name: "a", accepted: 100, window: time.Second,
+		cpu:  map[string]time.Duration{roleServer: 1000 * time.Microsecond, roleRedisDef: 500 * time.Microsecond},
+		cmds: map[string]map[string]cmdStat{roleRedisDef: {"evalsha": {calls: 100, usec: 400}}}}
+	b := cost{name: "b", accepted: 300, window: time.Second,
+		cpu:  map[string]time.Duration{roleServer: 1800 * time.Microsecond, roleRedisDef: 3500 * time.Microsecond},
+		cmds: map[string]map[string]cmdStat{roleRedisDef: {"evalsha": {calls: 300, usec: 3600}}}}
+	p := pooled("both", a, b, cost{name: "empty"})
+	if got := p.perBuyer(roleServer); got != 7 {
+		t.Errorf("server µs per request %v, want 7 (2800 µs over 400)", got)
+	}
+	if got := p.perBuyer(roleRedisDef); got != 10 {
+		t.Errorf("redis µs per request %v, want 10 (4000 µs over 400)", got)
+	}
+	if got := p.cmds[roleRedisDef]["evalsha"]; got != (cmdStat{calls: 400, usec: 4000}) {
+		t.Errorf("pooled evalsha %+v, want 400 calls, 4000 µs", got)
+	}
+	if p.window != 2*time.Second || p.accepted != 400 {
+		t.Errorf("pooled window %v accepted %d", p.window, p.accepted)
+	}
+	// The inputs are left as they were.
+	if a.cmds[roleRedisDef]["evalsha"].calls != 100 {
+		t.Errorf("pooled changed its input")
+	}
+}
