@@ -375,23 +375,8 @@ func runBare(out, bin, name, what string, std func(string, ...string) benchkit.L
 
 // runBareCost is runBare with the bare server's CPU over the wrk run.
 func runBareCost(out, bin, name, what string, std func(string, ...string) benchkit.Load) (benchkit.WrkResult, cost, error) {
-	addr := benchkit.FreeAddr()
-	p, err := benchkit.Start(out, name, filepath.Join(bin, "bare"), nil, "-listen", addr)
-	if err != nil {
-		return benchkit.WrkResult{}, cost{}, err
-	}
-	defer p.StopWithin(5 * time.Second)
-	if err := benchkit.WaitPort(p, addr, 10*time.Second); err != nil {
-		return benchkit.WrkResult{}, cost{}, err
-	}
-	load := std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")
-	logf("%s: wrk -c%d %v", what, load.Conns, load.Dur)
-	m := measure([]watched{{role: roleServer, pid: p.PID()}})
-	w, err := benchkit.RunWrk(out, name, load)
-	if err != nil {
-		return w, cost{}, err
-	}
-	return w, m.done(what, "the bare server over the wrk run", w.Requests), nil
+	return runRef(out, name, what, filepath.Join(bin, "bare"), nil, nil, "the bare server over the wrk run", std,
+		func(w benchkit.WrkResult) int64 { return w.Requests })
 }
 
 // runEvalsha measures bench/refs/evalsha with -script script on a fresh
@@ -403,8 +388,18 @@ func runEvalsha(out, bin, script, tag, name string, std func(string, ...string) 
 		return benchkit.WrkResult{}, cost{}, err
 	}
 	defer rp.StopWithin(10 * time.Second)
+	return runRef(out, "ref-evalsha-"+tag, name, filepath.Join(bin, "evalsha"), []string{"-redis", raddr, "-script", script},
+		[]watched{{role: roleRedisDef, pid: rp.PID(), redis: raddr}}, "the reference server and its redis-server, over the wrk run", std,
+		func(w benchkit.WrkResult) int64 { return w.Codes["200"] })
+}
+
+// runRef starts the reference server exe (-listen and args) as name,
+// drives it with the accept load and returns wrk's result and the cost,
+// named what, of the server and of extra over the run, per served request.
+func runRef(out, name, what, exe string, args []string, extra []watched, note string, std func(string, ...string) benchkit.Load,
+	served func(benchkit.WrkResult) int64) (benchkit.WrkResult, cost, error) {
 	addr := benchkit.FreeAddr()
-	p, err := benchkit.Start(out, "ref-evalsha-"+tag, filepath.Join(bin, "evalsha"), nil, "-listen", addr, "-redis", raddr, "-script", script)
+	p, err := benchkit.Start(out, name, exe, nil, append([]string{"-listen", addr}, args...)...)
 	if err != nil {
 		return benchkit.WrkResult{}, cost{}, err
 	}
@@ -413,13 +408,13 @@ func runEvalsha(out, bin, script, tag, name string, std func(string, ...string) 
 		return benchkit.WrkResult{}, cost{}, err
 	}
 	load := std("http://"+addr+"/api/v1/flash-sale/order", "1", "0")
-	logf("%s: wrk -c%d %v", name, load.Conns, load.Dur)
-	m := measure([]watched{{role: roleServer, pid: p.PID()}, {role: roleRedisDef, pid: rp.PID(), redis: raddr}})
-	w, err := benchkit.RunWrk(out, "ref-evalsha-"+tag, load)
+	logf("%s: wrk -c%d %v", what, load.Conns, load.Dur)
+	m := measure(append([]watched{{role: roleServer, pid: p.PID()}}, extra...))
+	w, err := benchkit.RunWrk(out, name, load)
 	if err != nil {
 		return w, cost{}, err
 	}
-	return w, m.done(name, "the reference server and its redis-server, over the wrk run", w.Codes["200"]), nil
+	return w, m.done(what, note, served(w)), nil
 }
 
 // startProfile takes profiles in the middle of a run of o.dur; the returned
