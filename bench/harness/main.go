@@ -146,7 +146,7 @@ func run(o options) error {
 	r := &report{opts: o, started: time.Now()}
 
 	// References.
-	if r.bare, err = runBare(out, bin, "ref-bare", "ref bare", std); err != nil {
+	if r.bare, _, err = runBare(out, bin, "ref-bare", "ref bare", std); err != nil {
 		return err
 	}
 	// The EVALSHA references, each on its own fresh redis-server: the
@@ -235,7 +235,7 @@ func run(o options) error {
 	// drift over the whole harness does not land in it, and (b) runs
 	// without a profiler, as the bare reference does: the profile comes
 	// from a second run, (b').
-	if r.bareNear[0], r.bareNearCost[0], err = runBareCost(out, bin, "ref-bare-b0", "ref bare (before (b))", std); err != nil {
+	if r.bareNear[0], r.bareNearCost[0], err = runBare(out, bin, "ref-bare-b0", "ref bare (before (b))", std); err != nil {
 		return err
 	}
 	logf("(b) reject: wrk -c%d %v on sold-out SKU %d", o.conns, o.dur, soldOutSKU)
@@ -246,7 +246,7 @@ func run(o options) error {
 	r.rejectCost = m.done("(b) reject", "seckill dev over the wrk run", r.reject.Requests)
 	sys.accepted[skuKey{benchActivity, soldOutSKU}] += r.reject.Codes["200"]
 	sys.unseen[skuKey{benchActivity, soldOutSKU}] += r.reject.Unanswered()
-	if r.bareNear[1], r.bareNearCost[1], err = runBareCost(out, bin, "ref-bare-b1", "ref bare (after (b))", std); err != nil {
+	if r.bareNear[1], r.bareNearCost[1], err = runBare(out, bin, "ref-bare-b1", "ref bare (after (b))", std); err != nil {
 		return err
 	}
 	if o.profile > 0 && o.profile < o.dur {
@@ -317,7 +317,7 @@ func run(o options) error {
 	}
 
 	// The bare reference once more: how much the machine drifted.
-	if r.bare2, err = runBare(out, bin, "ref-bare2", "ref bare (again)", std); err != nil {
+	if r.bare2, _, err = runBare(out, bin, "ref-bare2", "ref bare (again)", std); err != nil {
 		return err
 	}
 
@@ -366,15 +366,9 @@ const (
 	refOccupyName = "ref: fasthttp + 1 EVALSHA occupy/req"
 )
 
-// runBare measures bench/refs/bare on a process of its own, logged and
-// reported as name.
-func runBare(out, bin, name, what string, std func(string, ...string) benchkit.Load) (benchkit.WrkResult, error) {
-	w, _, err := runBareCost(out, bin, name, what, std)
-	return w, err
-}
-
-// runBareCost is runBare with the bare server's CPU over the wrk run.
-func runBareCost(out, bin, name, what string, std func(string, ...string) benchkit.Load) (benchkit.WrkResult, cost, error) {
+// runBare measures bench/refs/bare on a process of its own, logged as
+// what: wrk's result and the bare server's CPU over the run.
+func runBare(out, bin, name, what string, std func(string, ...string) benchkit.Load) (benchkit.WrkResult, cost, error) {
 	return runRef(out, name, what, filepath.Join(bin, "bare"), nil, nil, "the bare server over the wrk run", std,
 		func(w benchkit.WrkResult) int64 { return w.Requests })
 }

@@ -160,9 +160,10 @@ func (r *report) render() string {
 		target(r.accept.RPS >= 0.5*ref.w.RPS, "accept ≥ 0.5× %s%s — %s (%.0f vs %.0f req/s)", ref.name, aim, ratio(r.accept.RPS, ref.w.RPS), r.accept.RPS, ref.w.RPS)
 	}
 	nearRPS := (r.bareNear[0].RPS + r.bareNear[1].RPS) / 2
-	target(r.reject.RPS >= 0.9*nearRPS, "reject ≥ 0.9× bare (mean of the bare runs right before and after (b)) — %s (%.0f vs %.0f req/s)",
+	// A reference that did not run judges nothing: the target is missed.
+	target(nearRPS > 0 && r.reject.RPS >= 0.9*nearRPS, "reject ≥ 0.9× bare (mean of the bare runs right before and after (b)) — %s (%.0f vs %.0f req/s)",
 		ratio(r.reject.RPS, nearRPS), r.reject.RPS, nearRPS)
-	target(r.reject.RPS >= 0.9*bareRPS, "reject ≥ 0.9× bare (mean of the first and last run) — %s", ratio(r.reject.RPS, bareRPS))
+	target(bareRPS > 0 && r.reject.RPS >= 0.9*bareRPS, "reject ≥ 0.9× bare (mean of the first and last run) — %s", ratio(r.reject.RPS, bareRPS))
 	if bc := pooled("bare", r.bareNearCost[:]...); r.rejectCost.ok() && bc.ok() {
 		// Not a target: the cost behind the reject ratio, which wrk's own
 		// share of the two cores dilutes.
