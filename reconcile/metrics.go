@@ -75,7 +75,8 @@ func (m *metrics) know(acts []sale.Activity) {
 	}
 }
 
-// set records one SKU's drifts: every kind, 0 where none was found.
+// set records one SKU's drifts: every kind, 0 where none was found (a
+// ModeAudit line: only the kinds it found).
 func (m *metrics) set(r *SKUReport) {
 	a, k := strconv.FormatInt(r.ActivityID, 10), strconv.FormatInt(r.SKUID, 10)
 	got := map[string]int64{}
@@ -83,6 +84,10 @@ func (m *metrics) set(r *SKUReport) {
 		got[d.Kind] = d.Amount
 	}
 	for _, kind := range Kinds {
-		m.drift.WithLabelValues(a, k, kind).Set(float64(got[kind]))
+		// A line of the audit alone says nothing of the kinds it cannot
+		// find: their gauges keep what the last judgement found.
+		if n, ok := got[kind]; ok || r.Mode != ModeAudit {
+			m.drift.WithLabelValues(a, k, kind).Set(float64(n))
+		}
 	}
 }

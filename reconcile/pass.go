@@ -27,6 +27,10 @@ const (
 	// ModeExpired: the sale ended, its keys outlived their retention and
 	// are gone from Redis; the database answers for it.
 	ModeExpired = "expired"
+	// ModeAudit: the SKU could not be judged this pass (its warning says
+	// why); the line carries only what the audit of its new orders found,
+	// and repaired, before that.
+	ModeAudit = "audit"
 )
 
 // passState is what the periodic pass remembers between two passes
@@ -135,6 +139,7 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 			// so that the SKUs after it on a dead one are skipped at once.
 			notJudged := func(err error) {
 				failed.add(&rep, a, k, err)
+				r.reportAudit(&rep, s)
 				down.failed(ctx, a, k, sale.NoBucket)
 			}
 			if s.err == nil {
@@ -142,6 +147,7 @@ func (r *Reconciler) Pass(ctx context.Context, repair bool) (Report, error) {
 			}
 			if s.err != nil {
 				failed.add(&rep, a, k, s.err)
+				r.reportAudit(&rep, s)
 				if r.retired(a, now) {
 					held++
 				}
@@ -246,6 +252,18 @@ func (r *Reconciler) fullInputs(ctx context.Context, rep *Report) (*fullInputs, 
 		rep.Warnings = append(rep.Warnings, "catalog not loaded: "+err.Error())
 	}
 	return in, nil
+}
+
+// reportAudit reports, for a SKU not judged this pass, what the audit of
+// its new orders found and repaired before that (ModeAudit; nothing when it
+// found nothing): drifts and repairs already made are not lost with the
+// SKU's judgement, and the orders they came from are not audited again.
+func (r *Reconciler) reportAudit(rep *Report, s *skuOf) {
+	if len(s.drifts)+len(s.repairs) == 0 {
+		return
+	}
+	r.report(rep, s.a, SKUReport{ActivityID: s.a.ID, SKUID: s.k.ID, Mode: ModeAudit,
+		Drifts: s.drifts, Repairs: s.repairs})
 }
 
 // report adds line to rep: metric, one log line per drift, totals.

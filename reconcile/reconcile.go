@@ -103,7 +103,9 @@ type SKUReport struct {
 	SKUID      int64 `json:"skuId"`
 	// Mode says how the SKU was compared: ModeFull (Run, and the periodic
 	// pass after a sale), ModeCounters (the periodic pass while it runs),
-	// ModeExpired (its keys outlived their retention and are gone).
+	// ModeExpired (its keys outlived their retention and are gone),
+	// ModeAudit (not judged this pass: what the audit of its new orders
+	// found before that).
 	Mode  string `json:"mode"`
 	Redis struct {
 		Present   bool  `json:"present"`
