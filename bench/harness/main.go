@@ -234,7 +234,15 @@ func run(o options) error {
 	// against bare runs right before and right after it, so the machine's
 	// drift over the whole harness does not land in it, and (b) runs
 	// without a profiler, as the bare reference does: the profile comes
-	// from a second run, (b').
+	// from a second run, (b'). All three wait for seckill dev to be idle
+	// first: (a)'s orders are still being audited a while after it.
+	waited, share, idle := sys.waitIdle()
+	if idle {
+		logf("seckill dev idle (%.1f%% of a core) after %v", 100*share, waited)
+	} else {
+		logf("seckill dev still busy after %v (%.1f%% of a core over the last second); measuring (b) anyway", waited, 100*share)
+	}
+	r.idleBeforeReject, r.idleShare, r.idle = waited, share, idle
 	if r.bareNear[0], r.bareNearCost[0], err = runBare(out, bin, "ref-bare-b0", "ref bare (before (b))", std); err != nil {
 		return err
 	}

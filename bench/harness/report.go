@@ -26,9 +26,14 @@ type report struct {
 	bareNearCost   [2]cost
 	rejectCost     cost // (b): the CPU of seckill dev's process per answer
 	rejectProfiled benchkit.WrkResult
-	big            benchkit.WrkResult
-	bigRun         bool
-	seedOrders     int64
+	// How long (b) and the bare runs beside it waited for seckill dev to
+	// be idle, and its share of a core over the last second of the wait.
+	idleBeforeReject time.Duration
+	idleShare        float64
+	idle             bool
+	big              benchkit.WrkResult
+	bigRun           bool
+	seedOrders       int64
 
 	drain      drain
 	insertRefs []benchkit.InsertRef
@@ -170,6 +175,14 @@ func (r *report) render() string {
 		rc, bareC := r.rejectCost.perBuyer(roleServer), bc.perBuyer(roleServer)
 		fmt.Fprintf(&b, "- (the cost behind it) reject: seckill dev's CPU per answer %.2f µs vs the bare server's per request %.2f µs (%s; all of seckill dev's process, its idle parts included)\n",
 			rc, bareC, ratio(rc, bareC))
+	}
+	if r.rejectCost.ok() {
+		state := "idle"
+		if !r.idle {
+			state = "still busy"
+		}
+		fmt.Fprintf(&b, "- (b) and the bare runs beside it started once seckill dev was %s: after %v, at %.1f%% of a core\n",
+			state, r.idleBeforeReject, 100*r.idleShare)
 	}
 	for _, ref := range refs {
 		target(r.accept.P99 <= 3*ref.w.P99, "p99(accept) ≤ 3× p99 of %s at -c%d — %s vs %s (%s)", ref.name, o.conns, ms(r.accept.P99), ms(ref.w.P99),

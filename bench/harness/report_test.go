@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +84,45 @@ func TestPooledWeighsRunsByTheirRequests(t *testing.T) {
 	// The inputs are left as they were.
 	if a.cmds[roleRedisDef]["evalsha"].calls != 100 {
 		t.Errorf("pooled changed its input")
+	}
+}
+
+// TestUntilIdleWaitsForAQuietWindow: the wait ends at the first window in
+// which the processes used less than the share, and gives up at the bound
+// (or at a failed sample) without calling the processes idle.
+func TestUntilIdleWaitsForAQuietWindow(t *testing.T) {
+	const window = time.Second
+	var used time.Duration
+	busy := 3 // windows at 80% of a core, then 1%
+	cpu := func() (time.Duration, error) { return used, nil }
+	sleep := func(d time.Duration) {
+		if busy > 0 {
+			busy--
+			used += d * 8 / 10
+		} else {
+			used += d / 100
+		}
+	}
+	waited, share, idle := untilIdle(cpu, sleep, 0.05, window, time.Minute)
+	if !idle || waited != 4*window || share < 0.009 || share > 0.011 {
+		t.Fatalf("quiet after three busy windows: waited %v, share %v, idle %v", waited, share, idle)
+	}
+
+	busy = 1 << 30
+	waited, share, idle = untilIdle(cpu, sleep, 0.05, window, 5*window)
+	if idle || waited != 5*window || share < 0.79 {
+		t.Fatalf("never quiet: waited %v, share %v, idle %v", waited, share, idle)
+	}
+
+	calls := 0
+	failing := func() (time.Duration, error) {
+		if calls++; calls > 2 {
+			return 0, errors.New("gone")
+		}
+		return used, nil
+	}
+	busy = 1 << 30
+	if waited, _, idle = untilIdle(failing, sleep, 0.05, window, time.Minute); idle || waited != 2*window {
+		t.Fatalf("a failed sample: waited %v, idle %v", waited, idle)
 	}
 }

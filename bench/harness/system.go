@@ -378,3 +378,55 @@ func (p *profiled) analyze() {
 	}
 	p.parts, _ = splitProfile(p.bin, base+".cpu.pb.gz", devParts)
 }
+
+// Idle bounds for waitIdle: the watched processes together use less than
+// idleShare of one core over idleWindow, or the wait gives up after
+// idleMax and the run goes on (logged).
+const (
+	idleShare  = 0.05
+	idleWindow = time.Second
+	idleMax    = 60 * time.Second
+)
+
+// waitIdle waits until seckill dev and its redis-servers are idle, so that
+// a run measures its own requests and not the catch-up of the run before it
+// (the reconciler auditing (a)'s orders, a Redis rewrite). It returns how
+// long it waited and the share of a core they used over the last window.
+func (s *system) waitIdle() (time.Duration, float64, bool) {
+	cpu := func() (time.Duration, error) {
+		var sum time.Duration
+		for _, w := range s.watch {
+			d, err := benchkit.ProcCPU(w.pid)
+			if err != nil {
+				return 0, err
+			}
+			sum += d
+		}
+		return sum, nil
+	}
+	return untilIdle(cpu, time.Sleep, idleShare, idleWindow, idleMax)
+}
+
+// untilIdle samples cpu (the CPU time used so far) every window until what
+// was used over a window is below share of it, or max has passed (idle
+// false). A sample that fails ends the wait at once, not idle.
+func untilIdle(cpu func() (time.Duration, error), sleep func(time.Duration), share float64, window, max time.Duration) (waited time.Duration, last float64, idle bool) {
+	prev, err := cpu()
+	if err != nil {
+		return 0, 0, false
+	}
+	for waited < max {
+		sleep(window)
+		waited += window
+		now, err := cpu()
+		if err != nil {
+			return waited, last, false
+		}
+		last = float64(now-prev) / float64(window)
+		if last < share {
+			return waited, last, true
+		}
+		prev = now
+	}
+	return waited, last, false
+}
