@@ -28,6 +28,12 @@ type report struct {
 	rejectProfiled benchkit.WrkResult
 	// How long (b) and the bare runs beside it waited for seckill dev to
 	// be idle, and its share of a core over the last second of the wait.
+	// catchUp is seckill dev's CPU from (a)'s drain to the end of the
+	// reconciler's next pass (catchUpWait later; catchUpEnded false: the
+	// wait gave up).
+	catchUp          cost
+	catchUpWait      time.Duration
+	catchUpEnded     bool
 	idleBeforeReject time.Duration
 	idleShare        float64
 	idle             bool
@@ -224,6 +230,19 @@ func (r *report) render() string {
 			target(srv <= 2*refSrv, "%s: edge+engine CPU per accepted buyer ≤ 2× %s server's per request — %.1f µs vs %.1f µs (%s)",
 				c.name, ref.name, srv, refSrv, ratio(srv, refSrv))
 		}
+	}
+	if c := r.catchUp; c.ok() {
+		// Not a target: work (a) leaves behind, which its row does not
+		// count.
+		end := "the end of the reconciler's first pass after it"
+		if !r.catchUpEnded {
+			end = "the wait's bound (no pass ended)"
+		}
+		// The wait's own idle CPU is part of it: priced at the idle share
+		// measured right after, before (b).
+		idleUS := r.idleShare * float64(r.catchUpWait.Microseconds()) / float64(c.accepted)
+		fmt.Fprintf(&b, "- (after (a), not in its row) seckill dev and its redis-servers from the drain to %s, %v later: %.1f µs per accepted buyer (server %.1f, Redis %.1f), of which %.1f is what they spend idle over as long (%.1f%% of a core, measured right after)\n",
+			end, r.catchUpWait.Round(time.Second), c.perBuyer(), c.perBuyer(roleServer), c.perBuyer(roleRedisDef, roleRedisHot), idleUS, 100*r.idleShare)
 	}
 	ref, rows := r.naiveCost, []cost{r.refCost, r.devCost, r.partsCost}
 	if !ref.ok() {

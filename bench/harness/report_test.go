@@ -126,3 +126,25 @@ func TestUntilIdleWaitsForAQuietWindow(t *testing.T) {
 		t.Fatalf("a failed sample: waited %v, idle %v", waited, idle)
 	}
 }
+
+// TestRunsTotalSumsTheOutcomes: the reconciler's passes are counted over
+// every outcome, and a process that has not ended one yet has none.
+func TestRunsTotalSumsTheOutcomes(t *testing.T) {
+	const exposition = `# HELP seckill_reconcile_runs_total Reconciliations by outcome.
+# TYPE seckill_reconcile_runs_total counter
+seckill_reconcile_runs_total{outcome="error"} 1
+seckill_reconcile_runs_total{outcome="ok"} 3
+# HELP seckill_reconcile_drift Drift found by the last reconciliation, per SKU and kind (0: none).
+# TYPE seckill_reconcile_drift gauge
+seckill_reconcile_drift{activity="1",kind="ledger",sku="2"} 5
+`
+	if n, err := runsTotal(strings.NewReader(exposition)); err != nil || n != 4 {
+		t.Fatalf("runs: %v %v, want 4", n, err)
+	}
+	if n, err := runsTotal(strings.NewReader("# TYPE up gauge\nup 1\n")); err != nil || n != 0 {
+		t.Fatalf("no passes yet: %v %v", n, err)
+	}
+	if _, err := runsTotal(strings.NewReader("not {an exposition\n")); err == nil {
+		t.Fatal("a broken exposition read as passes")
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	_ "modernc.org/sqlite"
 
 	"seckill/admin"
@@ -429,4 +431,54 @@ func untilIdle(cpu func() (time.Duration, error), sleep func(time.Duration), sha
 		prev = now
 	}
 	return waited, last, false
+}
+
+// reconcilePasses is how many reconciler passes seckill dev has ended so
+// far, by any outcome (seckill_reconcile_runs_total on its /metrics).
+func (s *system) reconcilePasses() (float64, error) {
+	resp, err := s.http.Get("http://" + s.edge + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	return runsTotal(resp.Body)
+}
+
+// runsTotal sums seckill_reconcile_runs_total over its outcomes in a
+// Prometheus text exposition (0 when it is not there yet).
+func runsTotal(in io.Reader) (float64, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(in)
+	if err != nil {
+		return 0, fmt.Errorf("/metrics: %w", err)
+	}
+	var n float64
+	if f := fams["seckill_reconcile_runs_total"]; f != nil {
+		for _, m := range f.GetMetric() {
+			n += m.GetCounter().GetValue()
+		}
+	}
+	return n, nil
+}
+
+// catchUpMax bounds waitPass: the reconciler's interval (make run's 1m)
+// and some slack.
+const catchUpMax = 75 * time.Second
+
+// waitPass waits until seckill dev's reconciler has ended a pass since it
+// had ended since passes (its audit of the orders made before that pass
+// began is then done), at most max. It returns how long it waited and
+// whether a pass ended.
+func (s *system) waitPass(since float64, max time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	for time.Since(start) < max {
+		if n, err := s.reconcilePasses(); err == nil && n > since {
+			return time.Since(start), true
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return time.Since(start), false
 }
