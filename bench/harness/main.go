@@ -244,7 +244,7 @@ func run(o options) error {
 	if passErr != nil {
 		logf("the reconciler's passes cannot be read (%v): (b) does not wait for (a)'s audit", passErr)
 	} else {
-		_, r.catchUpEnded = sys.waitPass(passes, catchUpMax-time.Since(drained))
+		r.catchUpEnded = sys.waitPass(passes, catchUpMax-time.Since(drained))
 		r.catchUpWait = time.Since(drained)
 		r.catchUp = catchUp.done("(a'') after (a): seckill dev from the drain to the end of the reconciler's next pass",
 			"its background work: the audit of (a)'s orders, the sweeps; per (a)'s accepted buyer", r.accept.Codes["200"])

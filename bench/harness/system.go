@@ -396,15 +396,12 @@ const (
 // long it waited and the share of a core they used over the last window.
 func (s *system) waitIdle() (time.Duration, float64, bool) {
 	cpu := func() (time.Duration, error) {
+		sn, err := take(s.watch)
 		var sum time.Duration
-		for _, w := range s.watch {
-			d, err := benchkit.ProcCPU(w.pid)
-			if err != nil {
-				return 0, err
-			}
+		for _, d := range sn.cpu {
 			sum += d
 		}
-		return sum, nil
+		return sum, err
 	}
 	return untilIdle(cpu, time.Sleep, idleShare, idleWindow, idleMax)
 }
@@ -479,17 +476,14 @@ const (
 	passPoll   = 2 * time.Second
 )
 
-// waitPass waits until seckill dev's reconciler has ended a pass since it
-// had ended since passes (its audit of the orders made before that pass
-// began is then done), at most max. It returns how long it waited and
-// whether a pass ended.
-func (s *system) waitPass(since float64, max time.Duration) (time.Duration, bool) {
-	start := time.Now()
-	for time.Since(start) < max {
+// waitPass waits until seckill dev's reconciler has ended more passes than
+// since (its audit of the orders made before that pass began is then
+// done), at most max, and says whether one ended.
+func (s *system) waitPass(since float64, max time.Duration) bool {
+	for start := time.Now(); time.Since(start) < max; time.Sleep(passPoll) {
 		if n, err := s.reconcilePasses(); err == nil && n > since {
-			return time.Since(start), true
+			return true
 		}
-		time.Sleep(passPoll)
 	}
-	return time.Since(start), false
+	return false
 }
